@@ -1,0 +1,2 @@
+//! exitvoice auditor.
+#![forbid(unsafe_code)]

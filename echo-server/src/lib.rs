@@ -1,0 +1,16 @@
+//! exitvoice echo server: capture, parsers (TLS, HTTP/2 + HPACK, HTTP/1), fingerprints, buckets,
+//! and the HTTP API.
+//!
+//! Parsers are pure functions over bytes; only `capture` touches sockets.
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
+
+mod codec;
+
+pub mod api;
+pub mod capture;
+pub mod classify;
+pub mod h1;
+pub mod h2;
+pub mod pcap;
+pub mod tls;

@@ -1,0 +1,146 @@
+//! The JSON echo the server answers with, and that the auditor reads back.
+//!
+//! This is the contract between `exitvoice-echo` and `exitvoice-auditor`: the auditor never sees
+//! the echo server's parser types, only these. Field names follow the common echo services where
+//! the meaning is the same (`ja3`, `ja3_hash`, `ja4`, `akamai_fingerprint`, …). Parser detail
+//! (the full ClientHello, the frame log) travels as opaque JSON in `detail` fields, so it can
+//! grow without a schema bump.
+
+use serde::{Deserialize, Serialize};
+
+use crate::voice::{Bucket, VoiceId};
+
+/// Version of the echo JSON shape. Bump when a field changes meaning or is removed.
+pub const ECHO_SCHEMA_VERSION: u32 = 1;
+
+/// Everything the echo server saw for one request on one connection.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Echo {
+    /// [`ECHO_SCHEMA_VERSION`] of the server that wrote it.
+    pub schema_version: u32,
+    /// When the request arrived, RFC 3339 UTC.
+    pub time: String,
+    /// The TCP peer as the server saw it (for the auditor: the exit's egress address).
+    pub peer: Peer,
+    /// The probe token, when the request carried one (`/probe/<token>` or `?token=`).
+    pub token: Option<String>,
+    /// Request method and path as received.
+    pub method: String,
+    /// Path and query as received.
+    pub path: String,
+    /// ALPN offered by the client, chosen by the server, and the protocol the client spoke.
+    pub alpn: Alpn,
+    /// The TLS layer; `None` only if the ClientHello could not be parsed.
+    pub tls: Option<TlsEcho>,
+    /// Present when the connection spoke HTTP/2.
+    pub http2: Option<Http2Echo>,
+    /// Present when the connection spoke HTTP/1.x.
+    pub http1: Option<Http1Echo>,
+    /// Where this request sits on its connection.
+    pub request: RequestPosition,
+    /// The HTTP/2 bucket (A–D); `None` when the client did not offer h2.
+    pub bucket: Option<Bucket>,
+    /// Name of the known browser profile the HTTP/2 voice matches, if any.
+    pub profile: Option<String>,
+}
+
+/// A socket address, split so JSON consumers need not parse it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    /// IP address, v4 or v6, without brackets.
+    pub ip: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+/// The protocol the client actually spoke after the handshake, sniffed from its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum Spoken {
+    /// The connection opened with the HTTP/2 preface (RFC 9113 section 3.4).
+    #[serde(rename = "h2")]
+    H2,
+    /// The connection opened with an HTTP/1.x request line.
+    #[serde(rename = "http/1.1")]
+    Http1,
+    /// Neither: nothing sent, or bytes that are neither.
+    #[serde(rename = "unknown")]
+    Unknown,
+}
+
+/// ALPN as three separate facts: what was offered, what the server chose, what was spoken.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Alpn {
+    /// Protocol names from the ClientHello ALPN extension, wire order (lossy UTF-8).
+    pub offered: Vec<String>,
+    /// The protocol the server selected, if any.
+    pub negotiated: Option<String>,
+    /// What the client's first decrypted bytes were.
+    pub spoken: Spoken,
+}
+
+/// TLS fingerprints of the connection's ClientHello.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsEcho {
+    /// JA3 string (salesforce/ja3).
+    pub ja3: String,
+    /// md5 of `ja3`, lowercase hex.
+    pub ja3_hash: String,
+    /// JA3 with the extension list sorted ascending (JA3N).
+    pub ja3n: String,
+    /// md5 of `ja3n`.
+    pub ja3n_hash: String,
+    /// JA4 (FoxIO, BSD-3).
+    pub ja4: String,
+    /// JA4, raw (unhashed) form.
+    pub ja4_r: String,
+    /// JA4, original (wire) order.
+    pub ja4_o: String,
+    /// JA4, raw and original order.
+    pub ja4_ro: String,
+    /// Normalized TLS voice (stable across GREASE, permutation, resumption, padding).
+    pub voice_id: VoiceId,
+    /// Hash of the raw non-GREASE extension order (changes per connection for Chrome).
+    pub order_id: String,
+    /// Whether the hello tried to resume (pre_shared_key offered or a non-empty session ticket).
+    pub resumed: bool,
+    /// The parsed ClientHello, as the echo server models it.
+    pub detail: serde_json::Value,
+}
+
+/// HTTP/2 fingerprints of the connection's first frames.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Http2Echo {
+    /// Canonical Akamai string `S|WU|P|PS`.
+    pub akamai_fingerprint: String,
+    /// md5 of `akamai_fingerprint`.
+    pub akamai_fingerprint_hash: String,
+    /// Normalized HTTP/2 voice.
+    pub voice_id: VoiceId,
+    /// Pseudo-header order of this request, as names (`:method`, …).
+    pub pseudo_header_order: Vec<String>,
+    /// Regular header names of this request, wire order.
+    pub header_order: Vec<String>,
+    /// The frame log, settings, priorities and header representations, as the server models them.
+    pub detail: serde_json::Value,
+}
+
+/// HTTP/1.x fingerprint of the request head.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Http1Echo {
+    /// The request line as received, without CRLF.
+    pub request_line: String,
+    /// Header names in original case and order.
+    pub header_order: Vec<String>,
+    /// Normalized HTTP/1 voice.
+    pub voice_id: VoiceId,
+}
+
+/// Position of the request on its connection: the evidence for bucket C (re-mux).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestPosition {
+    /// HTTP/2 stream id, when the connection spoke h2.
+    pub stream_id: Option<u32>,
+    /// 1 for the first request on the connection, 2 for the second, …
+    pub index: u32,
+}

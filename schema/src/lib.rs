@@ -1,0 +1,15 @@
+//! exitvoice data contract: voice and observation types, JSON shapes, SQL migrations, the store.
+//!
+//! Both the echo server and the auditor depend on this crate and on nothing of each other.
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
+
+pub mod echo;
+pub mod store;
+pub mod voice;
+
+pub use echo::{
+    Alpn, Echo, Http1Echo, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho, ECHO_SCHEMA_VERSION,
+};
+pub use store::{Store, StoreError};
+pub use voice::{Bucket, VoiceId};

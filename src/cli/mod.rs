@@ -1,0 +1,5 @@
+//! One module per subcommand: flags → configs → calls into the crates → exit code.
+
+pub mod audit;
+pub mod inspect;
+pub mod serve;
