@@ -12,6 +12,7 @@ use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
 use super::grease::is_grease;
+use super::ja4::push_hex_bytes;
 
 /// Prefix of a TLS voice id; the `1` is the normalization version.
 pub const VOICE_PREFIX: &str = "tlsv1_";
@@ -111,7 +112,7 @@ impl Feed {
         let digest = self.hasher.finalize();
         let mut out = String::with_capacity(prefix.len() + 24);
         out.push_str(prefix);
-        out.push_str(&hex::encode(digest.get(..12).unwrap_or_default()));
+        push_hex_bytes(&mut out, digest.get(..12).unwrap_or_default());
         out
     }
 }
@@ -137,8 +138,13 @@ fn names<'n>(feed: &mut Feed, list: impl Iterator<Item = &'n [u8]> + Clone) {
     }
 }
 
-/// The TLS voice id of `hello`. `scratch` is reused for sorting.
-pub(crate) fn voice_id(hello: &ClientHello<'_>, scratch: &mut Vec<u16>) -> String {
+/// The TLS voice id of `hello`; `sorted_types` are its non-GREASE extension types, sorted.
+/// `scratch` is reused.
+pub(crate) fn voice_id(
+    hello: &ClientHello<'_>,
+    sorted_types: &[u16],
+    scratch: &mut Vec<u16>,
+) -> String {
     let mut feed = Feed::new(VOICE_DOMAIN);
     feed.u8(tag::EXTENSION_BLOCK);
     feed.u8(u8::from(hello.extensions.is_some()));
@@ -152,36 +158,39 @@ pub(crate) fn voice_id(hello: &ClientHello<'_>, scratch: &mut Vec<u16>) -> Strin
     }
 
     let exts = hello.extensions();
-    scratch.clear();
-    scratch.extend(
-        exts.iter()
-            .map(|e| e.kind)
-            .filter(|k| in_set(*k))
-            .map(|k| k.0),
+    feed.u16_list(
+        tag::EXTENSION_SET,
+        sorted_types
+            .iter()
+            .copied()
+            .filter(|v| in_set(ExtensionType(*v))),
     );
-    scratch.sort_unstable();
-    feed.u16_list(tag::EXTENSION_SET, scratch.iter().copied());
     feed.u8(tag::GREASE_EXTENSIONS);
     feed.count(exts.iter().filter(|e| is_grease(e.kind.0)).count());
-    scratch.clear();
-    scratch.extend(
-        exts.iter()
-            .filter(|e| matches!(e.body, ExtensionBody::Malformed { .. }))
-            .map(|e| e.kind.0),
-    );
-    scratch.sort_unstable();
-    feed.u16_list(tag::MALFORMED, scratch.iter().copied());
+    let malformed = || {
+        sorted_types.iter().copied().filter(|v| {
+            exts.iter()
+                .any(|e| e.kind.0 == *v && matches!(e.body, ExtensionBody::Malformed { .. }))
+        })
+    };
+    if malformed().next().is_some() {
+        let mut list: Vec<u16> = malformed().collect();
+        list.dedup();
+        feed.u16_list(tag::MALFORMED, list.into_iter());
+    } else {
+        feed.u16_list(tag::MALFORMED, std::iter::empty());
+    }
 
-    // Contents, in ascending type order so permutation can't move them; duplicates of one type
-    // in wire order. `scratch` holds the distinct types that carry voiced content.
+    // Contents in ascending type order so permutation can't move them; duplicates of one type
+    // in wire order: sort the extension indices by (type, index).
     scratch.clear();
-    scratch.extend(exts.iter().map(|e| e.kind.0));
-    scratch.sort_unstable();
-    scratch.dedup();
-    for kind in scratch.iter().copied().map(ExtensionType) {
-        for ext in exts.iter().filter(|e| e.kind == kind) {
-            voice_content(&mut feed, kind, &ext.body);
-        }
+    scratch.extend((0..exts.len()).filter_map(|i| u16::try_from(i).ok()));
+    scratch.sort_unstable_by_key(|i| {
+        let kind = exts.get(usize::from(*i)).map_or(0, |e| e.kind.0);
+        (kind, *i)
+    });
+    for ext in scratch.iter().filter_map(|i| exts.get(usize::from(*i))) {
+        voice_content(&mut feed, ext.kind, &ext.body);
     }
     feed.finish(VOICE_PREFIX)
 }
