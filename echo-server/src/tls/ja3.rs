@@ -15,24 +15,15 @@ use super::ja4::hex_string;
 
 /// Appends `value` in decimal.
 fn push_dec(out: &mut String, value: u16) {
-    let mut digits = [0u8; 5];
-    let mut n = value;
-    let mut start = digits.len();
-    while let Some(slot) = start.checked_sub(1).and_then(|i| digits.get_mut(i)) {
-        start -= 1;
-        // `n % 10` is a single digit.
-        *slot = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+    let mut started = false;
+    for div in [10_000u16, 1_000, 100, 10, 1] {
+        let digit = value / div % 10;
+        if digit != 0 || started || div == 1 {
+            started = true;
+            // `digit` is 0..=9.
+            out.push(char::from(b'0' + digit as u8));
         }
     }
-    out.push_str(
-        digits
-            .get(start..)
-            .and_then(|d| std::str::from_utf8(d).ok())
-            .unwrap_or_default(),
-    );
 }
 
 /// Appends `values` in decimal joined by `-`.

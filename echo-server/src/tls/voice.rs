@@ -13,6 +13,7 @@ use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
 use super::grease::is_grease;
 use super::ja4::push_hex_bytes;
+use super::list::U16List;
 
 /// Prefix of a TLS voice id; the `1` is the normalization version.
 pub const VOICE_PREFIX: &str = "tlsv1_";
@@ -49,9 +50,12 @@ mod tag {
 /// Buffers small writes and feeds them to sha256 in blocks.
 struct Feed {
     hasher: Sha256,
-    buf: [u8; 256],
+    buf: [u8; FEED_BUF],
     len: usize,
 }
+
+/// Bytes buffered before they go to the hasher; a Chrome hello's description fits.
+const FEED_BUF: usize = 512;
 
 impl Feed {
     fn new(domain: &[u8]) -> Self {
@@ -59,9 +63,31 @@ impl Feed {
         hasher.update(domain);
         Self {
             hasher,
-            buf: [0; 256],
+            buf: [0; FEED_BUF],
             len: 0,
         }
+    }
+
+    fn flush(&mut self) {
+        self.hasher
+            .update(self.buf.get(..self.len).unwrap_or_default());
+        self.len = 0;
+    }
+
+    fn u8(&mut self, v: u8) {
+        if self.len == FEED_BUF {
+            self.flush();
+        }
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = v;
+            self.len += 1;
+        }
+    }
+
+    fn u16(&mut self, v: u16) {
+        let [hi, lo] = v.to_be_bytes();
+        self.u8(hi);
+        self.u8(lo);
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
@@ -78,18 +104,16 @@ impl Feed {
         }
     }
 
-    fn flush(&mut self) {
-        self.hasher
-            .update(self.buf.get(..self.len).unwrap_or_default());
-        self.len = 0;
-    }
-
-    fn u8(&mut self, v: u8) {
-        self.bytes(&[v]);
-    }
-
-    fn u16(&mut self, v: u16) {
-        self.bytes(&v.to_be_bytes());
+    /// Like [`Self::u16_list`] for a wire list of two-byte values: the bytes go in as they are
+    /// unless a GREASE value needs folding.
+    fn u16_wire<T: From<u16>>(&mut self, tag: u8, list: &U16List<'_, T>) {
+        if list.values().any(is_grease) {
+            self.u16_list(tag, list.values());
+        } else {
+            self.u8(tag);
+            self.count(list.len());
+            self.bytes(list.as_bytes());
+        }
     }
 
     /// A count; lists longer than u16 can't occur inside a ClientHello, saturate anyway.
@@ -143,14 +167,14 @@ fn names<'n>(feed: &mut Feed, list: impl Iterator<Item = &'n [u8]> + Clone) {
 pub(crate) fn voice_id(
     hello: &ClientHello<'_>,
     sorted_types: &[u16],
-    scratch: &mut Vec<u16>,
+    scratch: &mut Vec<u32>,
 ) -> String {
     let mut feed = Feed::new(VOICE_DOMAIN);
     feed.u8(tag::EXTENSION_BLOCK);
     feed.u8(u8::from(hello.extensions.is_some()));
     feed.u8(tag::LEGACY_VERSION);
     feed.u16(hello.legacy_version.0);
-    feed.u16_list(tag::CIPHER_SUITES, hello.cipher_suites.values());
+    feed.u16_wire(tag::CIPHER_SUITES, &hello.cipher_suites);
     feed.u8(tag::COMPRESSION);
     feed.count(hello.compression_methods.len());
     for m in hello.compression_methods.values() {
@@ -167,14 +191,18 @@ pub(crate) fn voice_id(
     );
     feed.u8(tag::GREASE_EXTENSIONS);
     feed.count(exts.iter().filter(|e| is_grease(e.kind.0)).count());
-    let malformed = || {
-        sorted_types.iter().copied().filter(|v| {
-            exts.iter()
-                .any(|e| e.kind.0 == *v && matches!(e.body, ExtensionBody::Malformed { .. }))
-        })
-    };
-    if malformed().next().is_some() {
-        let mut list: Vec<u16> = malformed().collect();
+    let any_malformed = exts
+        .iter()
+        .any(|e| matches!(e.body, ExtensionBody::Malformed { .. }));
+    if any_malformed {
+        let mut list: Vec<u16> = sorted_types
+            .iter()
+            .copied()
+            .filter(|v| {
+                exts.iter()
+                    .any(|e| e.kind.0 == *v && matches!(e.body, ExtensionBody::Malformed { .. }))
+            })
+            .collect();
         list.dedup();
         feed.u16_list(tag::MALFORMED, list.into_iter());
     } else {
@@ -182,14 +210,19 @@ pub(crate) fn voice_id(
     }
 
     // Contents in ascending type order so permutation can't move them; duplicates of one type
-    // in wire order: sort the extension indices by (type, index).
+    // in wire order: sort `type << 16 | index` keys.
     scratch.clear();
-    scratch.extend((0..exts.len()).filter_map(|i| u16::try_from(i).ok()));
-    scratch.sort_unstable_by_key(|i| {
-        let kind = exts.get(usize::from(*i)).map_or(0, |e| e.kind.0);
-        (kind, *i)
-    });
-    for ext in scratch.iter().filter_map(|i| exts.get(usize::from(*i))) {
+    scratch.extend(
+        exts.iter()
+            .zip(0u32..)
+            .map(|(e, i)| u32::from(e.kind.0) << 16 | (i & 0xffff)),
+    );
+    scratch.sort_unstable();
+    for ext in scratch
+        .iter()
+        .filter_map(|key| usize::try_from(key & 0xffff).ok())
+        .filter_map(|i| exts.get(i))
+    {
         voice_content(&mut feed, ext.kind, &ext.body);
     }
     feed.finish(VOICE_PREFIX)
@@ -201,7 +234,7 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
     match body {
         B::SupportedGroups(list) => {
             content(feed, kind);
-            feed.u16_list(0, list.values());
+            feed.u16_wire(0, list);
         }
         B::EcPointFormats(list) => {
             content(feed, kind);
@@ -211,15 +244,15 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
         | B::SignatureAlgorithmsCert(list)
         | B::DelegatedCredentials(list) => {
             content(feed, kind);
-            feed.u16_list(0, list.values());
+            feed.u16_wire(0, list);
         }
         B::SupportedVersions(list) => {
             content(feed, kind);
-            feed.u16_list(0, list.values());
+            feed.u16_wire(0, list);
         }
         B::CompressCertificate(list) => {
             content(feed, kind);
-            feed.u16_list(0, list.values());
+            feed.u16_wire(0, list);
         }
         B::PskKeyExchangeModes(list) => {
             content(feed, kind);
