@@ -534,3 +534,227 @@ proptest! {
         }
     }
 }
+
+/// A synthetic Chrome-like hello with the per-connection values as parameters.
+struct Knobs {
+    grease: u16,
+    random: u8,
+    session_id: Vec<u8>,
+    key: u8,
+    padding: usize,
+    ech_aead: u16,
+    ech_config: u8,
+    ech_payload: usize,
+    ticket: Vec<u8>,
+    psk: bool,
+    reverse: bool,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Self {
+            grease: 0x0a0a,
+            random: 0,
+            session_id: vec![7; 32],
+            key: 1,
+            padding: 100,
+            ech_aead: 1,
+            ech_config: 9,
+            ech_payload: 144,
+            ticket: Vec::new(),
+            psk: false,
+            reverse: false,
+        }
+    }
+}
+
+/// Named extensions of the synthetic hello; `edit` may replace any of them.
+fn synthetic(k: &Knobs, edit: impl Fn(u16, Vec<u8>) -> Vec<u8>) -> Vec<u8> {
+    let g = k.grease;
+    let list16 = |v: &[u16]| with_len16(&u16s(v));
+    let names = |v: &[&[u8]]| {
+        let mut body = Vec::new();
+        for n in v {
+            body.push(u8::try_from(n.len()).unwrap());
+            body.extend_from_slice(n);
+        }
+        with_len16(&body)
+    };
+    let mut sni = vec![0];
+    sni.extend_from_slice(&with_len16(b"echo.exitvoice.test"));
+    let mut shares = u16s(&[g]);
+    shares.extend_from_slice(&[0, 1, 0]);
+    shares.extend_from_slice(&u16s(&[29, 32]));
+    shares.extend_from_slice(&[k.key; 32]);
+    let mut ech = vec![0];
+    ech.extend_from_slice(&u16s(&[1, k.ech_aead]));
+    ech.push(k.ech_config);
+    ech.extend_from_slice(&with_len16(&[k.key; 32]));
+    ech.extend_from_slice(&with_len16(&vec![k.key; k.ech_payload]));
+    let mut named: Vec<(u16, Vec<u8>)> = vec![
+        (0x0000, with_len16(&sni)),
+        (0x0005, vec![1, 0, 0, 0, 0]),
+        (0x000a, list16(&[g, 29, 23, 24])),
+        (0x000b, vec![1, 0]),
+        (0x000d, list16(&[0x0403, 0x0804, 0x0401])),
+        (0x0010, names(&[b"h2", b"http/1.1"])),
+        (0x0015, vec![0; k.padding]),
+        (0x0017, vec![]),
+        (0x001b, vec![2, 0, 2]),
+        (0x001c, vec![0x40, 0x01]),
+        (0x0022, list16(&[0x0403, 0x0503])),
+        (0x0023, k.ticket.clone()),
+        (0x002b, {
+            let mut v = vec![6];
+            v.extend_from_slice(&u16s(&[g, 0x0304, 0x0303]));
+            v
+        }),
+        (0x002d, vec![1, 1]),
+        (0x0033, with_len16(&shares)),
+        (0x44cd, names(&[b"h2"])),
+        (0xfe0d, ech),
+        (0xff01, vec![0]),
+    ];
+    if k.psk {
+        named.push((0x002a, vec![]));
+        named.push((0x0029, vec![0, 7, 0, 1, 0xaa, 0, 0, 0, 1, 0, 2, 1, 0xbb]));
+    }
+    if k.reverse {
+        named.reverse();
+    }
+    let mut exts = vec![ext(g ^ 0x1010, &[])];
+    exts.extend(
+        named
+            .into_iter()
+            .map(|(kind, data)| ext(kind, &edit(kind, data))),
+    );
+    exts.push(ext(g ^ 0x2020, &[0]));
+    let mut body = vec![3, 3];
+    body.extend_from_slice(&[k.random; 32]);
+    body.push(u8::try_from(k.session_id.len()).unwrap());
+    body.extend_from_slice(&k.session_id);
+    body.extend_from_slice(&with_len16(&u16s(&[g, 0x1301, 0x1302, 0xc02b])));
+    body.extend_from_slice(&[1, 0]);
+    body.extend_from_slice(&with_len16(&exts.concat()));
+    let mut message = vec![1];
+    message.extend_from_slice(&u32::try_from(body.len()).unwrap().to_be_bytes()[1..]);
+    message.extend_from_slice(&body);
+    message
+}
+
+fn voice(message: &[u8]) -> String {
+    parse_client_hello(message)
+        .unwrap()
+        .fingerprints()
+        .voice_id
+        .0
+}
+
+/// Every row of docs/voice-tls.md marked "no" changes nothing; every "yes" row changes the voice.
+#[test]
+fn voice_follows_the_documented_normalization() {
+    let keep = |_: u16, data: Vec<u8>| data;
+    let base = voice(&synthetic(&Knobs::default(), keep));
+    let same = [
+        Knobs {
+            grease: 0xdada,
+            ..Knobs::default()
+        },
+        Knobs {
+            random: 0x55,
+            ..Knobs::default()
+        },
+        Knobs {
+            session_id: vec![],
+            ..Knobs::default()
+        },
+        Knobs {
+            key: 0x99,
+            ..Knobs::default()
+        },
+        Knobs {
+            padding: 3,
+            ..Knobs::default()
+        },
+        Knobs {
+            ech_aead: 3,
+            ech_config: 200,
+            ech_payload: 240,
+            ..Knobs::default()
+        },
+        Knobs {
+            ticket: vec![5; 180],
+            ..Knobs::default()
+        },
+        Knobs {
+            psk: true,
+            ..Knobs::default()
+        },
+        Knobs {
+            reverse: true,
+            ..Knobs::default()
+        },
+    ];
+    for (i, k) in same.iter().enumerate() {
+        assert_eq!(voice(&synthetic(k, keep)), base, "same-stack knob {i}");
+    }
+    let order_changes = parse_client_hello(&synthetic(
+        &Knobs {
+            reverse: true,
+            ..Knobs::default()
+        },
+        keep,
+    ))
+    .unwrap()
+    .fingerprints()
+    .order_id;
+    assert_ne!(
+        order_changes,
+        parse_client_hello(&synthetic(&Knobs::default(), keep))
+            .unwrap()
+            .fingerprints()
+            .order_id
+    );
+    // One edit per voiced field: each must move the voice.
+    let edits: [(u16, Vec<u8>); 12] = [
+        (0x000a, with_len16(&u16s(&[0x0a0a, 23, 29, 24]))),
+        (0x000b, vec![2, 0, 1]),
+        (0x000d, with_len16(&u16s(&[0x0804, 0x0403, 0x0401]))),
+        (0x0010, {
+            let mut v = vec![8];
+            v.extend_from_slice(b"http/1.1");
+            with_len16(&v)
+        }),
+        (0x001b, vec![4, 0, 1, 0, 2]),
+        (0x001c, vec![0x40, 0x00]),
+        (0x0022, with_len16(&u16s(&[0x0403]))),
+        (0x002b, vec![2, 0x03, 0x04]),
+        (0x002d, vec![1, 0]),
+        (0x44cd, {
+            let mut v = vec![2];
+            v.extend_from_slice(b"h3");
+            with_len16(&v)
+        }),
+        (0xff01, vec![1, 0]),
+        (0x0005, vec![1, 0, 0, 0, 2, 0, 0]),
+    ];
+    for (kind, data) in edits {
+        let edited = synthetic(
+            &Knobs::default(),
+            |k, d| if k == kind { data.clone() } else { d },
+        );
+        assert_ne!(voice(&edited), base, "edit of {kind:#06x}");
+    }
+    // Key-share groups (not bytes) count: drop the GREASE share.
+    let mut share = Vec::new();
+    share.extend_from_slice(&u16s(&[29, 32]));
+    share.extend_from_slice(&[1; 32]);
+    let edited = synthetic(&Knobs::default(), |k, d| {
+        if k == 0x0033 {
+            with_len16(&share)
+        } else {
+            d
+        }
+    });
+    assert_ne!(voice(&edited), base, "key_share groups");
+}

@@ -280,16 +280,12 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
             feed.count(*responder_ids_len);
             feed.count(*request_extensions_len);
         }
-        B::EncryptedClientHello(EchBody::Outer {
-            kdf_id,
-            aead_id,
-            enc_len,
-            ..
-        }) => {
+        B::EncryptedClientHello(EchBody::Outer { enc_len, .. }) => {
+            // Only the `enc` length: the HPKE suite comes from the server's ECH config for real
+            // ECH and is drawn per connection by Firefox's GREASE ECH; config id and payload
+            // length are random in GREASE ECH.
             content(feed, kind);
             feed.u8(0);
-            feed.u16(*kdf_id);
-            feed.u16(*aead_id);
             feed.count(*enc_len);
         }
         B::EncryptedClientHello(EchBody::Inner) => {
