@@ -8,11 +8,11 @@
 
 use sha2::{Digest, Sha256};
 
+use super::ascii::Ascii;
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
 use super::grease::is_grease;
-use super::ja4::push_hex_bytes;
 use super::list::U16List;
 
 /// Prefix of a TLS voice id; the `1` is the normalization version.
@@ -134,10 +134,10 @@ impl Feed {
     fn finish(mut self, prefix: &str) -> String {
         self.flush();
         let digest = self.hasher.finalize();
-        let mut out = String::with_capacity(prefix.len() + 24);
-        out.push_str(prefix);
-        push_hex_bytes(&mut out, digest.get(..12).unwrap_or_default());
-        out
+        let mut out = Ascii::with_capacity(prefix.len() + 24);
+        out.str(prefix);
+        out.hex(digest.get(..12).unwrap_or_default());
+        out.into_string()
     }
 }
 
