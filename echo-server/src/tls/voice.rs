@@ -74,20 +74,23 @@ impl Feed {
         self.len = 0;
     }
 
-    fn u8(&mut self, v: u8) {
-        if self.len == FEED_BUF {
+    /// Appends a fixed-size group of bytes (constant size, so the copy is inlined).
+    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
+        if self.len + N > FEED_BUF {
             self.flush();
         }
-        if let Some(slot) = self.buf.get_mut(self.len) {
-            *slot = v;
-            self.len += 1;
+        if let Some(dst) = self.buf.get_mut(self.len..self.len + N) {
+            dst.copy_from_slice(&bytes);
+            self.len += N;
         }
     }
 
+    fn u8(&mut self, v: u8) {
+        self.put([v]);
+    }
+
     fn u16(&mut self, v: u16) {
-        let [hi, lo] = v.to_be_bytes();
-        self.u8(hi);
-        self.u8(lo);
+        self.put(v.to_be_bytes());
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
