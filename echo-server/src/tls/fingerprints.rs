@@ -34,26 +34,51 @@ pub struct TlsFingerprints {
     pub order_id: String,
 }
 
+/// Collects `items` into `stack` when they fit, else into `heap`; answers the filled part.
+/// Keeps the hot path free of allocation for ordinary hellos.
+pub(crate) fn collect_into<'b, T: Copy>(
+    stack: &'b mut [T],
+    heap: &'b mut Vec<T>,
+    items: impl Iterator<Item = T> + Clone,
+) -> &'b mut [T] {
+    let mut len = 0;
+    for item in items.clone() {
+        match stack.get_mut(len) {
+            Some(slot) => *slot = item,
+            None => {
+                heap.clear();
+                heap.extend(items);
+                return heap.as_mut_slice();
+            }
+        }
+        len += 1;
+    }
+    stack.get_mut(..len).unwrap_or_default()
+}
+
 impl ClientHello<'_> {
     /// Computes JA3, JA3N, the JA4 family, the voice id and the order id.
     pub fn fingerprints(&self) -> TlsFingerprints {
-        // One buffer: [sorted non-GREASE ciphers | sorted non-GREASE extension types | scratch].
-        let mut sorted: Vec<u16> = Vec::with_capacity(self.cipher_suites.len() + 64);
-        sorted.extend(self.cipher_suites.values().filter(|v| !is_grease(*v)));
-        let ciphers_end = sorted.len();
-        sorted.extend(
+        let (mut cipher_stack, mut cipher_heap) = ([0u16; 96], Vec::new());
+        let ciphers = collect_into(
+            &mut cipher_stack,
+            &mut cipher_heap,
+            self.cipher_suites.values().filter(|v| !is_grease(*v)),
+        );
+        ciphers.sort_unstable();
+        let (mut type_stack, mut type_heap) = ([0u16; 64], Vec::new());
+        let types = collect_into(
+            &mut type_stack,
+            &mut type_heap,
             self.extensions()
                 .iter()
                 .map(|e| e.kind.0)
                 .filter(|v| !is_grease(*v)),
         );
-        let (ciphers, types) = sorted.split_at_mut(ciphers_end);
-        ciphers.sort_unstable();
         types.sort_unstable();
-        let mut scratch = Vec::with_capacity(self.extensions().len());
         let ja3 = ja3_set(self, types);
         let ja4 = ja4_set(self, ciphers, types);
-        let voice = voice_id(self, types, &mut scratch);
+        let voice = voice_id(self, types);
         TlsFingerprints {
             ja3: ja3.ja3,
             ja3_hash: ja3.ja3_hash,

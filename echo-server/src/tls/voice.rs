@@ -12,6 +12,7 @@ use super::ascii::Ascii;
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
+use super::fingerprints::collect_into;
 use super::grease::is_grease;
 use super::list::U16List;
 
@@ -166,12 +167,7 @@ fn names<'n>(feed: &mut Feed, list: impl Iterator<Item = &'n [u8]> + Clone) {
 }
 
 /// The TLS voice id of `hello`; `sorted_types` are its non-GREASE extension types, sorted.
-/// `scratch` is reused.
-pub(crate) fn voice_id(
-    hello: &ClientHello<'_>,
-    sorted_types: &[u16],
-    scratch: &mut Vec<u32>,
-) -> String {
+pub(crate) fn voice_id(hello: &ClientHello<'_>, sorted_types: &[u16]) -> String {
     let mut feed = Feed::new(VOICE_DOMAIN);
     feed.u8(tag::EXTENSION_BLOCK);
     feed.u8(u8::from(hello.extensions.is_some()));
@@ -214,14 +210,16 @@ pub(crate) fn voice_id(
 
     // Contents in ascending type order so permutation can't move them; duplicates of one type
     // in wire order: sort `type << 16 | index` keys.
-    scratch.clear();
-    scratch.extend(
+    let (mut stack, mut heap) = ([0u32; 64], Vec::new());
+    let keys = collect_into(
+        &mut stack,
+        &mut heap,
         exts.iter()
             .zip(0u32..)
             .map(|(e, i)| u32::from(e.kind.0) << 16 | (i & 0xffff)),
     );
-    scratch.sort_unstable();
-    for ext in scratch
+    keys.sort_unstable();
+    for ext in keys
         .iter()
         .filter_map(|key| usize::try_from(key & 0xffff).ok())
         .filter_map(|i| exts.get(i))
