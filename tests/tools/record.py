@@ -296,7 +296,8 @@ class Conn:
                         "first_request": {"method": line[0], "path": line[1] if len(line) > 1 else None}})
                     done = True
                     rest = buf[end:]
-                    self.h1_answer()
+                    if self.h1_answer(head):
+                        return
                     buf = rest
                 if len(buf) >= PREFIX_CAP and not done:
                     self.write_files(hello, buf[:PREFIX_CAP], {"request_complete": False,
@@ -308,12 +309,25 @@ class Conn:
                 elif spoken not in (None, "unknown"):
                     buf += data
                     while b"\r\n\r\n" in buf:
-                        buf = buf.split(b"\r\n\r\n", 1)[1]
-                        self.h1_answer()
+                        head, buf = buf.split(b"\r\n\r\n", 1)
+                        if self.h1_answer(head):
+                            return
 
-    def h1_answer(self) -> None:
+    def h1_answer(self, head: bytes) -> bool:
+        """Answers one HTTP/1.x request; True when the connection must close (RFC 9112 section 9.6)."""
+        lines = head.split(b"\r\n")
+        close = lines[0].endswith(b"HTTP/1.0") or any(
+            l.lower().replace(b" ", b"") == b"connection:close" for l in lines[1:])
         self.write_plain(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: "
-                         + str(len(BODY)).encode() + b"\r\n\r\n" + BODY)
+                         + str(len(BODY)).encode() + b"\r\n"
+                         + (b"Connection: close\r\n" if close else b"") + b"\r\n" + BODY)
+        if close:
+            try:
+                self.tls.unwrap()
+            except (ssl.SSLWantReadError, ssl.SSLError):
+                pass
+            self.flush()
+        return close
 
     def h2_events(self, h2c, events, hello: bytes, buf: bytes) -> bool:
         """Answers every request; writes the capture when the first request arrives."""
