@@ -143,6 +143,20 @@ def ja4_values(hello: bytes, trusted: bool, src: str) -> dict:
     }
 
 
+def tshark_client_bytes(pcap: str, port: int, stream: int, upto: int) -> bytes:
+    """The first `upto` client->server TCP payload bytes of one stream, as tshark reads them."""
+    out = subprocess.run(
+        ["tshark", "-r", pcap, "-Y", f"tcp.stream == {stream} && tcp.dstport == {port} && tcp.len > 0",
+         "-T", "fields", "-e", "tcp.payload"],
+        capture_output=True, text=True, check=True).stdout
+    data = b""
+    for line in out.split():
+        data += bytes.fromhex(line.replace(":", ""))
+        if len(data) >= upto:
+            break
+    return data[:upto]
+
+
 # --- HTTP/2 ---------------------------------------------------------------------------------------
 
 def h2_summary(frames: list[dict]) -> dict:
@@ -336,6 +350,9 @@ def process(d: str, ja4_trust: dict) -> None:
         }
         exp.update(ja4_values(hello, ja4_trust["trusted"], ja4src))
         conn["tcp_stream_in_pcapng"] = th["stream"]
+        if tshark_client_bytes(pcap, port, th["stream"], len(hello)) != hello:
+            raise Disagree(f"{d} {conn['name']}: {conn['hello']} is not the stream's first client bytes")
+        conn["hello_checked_against_pcapng"] = True
         if prefix.startswith(H2_PREFACE):
             a = h2_summary(tshark_h2(pcap, port, th["stream"]))
             py_frames = hyperframe_frames(prefix)
