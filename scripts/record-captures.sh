@@ -20,9 +20,7 @@ URL="https://$HOST:$PORT/"
 CA=$ROOT/.tools/certs/ca.pem
 PY=$ROOT/.tools/venv/bin/python
 OUT=$ROOT/captures
-ALL_CLIENTS=(chromium firefox-esr curl-h2 curl-h1 go-h2 go-h1 java-httpclient node-https node-http2
-  python-httpx-h2 python-requests python-aiohttp openssl-s_client nghttp)
-if [ $# -gt 0 ]; then CLIENTS=("$@"); else CLIENTS=("${ALL_CLIENTS[@]}"); fi
+if [ $# -gt 0 ]; then CLIENTS=("$@"); else mapfile -t CLIENTS < <(tests/clients/run-client.sh --list); fi
 
 [ -x "$PY" ] && [ -s "$CA" ] || { echo "run scripts/install-test-deps.sh first" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/record-captures.XXXXXX)
@@ -44,60 +42,11 @@ REC_PID=$!
 for _ in $(seq 50); do [ -s "$WORK/ready" ] && break; sleep 0.1; done
 [ -s "$WORK/ready" ] || { cat "$WORK/recorder.log" >&2; exit 1; }
 
-# --- the clients: version (asked from the program) and command ------------------------------------
-pyver() { "$PY" -c "import importlib.metadata as m; print(' '.join(p + ' ' + m.version(p) for p in '$*'.split()))"; }
-client_version() {
-  case $1 in
-    chromium) chromium --version 2>/dev/null | tail -1 ;;
-    firefox-esr) firefox-esr --version 2>/dev/null | tail -1 ;;
-    curl-*) curl --version | head -1 ;;
-    go-*) go version ;;
-    java-*) java -version 2>&1 | head -1 ;;
-    node-*) echo "node $(node --version) (OpenSSL $(node -p process.versions.openssl), nghttp2 $(node -p process.versions.nghttp2))" ;;
-    python-httpx-h2) echo "Python $("$PY" -c 'import platform; print(platform.python_version())') $(pyver httpx httpcore h2)" ;;
-    python-requests) echo "Python $("$PY" -c 'import platform; print(platform.python_version())') $(pyver requests urllib3)" ;;
-    python-aiohttp) echo "Python $("$PY" -c 'import platform; print(platform.python_version())') $(pyver aiohttp)" ;;
-    openssl-s_client) openssl version ;;
-    nghttp) nghttp --version ;;
-  esac
-}
-# The exact command; {profile} is a fresh directory made for each run.
-client_command() {
-  case $1 in
-    chromium) echo "chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking --disable-component-update --disable-sync --ignore-certificate-errors --user-data-dir={profile} --dump-dom $URL" ;;
-    firefox-esr) echo "firefox-esr --headless --no-remote --profile {profile} --screenshot {profile}/shot.png $URL" ;;
-    curl-h2) echo "curl -sS --http2 --cacert $CA -o /dev/null $URL" ;;
-    curl-h1) echo "curl -sS --http1.1 --cacert $CA -o /dev/null $URL" ;;
-    go-h2) echo ".tools/bin/goclient $URL $CA" ;;
-    go-h1) echo ".tools/bin/goclient $URL $CA h1" ;;
-    java-httpclient) echo "java tests/clients/JavaClient.java $URL $CA" ;;
-    node-https) echo "node tests/clients/node_https.js $URL $CA" ;;
-    node-http2) echo "node tests/clients/node_http2.js $URL $CA" ;;
-    python-httpx-h2) echo "$PY tests/clients/py_httpx.py $URL $CA" ;;
-    python-requests) echo "$PY tests/clients/py_requests.py $URL $CA" ;;
-    python-aiohttp) echo "$PY tests/clients/py_aiohttp.py $URL $CA" ;;
-    openssl-s_client) echo "openssl s_client -quiet -connect $HOST:$PORT -servername $HOST -CAfile $CA" ;;
-    nghttp) echo "nghttp -n $URL" ;;
-  esac
-}
-run_client() {
-  local name=$1 profile=$2 cmd
-  cmd=$(client_command "$name")
-  cmd=${cmd//\{profile\}/$profile}
-  case $name in
-    firefox-esr) cp tests/clients/firefox-user.js "$profile/user.js" ;;
-    openssl-s_client)
-      printf 'GET / HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n\r\n' "$HOST" "$PORT" \
-        | timeout 60 $cmd; return ;;
-  esac
-  timeout 90 $cmd </dev/null
-}
-
+RUN=tests/clients/run-client.sh
 # --- record ----------------------------------------------------------------------------------------
 for name in "${CLIENTS[@]}"; do
-  client_command "$name" >/dev/null
-  [ -n "$(client_command "$name")" ] || { echo "unknown client $name" >&2; exit 1; }
-  echo "== $name: $(client_version "$name")"
+  version=$($RUN --version "$name")
+  echo "== $name: $version"
   pcap=$WORK/$name.pcapng
   tshark -i lo -f "tcp port $PORT" -w "$pcap" -q 2> "$WORK/$name.tshark.log" &
   TSHARK_PID=$!
@@ -109,8 +58,7 @@ for name in "${CLIENTS[@]}"; do
   for attempt in 1 2 3 4 5; do
     [ ${#picked[@]} -ge 2 ] && break
     before=$(ls "$REC"/*.json 2>/dev/null | sort || true)
-    profile=$(mktemp -d "$WORK/profile.XXXXXX")
-    if ! run_client "$name" "$profile" > "$WORK/$name.run$attempt.out" 2>&1; then
+    if ! $RUN "$name" "$URL" > "$WORK/$name.run$attempt.out" 2>&1; then
       echo "   run $attempt: client exited non-zero (see below)"; tail -3 "$WORK/$name.run$attempt.out"
     fi
     sleep 1.5
@@ -125,7 +73,6 @@ for name in "${CLIENTS[@]}"; do
     done
     echo "   run $attempt: connections [$(echo $new | xargs -n1 basename 2>/dev/null | sed 's/.json//' | xargs)] with request: ${first:-none}"
     [ -n "$first" ] && picked+=("$first")
-    rm -rf "$profile"
   done
   sleep 0.5
   kill -INT "$TSHARK_PID"; wait "$TSHARK_PID" 2>/dev/null || true; TSHARK_PID=
@@ -156,16 +103,17 @@ with open(out, "w") as f:
             f.write(line)
 PYEOF
   editcap --inject-secrets "tls,$WORK/$name.keys" "$pcap" "$dest/capture.pcapng"
-  cmd=$(client_command "$name")
+  cmd=$($RUN --command "$name" "$URL")
   cmd=${cmd//$ROOT\//}
   cmd=${cmd//$CA/.tools\/certs\/ca.pem}
-  "$PY" - "$dest/capture.json" "$name" "$(client_version "$name")" "$cmd" "$date" "$PORT" <<'PYEOF'
+  "$PY" - "$dest/capture.json" "$name" "$version" "$cmd" "$date" "$PORT" <<'PYEOF'
 import json, sys
 path, name, version, cmd, date, port = sys.argv[1:]
 doc = {
     "client": name,
     "version": version,
     "command": cmd,
+    "run_with": f"tests/clients/run-client.sh {name} URL",
     "date": date,
     "url": f"https://echo.exitvoice.test:{port}/",
     "recorder": "tests/tools/record.py (scripts/record-captures.sh)",

@@ -10,8 +10,11 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use exitvoice_echo::classify::{browser_profile, bucket, sniff, BucketInput};
+use exitvoice_echo::h1::parse_head;
 use exitvoice_echo::h2::{akamai_fingerprint, akamai_fingerprint_hash, parse_prefix, H2Prefix};
 use exitvoice_echo::tls::{parse_client_hello, TlsFingerprints};
+use exitvoice_schema::{Bucket, Spoken, VoiceId};
 use serde_json::Value;
 
 /// The clients captures/ must hold (captures/README.md, provenance table).
@@ -39,6 +42,9 @@ struct Conn {
     hello: Vec<u8>,
     prefix: Vec<u8>,
     expected: Value,
+    /// The recorder's notes (connN.json): ALPN offered / negotiated and protocol spoken, as
+    /// Python's ssl module and the recorder's sniffing saw them.
+    meta: Value,
 }
 
 impl Conn {
@@ -62,6 +68,37 @@ impl Conn {
             Ok(p) => p,
             Err(e) => panic!("{}: HTTP/2 prefix does not parse: {e}", self.label()),
         }
+    }
+
+    /// The application-layer voice: HTTP/2 voice for h2 connections, HTTP/1 voice otherwise.
+    fn app_voice(&self) -> VoiceId {
+        if self.is_h2() {
+            exitvoice_echo::h2::voice_id(&self.h2())
+        } else {
+            match parse_head(&self.prefix) {
+                Ok(head) => exitvoice_echo::h1::voice_id(&head),
+                Err(e) => panic!("{}: HTTP/1 head does not parse: {e}", self.label()),
+            }
+        }
+    }
+
+    /// The bucket of the connection's first request, from the recorded ALPN facts and our sniff
+    /// and profile match.
+    fn bucket(&self) -> Option<Bucket> {
+        let offered = self.meta["alpn_offered"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|p| p == "h2"));
+        let spoken = sniff(&self.prefix);
+        let h2 = (spoken == Spoken::H2).then(|| self.h2());
+        bucket(&BucketInput {
+            alpn_offered_h2: offered,
+            alpn_negotiated_h2: self.meta["alpn_negotiated"] == "h2",
+            spoken,
+            own_preface_and_settings: h2.as_ref().is_some_and(|p| p.settings().is_some()),
+            request_index: 1,
+            earlier_other_probe: false,
+            browser_profile: h2.as_ref().is_some_and(|p| browser_profile(p).is_some()),
+        })
     }
 
     /// The expected value of `field`, when capture.json has one.
@@ -97,6 +134,8 @@ fn load() -> BTreeMap<String, Vec<Conn>> {
                     hello: read(&file("hello")),
                     prefix: read(&file("prefix")),
                     expected: c["expected"].clone(),
+                    meta: serde_json::from_slice(&read(&file("recorder_meta")))
+                        .unwrap_or_else(|e| panic!("{client}: recorder notes: {e}")),
                 }
             })
             .collect::<Vec<_>>();
@@ -259,23 +298,92 @@ fn h2_fields_and_akamai_equal_the_independent_values() {
 }
 
 #[test]
-fn each_client_keeps_one_tls_voice_and_one_h2_voice() {
+fn each_client_keeps_one_tls_voice_and_one_h2_or_h1_voice() {
+    let mut errors = Vec::new();
     for (client, conns) in load() {
         let [a, b] = [&conns[0], &conns[1]];
         assert_eq!(
-            a.tls().voice_id,
-            b.tls().voice_id,
-            "{client}: TLS voice differs"
+            a.is_h2(),
+            b.is_h2(),
+            "{client}: one connection h2, the other not"
         );
-        if a.is_h2() {
-            assert!(b.is_h2(), "{client}: one connection h2, the other not");
-            assert_eq!(
-                exitvoice_echo::h2::voice_id(&a.h2()),
-                exitvoice_echo::h2::voice_id(&b.h2()),
-                "{client}: HTTP/2 voice differs"
+        let (ta, tb) = (a.tls().voice_id, b.tls().voice_id);
+        if ta != tb {
+            errors.push(format!("{client}: TLS voice differs: {ta:?} vs {tb:?}"));
+        }
+        let (va, vb) = (a.app_voice(), b.app_voice());
+        if va != vb {
+            errors.push(format!("{client}: h2/h1 voice differs: {va:?} vs {vb:?}"));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[test]
+fn different_clients_never_share_both_voices() {
+    let voices: Vec<(String, VoiceId, VoiceId)> = load()
+        .into_iter()
+        .map(|(client, conns)| (client, conns[0].tls().voice_id, conns[0].app_voice()))
+        .collect();
+    for (i, (ca, ta, va)) in voices.iter().enumerate() {
+        for (cb, tb, vb) in voices.iter().skip(i + 1) {
+            assert!(
+                !(ta == tb && va == vb),
+                "{ca} and {cb} share both voices: {ta:?}, {va:?}"
             );
         }
     }
+}
+
+#[test]
+fn sniff_agrees_with_the_recorder() {
+    for conns in load().values() {
+        for c in conns {
+            let want = match c.meta["spoken"].as_str() {
+                Some("h2") => Spoken::H2,
+                Some("http/1.1" | "http/1.0") => Spoken::Http1,
+                other => panic!("{}: recorder saw {other:?}", c.label()),
+            };
+            assert_eq!(sniff(&c.prefix), want, "{}", c.label());
+        }
+    }
+}
+
+#[test]
+fn browsers_are_bucket_a_h2_libraries_bucket_b() {
+    const BROWSERS: [&str; 2] = ["chromium", "firefox-esr"];
+    const H2_LIBRARIES: [&str; 6] = [
+        "curl-h2",
+        "go-h2",
+        "java-httpclient",
+        "nghttp",
+        "node-http2",
+        "python-httpx-h2",
+    ];
+    let mut errors = Vec::new();
+    for (client, conns) in load() {
+        for c in &conns {
+            let want = if BROWSERS.contains(&client.as_str()) {
+                Some(Bucket::A)
+            } else if H2_LIBRARIES.contains(&client.as_str()) {
+                Some(Bucket::B)
+            } else {
+                // HTTP/1-only clients did not offer h2: no bucket.
+                None
+            };
+            let got = c.bucket();
+            if got != want {
+                errors.push(format!("{}: bucket {got:?}, expected {want:?}", c.label()));
+            }
+            if c.is_h2() {
+                let profile = browser_profile(&c.h2()).map(|p| p.name);
+                if BROWSERS.contains(&client.as_str()) != profile.is_some() {
+                    errors.push(format!("{}: browser profile {profile:?}", c.label()));
+                }
+            }
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
 #[test]
