@@ -8,8 +8,7 @@
 #   - the Firefox enterprise policy that trusts that CA (merged into any existing policy);
 #   - the /etc/hosts line `127.0.0.1 echo.exitvoice.test`;
 #   - .tools/bin/goclient: the Go net/http client of tests/clients (stdlib only, no downloads).
-# Each step is a fast no-op when its result is already there. Java 17 and node 20 are expected to
-# be preinstalled (they are on the project's machines); the script checks and says so if not.
+# Each step is a fast no-op when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -35,8 +34,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   "${APT[@]}" update -q
   "${APT[@]}" install -y -q --no-install-recommends "${missing[@]}"
 fi
-command -v java >/dev/null || say "WARNING: no java on PATH (Java HttpClient tests need JDK >= 17)"
-command -v node >/dev/null || say "WARNING: no node on PATH (node client tests need node >= 18)"
+# Java (HttpClient, source launch) and node: preinstalled on the project's machines (JDK 17,
+# node 20); on a bare Debian 12 fall back to the distribution's (JDK 17, node 18).
+extra=()
+command -v java >/dev/null || extra+=(openjdk-17-jdk-headless)
+command -v node >/dev/null || extra+=(nodejs)
+if [ ${#extra[@]} -gt 0 ]; then
+  say "apt installing ${extra[*]}"
+  "${APT[@]}" update -q
+  "${APT[@]}" install -y -q --no-install-recommends "${extra[@]}"
+fi
 
 # Debian's own Python 3.11 for the venvs (a pyenv python earlier on PATH would differ per machine).
 PY=/usr/bin/python3
