@@ -1,11 +1,14 @@
 //! The FoxIO JA4 capture suite through `pcap::read`: every TCP ClientHello that tshark found in
 //! each capture (`data/ja4/pcap/expected-clienthellos.jsonl`, see `data/ja4/SOURCE-pcap.md`)
-//! is found again, byte for byte, and nothing else is.
+//! is found again, byte for byte, and nothing else is; and the JA3 and JA4 of the hellos read
+//! from each capture are the expected ones (JA4 per the written spec, see the manifest's
+//! divergence notes for `tls-non-ascii-alpn.pcapng`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use exitvoice_echo::pcap::{self, PcapConnection};
+use exitvoice_echo::tls::parse_client_hello;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ja4/pcap");
 
@@ -14,14 +17,21 @@ const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ja4/pcap");
 struct Expected {
     pcap: String,
     client_hello_hex: String,
+    ja3: String,
+    ja4_spec: String,
+}
+
+fn expected_lines() -> Vec<Expected> {
+    let text = std::fs::read_to_string(Path::new(DIR).join("expected-clienthellos.jsonl"))
+        .expect("expectations are in the repo");
+    text.lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
 }
 
 fn expected() -> BTreeMap<String, Vec<String>> {
-    let text = std::fs::read_to_string(Path::new(DIR).join("expected-clienthellos.jsonl"))
-        .expect("expectations are in the repo");
     let mut by_pcap: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for line in text.lines() {
-        let e: Expected = serde_json::from_str(line).expect("a JSON line");
+    for e in expected_lines() {
         by_pcap.entry(e.pcap).or_default().push(e.client_hello_hex);
     }
     by_pcap
@@ -87,4 +97,33 @@ fn every_tcp_client_hello_of_the_foxio_captures_is_found() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
     assert_eq!(total, 156);
+}
+
+#[test]
+fn ja3_and_ja4_of_every_capture_match_the_references() {
+    let mut want: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for e in expected_lines() {
+        want.entry(e.pcap).or_default().push((e.ja3, e.ja4_spec));
+    }
+    let mut failures = Vec::new();
+    for name in captures() {
+        let file = std::fs::read(Path::new(DIR).join(&name)).expect("readable capture");
+        let conns = pcap::connections(&file, None).expect("a capture");
+        let mut got: Vec<(String, String)> = conns
+            .iter()
+            .flat_map(|c| c.client_hellos.iter())
+            .map(|records| {
+                let hello = parse_client_hello(records).expect("the hello parses");
+                let fp = hello.fingerprints();
+                (fp.ja3_hash, fp.ja4)
+            })
+            .collect();
+        got.sort();
+        let mut expected = want.remove(&name).unwrap_or_default();
+        expected.sort();
+        if got != expected {
+            failures.push(format!("{name}: got {got:?}, want {expected:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }
