@@ -76,12 +76,18 @@ pub struct Request {
 impl Request {
     /// Pseudo-header names (`:method`, …) in wire order.
     pub fn pseudo_header_order(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.block.fields().filter(|f| f.is_pseudo()).map(|f| f.name)
+        self.block
+            .fields()
+            .filter(|f| f.is_pseudo())
+            .map(|f| f.name)
     }
 
     /// Regular header names in wire order.
     pub fn header_names(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.block.fields().filter(|f| !f.is_pseudo()).map(|f| f.name)
+        self.block
+            .fields()
+            .filter(|f| !f.is_pseudo())
+            .map(|f| f.name)
     }
 }
 

@@ -36,9 +36,7 @@ impl Headers {
             None
         };
         let priority = if flags & FLAG_PRIORITY != 0 {
-            Some(PriorityFields::read(r).ok_or(cut(H2ErrorKind::BadLength {
-                frame: "HEADERS",
-            }))?)
+            Some(PriorityFields::read(r).ok_or(cut(H2ErrorKind::BadLength { frame: "HEADERS" }))?)
         } else {
             None
         };

@@ -209,6 +209,9 @@ mod tests {
         assert_eq!(dec(&[0b0001_1000]), Err(HuffmanError::BadPadding));
         assert_eq!(dec(&[0b0001_1111]).as_deref(), Ok(&b"a"[..]));
         // EOS (30 ones) inside the string.
-        assert_eq!(dec(&[0xff, 0xff, 0xff, 0xff]), Err(HuffmanError::EosInString));
+        assert_eq!(
+            dec(&[0xff, 0xff, 0xff, 0xff]),
+            Err(HuffmanError::EosInString)
+        );
     }
 }

@@ -154,7 +154,9 @@ impl HeaderBlock {
 
     fn slice(&self, s: Span) -> &[u8] {
         let start = s.start as usize;
-        self.buf.get(start..start + s.len as usize).unwrap_or_default()
+        self.buf
+            .get(start..start + s.len as usize)
+            .unwrap_or_default()
     }
 
     fn push_bytes(&mut self, bytes: &[u8]) -> Span {
@@ -185,6 +187,12 @@ impl Decoder {
         Self {
             table: DynamicTable::new(),
         }
+    }
+
+    /// Set the table limit, as a SETTINGS_HEADER_TABLE_SIZE from the decoding side would
+    /// (RFC 7541 section 4.2); evicts as needed.
+    pub fn set_max_table_size(&mut self, max: usize) {
+        self.table.set_max_size(max);
     }
 
     /// Current dynamic table size (RFC 7541 section 4.1).
@@ -350,7 +358,10 @@ impl<'a> Cursor<'a> {
         let huffman = self.peek().ok_or(HpackError::UnexpectedEnd)? & 0x80 != 0;
         let len = self.int(7)? as usize;
         let end = self.pos.checked_add(len).ok_or(HpackError::UnexpectedEnd)?;
-        let raw = self.buf.get(self.pos..end).ok_or(HpackError::UnexpectedEnd)?;
+        let raw = self
+            .buf
+            .get(self.pos..end)
+            .ok_or(HpackError::UnexpectedEnd)?;
         self.pos = end;
         if !huffman {
             return Ok((out.push_bytes(raw), false));
