@@ -190,3 +190,50 @@ fn bad_inputs_fail_with_a_message_and_no_panic() {
     let out = inspect(&[dir.path().join("missing").as_os_str()]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn browser_captures_are_bucket_a() {
+    for capture in [
+        "http2-with-cookies.pcapng",
+        "chrome-cloudflare-quic-with-secrets.pcapng",
+    ] {
+        let conn = decrypted_connection(capture);
+        assert_eq!(
+            conn["bucket"], "A",
+            "{capture}: Chrome's HTTP/2 is browser-shaped"
+        );
+    }
+}
+
+/// The cleartext curl request of `http1-with-cookies.pcapng`: request line and header order as
+/// tshark dissects them (`tshark-http1-with-cookies-request.txt`).
+#[test]
+fn cleartext_http1_capture_gives_the_request_head() {
+    let line = std::fs::read_to_string(data("tshark-http1-with-cookies-request.txt"))
+        .expect("tshark output in the repo");
+    let mut fields = line.trim_end().split('|');
+    let (method, target, version, headers) = (
+        fields.next().expect("method"),
+        fields.next().expect("target"),
+        fields.next().expect("version"),
+        fields.next().expect("header lines"),
+    );
+    let want_order: Vec<&str> = headers
+        .split("\\r\\n,")
+        .map(|h| h.split(':').next().expect("a name"))
+        .collect();
+    let out = inspect_ok(&[data("http1-with-cookies.pcapng").as_os_str()]);
+    let conns = out.as_array().expect("an array");
+    assert_eq!(conns.len(), 1);
+    let conn = &conns[0];
+    assert_eq!(conn["client_data"], "cleartext");
+    assert!(conn["tls"].is_null());
+    assert_eq!(
+        conn["http1"]["request_line"],
+        format!("{method} {target} {version}")
+    );
+    assert_eq!(conn["http1"]["header_order"], serde_json::json!(want_order));
+    assert!(conn["http1"]["voice_id"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("h1v1_")));
+}

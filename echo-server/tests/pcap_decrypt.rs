@@ -61,7 +61,8 @@ fn decrypted_h2(name: &str) -> Vec<u8> {
         conn.server_hello,
         Some(ServerChoice {
             version: 0x0304,
-            cipher_suite: 0x1301
+            cipher_suite: 0x1301,
+            alpn: None,
         })
     );
     decrypted[0].to_vec()

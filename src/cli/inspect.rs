@@ -17,8 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
+use exitvoice_echo::classify::{self, BucketInput};
+use exitvoice_echo::h2::Payload;
 use exitvoice_echo::pcap::{self, ClientData, PcapConnection};
-use exitvoice_echo::{h2, tls};
+use exitvoice_echo::{h1, h2, tls};
+use exitvoice_schema::Spoken;
 use serde_json::{json, Map, Value};
 
 /// Largest input read (a capture is held in memory whole).
@@ -71,7 +74,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let output = match inputs.as_slice() {
         [(_, Input::Hello(hello)), (_, Input::Prefix(prefix))] => {
-            let mut out = connection(Some(hello), Some(prefix));
+            let mut out = connection(Some(hello), Some(prefix), None);
             check_single(&out)?;
             strip_errors_if_empty(&mut out);
             out
@@ -185,13 +188,13 @@ fn analyse(
     match input {
         Input::Capture(bytes) => capture(name, bytes, keylog, extract),
         Input::Hello(hello) => {
-            let mut out = connection(Some(hello), None);
+            let mut out = connection(Some(hello), None, None);
             check_single(&out).with_context(|| name.to_owned())?;
             strip_errors_if_empty(&mut out);
             Ok(out)
         }
         Input::Prefix(prefix) => {
-            let mut out = connection(None, Some(prefix));
+            let mut out = connection(None, Some(prefix), None);
             check_single(&out).with_context(|| name.to_owned())?;
             strip_errors_if_empty(&mut out);
             Ok(out)
@@ -230,8 +233,14 @@ fn strip_errors_if_empty(out: &mut Value) {
     }
 }
 
-/// The analysis of one connection: its ClientHello records and the client's HTTP bytes.
-fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>) -> Value {
+/// The analysis of one connection: its ClientHello records, the client's HTTP bytes, and the
+/// ALPN protocol the server chose when the input says (a TLS 1.2 ServerHello in a capture).
+///
+/// The bucket needs ALPN offered and negotiated. Offered comes from the ClientHello; without
+/// one, it is taken from what the client spoke. Negotiated is the server's choice when known,
+/// else what the client spoke (TLS 1.3 encrypts the server's choice, and a prefix file does not
+/// carry it), so a silent downgrade (bucket D) is only seen when the ServerHello shows `h2`.
+fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&[u8]>) -> Value {
     let mut errors: Vec<String> = Vec::new();
     let mut alpn_offered: Option<Vec<String>> = None;
     let tls_value = hello.and_then(|records| match tls::parse_client_hello(records) {
@@ -249,12 +258,12 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>) -> Value {
             None
         }
     });
+    let spoken = prefix.map_or(Spoken::Unknown, classify::sniff);
     let mut http2 = Value::Null;
-    let http1 = Value::Null;
-    let mut spoken = Value::Null;
-    if let Some(bytes) = prefix {
-        if bytes.starts_with(b"PRI * HTTP/2.0") {
-            spoken = json!("h2");
+    let mut http1 = Value::Null;
+    let mut h2_prefix = None;
+    match (spoken, prefix) {
+        (Spoken::H2, Some(bytes)) => {
             let parsed = match h2::parse_prefix(bytes) {
                 Ok(parsed) => parsed,
                 Err(error) => {
@@ -266,22 +275,64 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>) -> Value {
             if let Value::Object(map) = &mut http2 {
                 map.insert("requests".into(), json!(parsed.requests.len()));
             }
-        } else if pcap::is_http_start(bytes) {
-            spoken = json!("http/1.1");
-            errors.push("http1: HTTP/1 analysis is not in this build yet".into());
-        } else {
+            h2_prefix = Some(parsed);
+        }
+        (Spoken::Http1, Some(bytes)) => match h1::parse_head(bytes) {
+            Ok(head) => {
+                http1 = serde_json::to_value(h1::echo(&head)).unwrap_or(Value::Null);
+                if let Value::Object(map) = &mut http1 {
+                    map.insert(
+                        "detail".into(),
+                        serde_json::to_value(&head).unwrap_or_default(),
+                    );
+                }
+            }
+            Err(error) => errors.push(format!("http1: {error}")),
+        },
+        (_, Some(_)) => {
             errors.push("client bytes are neither the HTTP/2 preface nor an HTTP/1 request".into());
         }
+        (_, None) => {}
     }
+    let inferred = alpn_offered.is_none() || server_alpn.is_none();
+    let offered_h2 = match &alpn_offered {
+        Some(list) => list.iter().any(|p| p == "h2"),
+        None => spoken == Spoken::H2,
+    };
+    let negotiated_h2 = match server_alpn {
+        Some(alpn) => alpn == b"h2",
+        None => spoken == Spoken::H2,
+    };
+    let profile = h2_prefix.as_ref().and_then(classify::browser_profile);
+    let own_preface_and_settings = h2_prefix.as_ref().is_some_and(
+        |p| matches!(p.frames.first().map(|f| &f.payload), Some(Payload::Settings(s)) if !s.ack),
+    );
+    let bucket = (prefix.is_some()).then(|| {
+        classify::bucket(&BucketInput {
+            alpn_offered_h2: offered_h2,
+            alpn_negotiated_h2: negotiated_h2,
+            spoken,
+            own_preface_and_settings,
+            request_index: 1,
+            earlier_other_probe: false,
+            browser_profile: profile.is_some(),
+        })
+    });
     let mut out = Map::new();
     out.insert("tls".into(), tls_value.unwrap_or(Value::Null));
     out.insert("http2".into(), http2);
     out.insert("http1".into(), http1);
     out.insert(
         "alpn".into(),
-        json!({"offered": alpn_offered, "spoken": spoken}),
+        json!({
+            "offered": alpn_offered,
+            "negotiated": server_alpn.map(String::from_utf8_lossy),
+            "spoken": prefix.map(|_| spoken),
+            "inferred": inferred,
+        }),
     );
-    out.insert("bucket".into(), Value::Null);
+    out.insert("bucket".into(), json!(bucket.flatten()));
+    out.insert("profile".into(), json!(profile.map(|p| p.name)));
     out.insert("errors".into(), json!(errors));
     Value::Object(out)
 }
@@ -331,6 +382,7 @@ fn capture_connection(conn: &PcapConnection) -> Value {
     let mut value = connection(
         conn.client_hellos.first().map(Vec::as_slice),
         conn.client_data.bytes(),
+        conn.server_hello.as_ref().and_then(|s| s.alpn.as_deref()),
     );
     let Value::Object(map) = &mut value else {
         return value;
@@ -340,7 +392,7 @@ fn capture_connection(conn: &PcapConnection) -> Value {
     map.insert("first_frame".into(), json!(conn.first_frame));
     map.insert(
         "server_hello".into(),
-        json!(conn.server_hello.map(|s| json!({
+        json!(conn.server_hello.as_ref().map(|s| json!({
             "version": format!("{:#06x}", s.version),
             "cipher_suite": format!("{:#06x}", s.cipher_suite),
         }))),

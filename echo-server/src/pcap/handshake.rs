@@ -28,6 +28,8 @@ const CLIENT_HELLO: u8 = 0x01;
 const SERVER_HELLO: u8 = 0x02;
 /// Extension `supported_versions` (RFC 8446 section 4.2.1).
 const SUPPORTED_VERSIONS: u16 = 0x002b;
+/// Extension `application_layer_protocol_negotiation` (RFC 7301 section 3.1).
+const ALPN: u16 = 0x0010;
 /// The ServerHello random that marks a HelloRetryRequest (RFC 8446 section 4.1.3).
 const HELLO_RETRY_REQUEST_RANDOM: [u8; 32] = [
     0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
@@ -156,7 +158,7 @@ fn looks_like_client_hello(body: &[u8]) -> bool {
 }
 
 /// What the ServerHello chose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ServerHello {
     /// The negotiated version: `supported_versions` if present, else `legacy_version`.
     pub(crate) version: u16,
@@ -164,6 +166,9 @@ pub(crate) struct ServerHello {
     pub(crate) cipher_suite: u16,
     /// The server random.
     pub(crate) random: [u8; 32],
+    /// The protocol the server selected with ALPN, when the ServerHello carries it (TLS 1.2; TLS
+    /// 1.3 moves it to the encrypted EncryptedExtensions).
+    pub(crate) alpn: Option<Vec<u8>>,
 }
 
 /// Finds the ServerHello (not a HelloRetryRequest) in the server's stream.
@@ -214,6 +219,7 @@ fn parse_server_hello(body: &[u8]) -> Option<ServerHello> {
     let cipher_suite = r.u16()?;
     r.u8()?; // legacy_compression_method
     let mut version = legacy_version;
+    let mut alpn = None;
     if !r.is_empty() {
         let mut extensions = r.sub_u16()?;
         while !extensions.is_empty() {
@@ -221,6 +227,12 @@ fn parse_server_hello(body: &[u8]) -> Option<ServerHello> {
             let mut data = extensions.sub_u16()?;
             if kind == SUPPORTED_VERSIONS {
                 version = data.u16()?;
+            } else if kind == ALPN {
+                // ProtocolNameList with exactly one name in a ServerHello (RFC 7301 section 3.1).
+                alpn = data
+                    .sub_u16()?
+                    .sub_u8()
+                    .map(|mut name| name.rest().to_vec());
             }
         }
     }
@@ -228,6 +240,7 @@ fn parse_server_hello(body: &[u8]) -> Option<ServerHello> {
         version,
         cipher_suite,
         random,
+        alpn,
     })
 }
 
@@ -300,7 +313,8 @@ mod tests {
             ServerHello {
                 version: 0x0304,
                 cipher_suite: 0x1302,
-                random: [5; 32]
+                random: [5; 32],
+                alpn: None,
             }
         );
     }

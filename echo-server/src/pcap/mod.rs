@@ -60,12 +60,14 @@ pub enum PcapError {
 }
 
 /// What the ServerHello chose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerChoice {
     /// Negotiated version (`supported_versions` when present), e.g. `0x0304`.
     pub version: u16,
     /// Negotiated cipher suite.
     pub cipher_suite: u16,
+    /// ALPN protocol selected in the ServerHello (TLS 1.2 only: TLS 1.3 encrypts it).
+    pub alpn: Option<Vec<u8>>,
 }
 
 /// The client's application bytes, when they could be read.
@@ -285,6 +287,7 @@ fn connection(flow: &tcp::Flow<'_>, keys: &KeyLog) -> Option<PcapConnection> {
         server_hello: server_hello.map(|h| ServerChoice {
             version: h.version,
             cipher_suite: h.cipher_suite,
+            alpn: h.alpn,
         }),
         client_data,
         decrypt_error,
