@@ -138,6 +138,8 @@ pub struct Capture {
     pub frames: usize,
     /// Connections with secrets in the key logs (embedded and given).
     pub key_log_connections: usize,
+    /// The capture held more than 65,536 TCP connections; the later ones were not followed.
+    pub connections_capped: bool,
     /// Why reading stopped before the end of the file, if it did: the connections are those of
     /// the frames before that point.
     pub stopped: Option<PcapError>,
@@ -185,6 +187,7 @@ pub fn read(file_bytes: &[u8], extra_keylog: Option<&str>) -> Result<Capture, Pc
         };
         tracker.add(packet.src, packet.dst, segment, index + 1);
     }
+    let connections_capped = tracker.capped;
     let connections = tracker
         .into_flows()
         .iter()
@@ -194,6 +197,7 @@ pub fn read(file_bytes: &[u8], extra_keylog: Option<&str>) -> Result<Capture, Pc
         connections,
         frames: contents.frames.len(),
         key_log_connections: keys.len(),
+        connections_capped,
         stopped: contents.stopped,
     })
 }

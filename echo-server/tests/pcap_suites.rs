@@ -1,0 +1,72 @@
+//! TLS 1.2 and TLS 1.3 decryption over every AEAD suite a real client offers, with an external
+//! key log: a loopback recording of curl against `openssl s_server`, one connection per suite
+//! (`data/pcap/SOURCE.md`). The decrypted request of each connection is the one tshark decodes
+//! with the same key log (`data/pcap/tshark-requests.txt`).
+
+use std::path::Path;
+
+use exitvoice_echo::pcap::{self, ClientData};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/pcap");
+
+fn read(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(DIR).join(name)).expect("test data in the repo")
+}
+
+/// tshark's lines: (client port, cipher suite, expected request head).
+fn expected() -> Vec<(u16, u16, String)> {
+    let text = String::from_utf8(read("tshark-requests.txt")).expect("text");
+    text.lines()
+        .map(|line| {
+            let mut cols = line.split('\t');
+            let port = cols.next().expect("port").parse().expect("a port");
+            let suite = cols.next().expect("suite").trim_start_matches("0x");
+            let suite = u16::from_str_radix(suite, 16).expect("a suite");
+            let mut request = cols.next().expect("request").split('|');
+            let (method, target, version, headers) = (
+                request.next().expect("method"),
+                request.next().expect("target"),
+                request.next().expect("version"),
+                request.next().expect("headers"),
+            );
+            let head = format!(
+                "{method} {target} {version}\r\n{}\r\n",
+                headers.replace("\\r\\n,", "\r\n").replace("\\r\\n", "\r\n")
+            );
+            (port, suite, head)
+        })
+        .collect()
+}
+
+#[test]
+fn six_suites_decrypt_to_the_requests_tshark_sees() {
+    let file = read("curl-openssl-six-suites.pcapng");
+    let keys = String::from_utf8(read("curl-openssl-six-suites.keys")).expect("text");
+    let conns = pcap::connections(&file, Some(&keys)).expect("a capture");
+    let expected = expected();
+    assert_eq!(expected.len(), 6);
+    assert_eq!(conns.len(), 6);
+    for (port, suite, head) in expected {
+        let conn = conns
+            .iter()
+            .find(|c| c.client.port() == port)
+            .expect("a connection from the port");
+        let server = conn.server_hello.as_ref().expect("a ServerHello");
+        assert_eq!(server.cipher_suite, suite);
+        let ClientData::Decrypted(bytes) = &conn.client_data else {
+            panic!("suite {suite:#06x} not decrypted: {:?}", conn.decrypt_error);
+        };
+        assert_eq!(String::from_utf8_lossy(bytes), head, "suite {suite:#06x}");
+    }
+}
+
+#[test]
+fn without_the_key_log_nothing_is_decrypted() {
+    let conns =
+        pcap::connections(&read("curl-openssl-six-suites.pcapng"), None).expect("a capture");
+    assert_eq!(conns.len(), 6);
+    for conn in conns {
+        assert_eq!(conn.client_data, ClientData::None);
+        assert_eq!(conn.decrypt_error, Some(pcap::DecryptError::NoKeys));
+    }
+}
