@@ -1,11 +1,11 @@
 //! Offline input: pcap and pcapng files, TCP reassembly of client streams, TLS decryption with
 //! keys carried in the capture.
 //!
-//! [`read`] walks a capture held in memory: [`reader`] splits it into frames and key logs,
-//! [`link`], [`ip`] and [`tcp`] follow every TCP connection and reassemble each direction,
-//! [`handshake`] finds the ClientHello records and the ServerHello, and [`decrypt`] opens what the
-//! client sent when a key log (a pcapng Decryption Secrets Block, or an `SSLKEYLOGFILE` the caller
-//! passes) has its secrets. Nothing here parses the ClientHello's fields or HTTP: the result is
+//! [`read`] walks a capture held in memory: `reader` splits it into frames and key logs, `link`,
+//! `ip` and `tcp` follow every TCP connection and reassemble each direction, `handshake` finds the
+//! ClientHello records and the ServerHello, and `decrypt` opens what the client sent when a key
+//! log (a pcapng Decryption Secrets Block, or an `SSLKEYLOGFILE` the caller passes) has its
+//! secrets. Nothing here parses the ClientHello's fields or HTTP: the result is
 //! the client's raw bytes, for the TLS, HTTP/2 and HTTP/1 parsers.
 //!
 //! Hostile files end in a typed error ([`PcapError`]) when the file header is unreadable, and in a
