@@ -169,15 +169,28 @@ fn assemble(direction: &Direction<'_>, cap: usize) -> Stream {
             Some((usize::try_from(start.max(0)).ok()?, payload))
         })
         .collect();
-    let end = placed
+    // The contiguous run from offset 0, found on the intervals first, so that a segment far
+    // ahead in sequence space costs nothing: only bytes that will be kept are allocated.
+    let mut intervals: Vec<(usize, usize)> = placed
         .iter()
-        .map(|&(start, payload)| start.saturating_add(payload.len()))
-        .max()
-        .unwrap_or(0);
-    if end > cap {
-        stream.capped = true;
+        .map(|&(start, payload)| (start, start.saturating_add(payload.len())))
+        .collect();
+    intervals.sort_unstable();
+    let mut covered = 0usize;
+    let mut beyond = false;
+    for &(start, end) in &intervals {
+        if start > covered {
+            beyond = true;
+            break;
+        }
+        covered = covered.max(end);
     }
-    let len = end.min(cap);
+    if covered > cap {
+        stream.capped = true;
+    } else if beyond {
+        stream.gap = true;
+    }
+    let len = covered.min(cap);
     let mut bytes = vec![0u8; len];
     let mut filled = vec![false; len];
     for (start, payload) in placed {
@@ -193,11 +206,6 @@ fn assemble(direction: &Direction<'_>, cap: usize) -> Stream {
                 *is_filled = true;
             }
         }
-    }
-    let contiguous = filled.iter().position(|f| !f).unwrap_or(len);
-    if contiguous < len {
-        stream.gap = true;
-        bytes.truncate(contiguous);
     }
     stream.bytes = bytes;
     stream
@@ -346,6 +354,23 @@ mod tests {
         let stream = flows.first().expect("one flow").stream(0, 1024);
         assert_eq!(stream.bytes, b"first");
         assert!(stream.gap && stream.start_guessed);
+    }
+
+    #[test]
+    fn a_segment_far_ahead_is_a_gap_not_an_allocation() {
+        let mut t = Tracker::default();
+        t.add(CLIENT, SERVER, seg(1, SYN, b""), 1);
+        t.add(CLIENT, SERVER, seg(2, ACK, b"head"), 2);
+        t.add(CLIENT, SERVER, seg(2 + (1 << 30), ACK, b"far"), 3);
+        let flows = t.into_flows();
+        let stream = flows.first().expect("one flow").stream(0, usize::MAX);
+        assert_eq!(stream.bytes, b"head");
+        assert_eq!(
+            stream.bytes.capacity(),
+            4,
+            "only the kept bytes were allocated"
+        );
+        assert!(stream.gap && !stream.capped);
     }
 
     #[test]
