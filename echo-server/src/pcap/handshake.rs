@@ -47,7 +47,8 @@ pub(crate) struct Record<'a> {
 
 impl Record<'_> {
     pub(crate) fn content_type(&self) -> u8 {
-        self.header[0]
+        let [content_type, ..] = self.header;
+        content_type
     }
 }
 

@@ -8,6 +8,9 @@
 //! secrets. Nothing here parses the ClientHello's fields or HTTP: the result is
 //! the client's raw bytes, for the TLS, HTTP/2 and HTTP/1 parsers.
 //!
+//! Not read: QUIC and other UDP traffic, tunnels (GRE, VXLAN), fragmented IP, TLS 1.3 early
+//! data, and CBC cipher suites.
+//!
 //! Hostile files end in a typed error ([`PcapError`]) when the file header is unreadable, and in a
 //! partial result ([`Capture::stopped`]) when damage comes later; nothing panics.
 
