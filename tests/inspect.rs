@@ -58,6 +58,11 @@ fn youtube_capture_with_keys_gives_chromes_akamai_fingerprint() {
     assert_eq!(conn["tls"]["ja4"], "t13d1516h2_8daaf6152771_e5627efa2ab1");
     assert_eq!(conn["tls"]["ja3_hash"], "30362dc08b66392ffc0fd6d6e9e77ed9");
     assert_eq!(conn["alpn"]["spoken"], "h2");
+    assert_eq!(
+        conn["alpn"]["negotiated"], "h2",
+        "read from the EncryptedExtensions"
+    );
+    assert_eq!(conn["alpn"]["inferred"], false);
     assert_eq!(conn["server"], "142.250.187.206:443");
     for field in [
         "ja3", "ja3n", "ja4_r", "ja4_o", "ja4_ro", "voice_id", "order_id",

@@ -62,7 +62,8 @@ fn decrypted_h2(name: &str) -> Vec<u8> {
         Some(ServerChoice {
             version: 0x0304,
             cipher_suite: 0x1301,
-            alpn: None,
+            // From the EncryptedExtensions, decrypted with SERVER_HANDSHAKE_TRAFFIC_SECRET.
+            alpn: Some(b"h2".to_vec()),
         })
     );
     decrypted[0].to_vec()

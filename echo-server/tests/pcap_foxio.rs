@@ -127,3 +127,28 @@ fn ja3_and_ja4_of_every_capture_match_the_references() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The ALPN protocol each server chose, as tshark reads it from the ServerHello or (with the
+/// embedded keys) the EncryptedExtensions (`tshark-server-alpn.txt`).
+#[test]
+fn server_alpn_matches_tshark() {
+    let text = std::fs::read_to_string(Path::new(DIR).join("tshark-server-alpn.txt"))
+        .expect("tshark output in the repo");
+    let mut checked = 0;
+    for line in text.lines() {
+        let (name, list) = line.split_once(' ').expect("capture and list");
+        let mut want: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+        want.sort_unstable();
+        let file = std::fs::read(Path::new(DIR).join(name)).expect("readable capture");
+        let conns = pcap::connections(&file, None).expect("a capture");
+        let mut got: Vec<String> = conns
+            .iter()
+            .filter_map(|c| c.server_hello.as_ref()?.alpn.as_deref())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, want, "{name}");
+        checked += want.len();
+    }
+    assert_eq!(checked, 13);
+}

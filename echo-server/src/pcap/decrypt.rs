@@ -23,7 +23,8 @@ use super::keylog::ClientSecrets;
 
 /// Length of an AEAD tag for every suite here.
 const TAG_LEN: usize = 16;
-/// Handshake message types used to follow the client's flight (RFC 8446 section 4).
+/// Handshake message types used to follow the flights (RFC 8446 section 4).
+const ENCRYPTED_EXTENSIONS: u8 = 8;
 const FINISHED: u8 = 20;
 const KEY_UPDATE: u8 = 24;
 
@@ -127,6 +128,46 @@ pub(crate) fn client_application_data(
         }
         other => Err(DecryptError::UnsupportedVersion(other)),
     }
+}
+
+/// The ALPN protocol in a TLS 1.3 server's EncryptedExtensions (RFC 8446 section 4.3.1, RFC 7301
+/// section 3.1), read with `SERVER_HANDSHAKE_TRAFFIC_SECRET` from the server's records after its
+/// ServerHello. `None` when the secret, the message or the extension is missing.
+pub(crate) fn server_alpn(
+    after: &[Record<'_>],
+    server: &ServerHello,
+    secrets: &ClientSecrets,
+) -> Option<Vec<u8>> {
+    if server.version != 0x0304 {
+        return None;
+    }
+    let suite = tls13_suite(server.cipher_suite)?;
+    let mut key = RecordKey::tls13(suite, secrets.server_handshake.as_deref()?)?;
+    // EncryptedExtensions is the server's first encrypted handshake message: the first
+    // application_data record holds at least its start.
+    let record = after
+        .iter()
+        .find(|r| r.content_type() == APPLICATION_DATA)?;
+    let (content_type, content) = key.open13(record)?;
+    if content_type != HANDSHAKE {
+        return None;
+    }
+    let mut r = crate::codec::Reader::new(&content);
+    if r.u8()? != ENCRYPTED_EXTENSIONS {
+        return None;
+    }
+    let len = usize::try_from(r.u24()?).ok()?;
+    let mut body = r.sub(len)?;
+    let mut extensions = body.sub_u16()?;
+    while !extensions.is_empty() {
+        let kind = extensions.u16()?;
+        let mut data = extensions.sub_u16()?;
+        if kind == 0x0010 {
+            let mut name = data.sub_u16()?.sub_u8()?;
+            return Some(name.rest().to_vec());
+        }
+    }
+    None
 }
 
 /// HMAC-based HKDF-Expand (RFC 5869 section 2.3).

@@ -172,8 +172,17 @@ pub(crate) struct ServerHello {
     pub(crate) alpn: Option<Vec<u8>>,
 }
 
+/// What the server sent: its ServerHello and the records after it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ServerFlight<'a> {
+    /// The ServerHello (not a HelloRetryRequest).
+    pub(crate) hello: ServerHello,
+    /// The records after the one that completed the ServerHello.
+    pub(crate) after: Vec<Record<'a>>,
+}
+
 /// Finds the ServerHello (not a HelloRetryRequest) in the server's stream.
-pub(crate) fn server_hello(stream: &[u8]) -> Option<ServerHello> {
+pub(crate) fn server_flight(stream: &[u8]) -> Option<ServerFlight<'_>> {
     let scan = stream.len().min(MAX_SCAN);
     let start = (0..scan).find(|&at| {
         matches!(
@@ -182,7 +191,8 @@ pub(crate) fn server_hello(stream: &[u8]) -> Option<ServerHello> {
         )
     })?;
     let mut buf = Vec::new();
-    for (_, record) in records(stream.get(start..)?) {
+    let mut walk = records(stream.get(start..)?);
+    while let Some((_, record)) = walk.next() {
         match record.content_type() {
             HANDSHAKE => {}
             CHANGE_CIPHER_SPEC => continue,
@@ -200,7 +210,8 @@ pub(crate) fn server_hello(stream: &[u8]) -> Option<ServerHello> {
             if kind == SERVER_HELLO {
                 match parse_server_hello(body) {
                     Some(hello) if hello.random != HELLO_RETRY_REQUEST_RANDOM => {
-                        return Some(hello)
+                        let after = walk.map(|(_, record)| record).collect();
+                        return Some(ServerFlight { hello, after });
                     }
                     Some(_) => {}
                     None => return None,
@@ -308,9 +319,11 @@ mod tests {
         let mut stream = sh(HELLO_RETRY_REQUEST_RANDOM);
         stream.extend(record(CHANGE_CIPHER_SPEC, &[1]));
         stream.extend(sh([5; 32]));
-        let hello = server_hello(&stream).expect("a ServerHello");
+        stream.extend(record(APPLICATION_DATA, &[1; 20]));
+        let flight = server_flight(&stream).expect("a ServerHello");
+        assert_eq!(flight.after.len(), 1);
         assert_eq!(
-            hello,
+            flight.hello,
             ServerHello {
                 version: 0x0304,
                 cipher_suite: 0x1302,

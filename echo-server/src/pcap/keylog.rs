@@ -4,7 +4,8 @@
 //! Each line is `LABEL <client_random hex> <secret hex>`; `#` starts a comment
 //! (<https://www.ietf.org/archive/id/draft-ietf-tls-keylogfile-02.html#section-2>). Lines we
 //! cannot read or do not use are skipped, as NSS, OpenSSL and Wireshark do. Only the secrets that
-//! decrypt what the client sent are kept. The secrets never appear in `Debug` output.
+//! decrypt what the client sent, and the server handshake secret (for the negotiated ALPN), are
+//! kept. The secrets never appear in `Debug` output.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -23,6 +24,9 @@ pub(crate) struct ClientSecrets {
     pub(crate) traffic: Option<Vec<u8>>,
     /// TLS 1.2 `CLIENT_RANDOM` (the master secret).
     pub(crate) master: Option<Vec<u8>>,
+    /// TLS 1.3 `SERVER_HANDSHAKE_TRAFFIC_SECRET`, to read the negotiated ALPN protocol from the
+    /// server's EncryptedExtensions.
+    pub(crate) server_handshake: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for ClientSecrets {
@@ -31,11 +35,12 @@ impl fmt::Debug for ClientSecrets {
             .field("handshake", &self.handshake.is_some())
             .field("traffic", &self.traffic.is_some())
             .field("master", &self.master.is_some())
+            .field("server_handshake", &self.server_handshake.is_some())
             .finish()
     }
 }
 
-/// Secrets by ClientHello random.
+/// Secrets by ClientHello random (the client-side ones, and the server handshake secret).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct KeyLog {
     by_random: HashMap<[u8; RANDOM_LEN], ClientSecrets>,
@@ -77,13 +82,14 @@ impl KeyLog {
                 "CLIENT_HANDSHAKE_TRAFFIC_SECRET" => entry.handshake = Some(secret),
                 "CLIENT_TRAFFIC_SECRET_0" => entry.traffic = Some(secret),
                 "CLIENT_RANDOM" => entry.master = Some(secret),
+                "SERVER_HANDSHAKE_TRAFFIC_SECRET" => entry.server_handshake = Some(secret),
                 _ => {}
             }
         }
         self.by_random.retain(|_, s| *s != ClientSecrets::default());
     }
 
-    /// Number of connections with at least one client secret.
+    /// Number of connections with at least one secret kept.
     pub fn len(&self) -> usize {
         self.by_random.len()
     }
@@ -123,7 +129,7 @@ mod tests {
     fn keeps_client_secrets_and_skips_the_rest() {
         let text = format!(
             "# comment\n\
-             SERVER_HANDSHAKE_TRAFFIC_SECRET {RANDOM} aa\n\
+             SERVER_TRAFFIC_SECRET_0 {RANDOM} aa\n\
              CLIENT_HANDSHAKE_TRAFFIC_SECRET {RANDOM} 0a0b\n\
              CLIENT_TRAFFIC_SECRET_0 {RANDOM} 0c0d\r\n\
              CLIENT_RANDOM 0101 0e\n\
@@ -136,11 +142,12 @@ mod tests {
         assert_eq!(secrets.handshake.as_deref(), Some(&[0x0a, 0x0b][..]));
         assert_eq!(secrets.traffic.as_deref(), Some(&[0x0c, 0x0d][..]));
         assert_eq!(secrets.master, None);
+        assert_eq!(secrets.server_handshake, None);
         assert!(!format!("{secrets:?}").contains("0c"));
     }
 
     #[test]
-    fn server_only_lines_give_an_empty_log() {
+    fn server_traffic_secrets_are_not_kept() {
         let log = KeyLog::parse(&format!("SERVER_TRAFFIC_SECRET_0 {RANDOM} 01\n"));
         assert!(log.is_empty());
     }

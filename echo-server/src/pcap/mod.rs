@@ -69,7 +69,8 @@ pub struct ServerChoice {
     pub version: u16,
     /// Negotiated cipher suite.
     pub cipher_suite: u16,
-    /// ALPN protocol selected in the ServerHello (TLS 1.2 only: TLS 1.3 encrypts it).
+    /// ALPN protocol the server selected: from the ServerHello (TLS 1.2), or from the
+    /// EncryptedExtensions (TLS 1.3) when the key log has the `SERVER_HANDSHAKE_TRAFFIC_SECRET`.
     pub alpn: Option<Vec<u8>>,
 }
 
@@ -260,10 +261,22 @@ fn connection(flow: &tcp::Flow<'_>, keys: &KeyLog) -> Option<PcapConnection> {
     if flight.is_none() && client_data == ClientData::None {
         return None;
     }
-    let server_hello = handshake::server_hello(server_bytes);
+    let server_flight = handshake::server_flight(server_bytes);
+    let server_hello = server_flight.as_ref().map(|f| &f.hello);
+    let secrets = flight
+        .as_ref()
+        .and_then(|f| f.random.as_ref())
+        .and_then(|random| keys.client(random));
+    let server_alpn = match (&server_flight, secrets) {
+        (Some(server), _) if server.hello.alpn.is_some() => server.hello.alpn.clone(),
+        (Some(server), Some(secrets)) => {
+            decrypt::server_alpn(&server.after, &server.hello, secrets)
+        }
+        _ => None,
+    };
     let mut decrypt_error = None;
     if let Some(flight) = &flight {
-        let decrypted = match (&server_hello, &flight.random) {
+        let decrypted = match (server_hello, &flight.random) {
             (None, _) | (_, None) => Err(DecryptError::NoServerHello),
             (Some(hello), Some(random)) => keys
                 .client(random)
@@ -294,7 +307,7 @@ fn connection(flow: &tcp::Flow<'_>, keys: &KeyLog) -> Option<PcapConnection> {
         server_hello: server_hello.map(|h| ServerChoice {
             version: h.version,
             cipher_suite: h.cipher_suite,
-            alpn: h.alpn,
+            alpn: server_alpn,
         }),
         client_data,
         decrypt_error,
