@@ -127,3 +127,26 @@ fn linux_sll2_tls13() {
     let uri = tshark_value(name, "http.request.uri");
     assert!(bytes.starts_with(format!("GET {uri} HTTP/1.1\r\n").as_bytes()));
 }
+
+/// The nanosecond and "modified" classic pcap formats (editcap rewrites of a FoxIO capture) give
+/// the same ClientHello as the original.
+#[test]
+fn classic_pcap_variants_read_like_the_original() {
+    let original = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/ja4/pcap/badcurveball.pcap"
+    ))
+    .expect("the original capture");
+    let hellos = |file: &[u8]| -> Vec<Vec<u8>> {
+        pcap::connections(file, None)
+            .expect("a capture")
+            .into_iter()
+            .flat_map(|c| c.client_hellos)
+            .collect()
+    };
+    let want = hellos(&original);
+    assert_eq!(want.len(), 1);
+    for variant in ["badcurveball-nanosecond.pcap", "badcurveball-modified.pcap"] {
+        assert_eq!(hellos(&read(variant)), want, "{variant}");
+    }
+}
