@@ -13,7 +13,7 @@ pub use echo::{
     Alpn, Echo, Http1Echo, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho, ECHO_SCHEMA_VERSION,
 };
 pub use observation::{
-    Observation, ObservationQuery, StoredObservation, OBSERVATION_SCHEMA_VERSION,
+    ConnectionSummary, Observation, ObservationQuery, StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
 pub use store::{Store, StoreError};
 pub use voice::{Bucket, VoiceId};

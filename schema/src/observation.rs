@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::echo::Peer;
+use crate::echo::{Alpn, Peer, TlsEcho};
 
 /// Version of the observation JSON shape. Bump when a field changes meaning or is removed.
 pub const OBSERVATION_SCHEMA_VERSION: u32 = 1;
@@ -36,6 +36,42 @@ pub struct Observation {
     /// The decrypted client bytes kept by the tap, up to the capture cap (hex in JSON).
     #[serde(with = "hex_bytes")]
     pub prefix: Vec<u8>,
+}
+
+/// What the echo server saw on one connection as a whole: stored as the summary of a connection
+/// that carried no request, and written as `<conn-id>.json` under `--record-dir`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionSummary {
+    /// [`OBSERVATION_SCHEMA_VERSION`] of the server that wrote it.
+    pub schema_version: u32,
+    /// Connection id (the file stem under `--record-dir`).
+    pub conn_id: String,
+    /// When the connection was accepted, RFC 3339 UTC.
+    pub time: String,
+    /// The TCP peer.
+    pub peer: Peer,
+    /// The server software, `exitvoice/<version>`.
+    pub server: String,
+    /// The server name the ClientHello asked for.
+    pub sni: Option<String>,
+    /// ALPN offered, negotiated and spoken.
+    pub alpn: Alpn,
+    /// The negotiated TLS version (`TLSv1_3`, …), when the handshake completed.
+    pub tls_version: Option<String>,
+    /// Why the connection failed, if it did.
+    pub failure: Option<String>,
+    /// Requests the connection carried.
+    pub requests: u32,
+    /// Bytes of ClientHello records captured.
+    pub hello_len: usize,
+    /// Bytes of decrypted client data captured.
+    pub prefix_len: usize,
+    /// The client sent more decrypted bytes than the capture cap kept.
+    pub prefix_truncated: bool,
+    /// TLS fingerprints, when the ClientHello parsed.
+    pub tls: Option<TlsEcho>,
+    /// Why the ClientHello did not parse, when it did not.
+    pub tls_error: Option<String>,
 }
 
 /// An observation read back from the store, with its row id.
