@@ -69,6 +69,14 @@ pub enum TlsError {
         /// How many bytes were left.
         len: usize,
     },
+    /// A field holds a value its format does not allow (e.g. an unknown ECH type).
+    #[error("{field} has the unsupported value {value}")]
+    BadValue {
+        /// The field.
+        field: &'static str,
+        /// The value seen.
+        value: u32,
+    },
     /// A list whose length cannot hold whole items (e.g. an odd cipher-suite list length).
     #[error("{field} length {len} is not a multiple of {item}")]
     BadListLength {

@@ -216,7 +216,6 @@ fn fragment<'a>(r: &mut Reader<'a>) -> Option<&'a [u8]> {
 /// Strict about leftovers: bytes after the message inside its last record, or records after
 /// the ones carrying it, are [`TlsError::TrailingData`]. Pass exactly the bytes
 /// [`HelloScan::Complete`] reported.
-#[allow(dead_code)] // Used by the ClientHello parser, which lands next.
 pub(crate) fn handshake_message(input: &[u8]) -> Result<Cow<'_, [u8]>, TlsError> {
     let mut r = Reader::new(input);
     if r.u8() == Some(HANDSHAKE_CLIENT_HELLO) {
