@@ -23,8 +23,10 @@ use tokio_rustls::client::TlsStream;
 /// A running `exitvoice serve` child process.
 pub struct EchoServer {
     child: Child,
-    /// The bound loopback port.
+    /// The port of the first listen address (`127.0.0.1:0`).
     pub port: u16,
+    /// Every address the server printed, in order.
+    pub addrs: Vec<std::net::SocketAddr>,
     /// The pin the server printed (`sha256//…`).
     pub pin: String,
     /// Temporary directory holding the database and the generated certificate.
@@ -68,14 +70,13 @@ impl EchoServer {
                 }
             }
         });
-        let (mut port, mut pin) = (None, None);
-        while port.is_none() || pin.is_none() {
+        let (mut addrs, mut pin) = (Vec::new(), None);
+        while pin.is_none() {
             let line = rx
                 .recv_timeout(Duration::from_secs(30))
                 .expect("server printed its address and pin");
             if let Some(addr) = line.strip_prefix("exitvoice serve: listening on https://") {
-                let addr: std::net::SocketAddr = addr.parse().expect("socket address");
-                port = Some(addr.port());
+                addrs.push(addr.parse().expect("socket address"));
             }
             if let Some(rest) = line.strip_prefix("exitvoice serve: certificate pin ") {
                 pin = rest.split(' ').next().map(str::to_owned);
@@ -83,7 +84,11 @@ impl EchoServer {
         }
         Self {
             child,
-            port: port.expect("port"),
+            port: addrs
+                .first()
+                .map(std::net::SocketAddr::port)
+                .expect("an address"),
+            addrs,
             pin: pin.expect("pin"),
             dir,
             stderr_path,
