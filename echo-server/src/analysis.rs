@@ -3,8 +3,8 @@
 //! writer, never on the accept path — and where parse errors are counted.
 
 use exitvoice_schema::{
-    Alpn, ConnectionSummary, Echo, Http2Echo, Observation, Peer, RequestPosition, Spoken, TlsEcho,
-    ECHO_SCHEMA_VERSION, OBSERVATION_SCHEMA_VERSION,
+    Alpn, ConnectionRecord, ConnectionSummary, Echo, FirstRequest, Http2Echo, Observation, Peer,
+    RequestPosition, Spoken, TlsEcho, ECHO_SCHEMA_VERSION, OBSERVATION_SCHEMA_VERSION,
 };
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -166,6 +166,13 @@ pub(crate) fn request_echo(conn: &Connection, metrics: &Metrics, request: &Reque
         earlier_other_probe: request.earlier_other_probe,
         browser_profile: profile.is_some(),
     });
+    if request.index == 1 {
+        let _ = conn.first_request.set(FirstRequest {
+            method: request.method.clone(),
+            path: request.path.clone(),
+            stream_id,
+        });
+    }
     Echo {
         schema_version: ECHO_SCHEMA_VERSION,
         time: rfc3339(OffsetDateTime::now_utc()),
@@ -225,8 +232,10 @@ pub(crate) fn connection_summary(
         sni: facts.sni.clone(),
         alpn: alpn(conn, facts),
         tls_version: conn.session.as_ref().and_then(|s| s.tls_version.clone()),
+        cipher: conn.session.as_ref().and_then(|s| s.cipher.clone()),
         failure: failure.map(str::to_owned),
         requests: conn.requests(),
+        first_request: conn.first_request.get().cloned(),
         hello_len: conn.hello.len(),
         prefix_len: conn.tap.snapshot().len(),
         prefix_truncated: conn.tap.truncated(),
@@ -234,6 +243,34 @@ pub(crate) fn connection_summary(
         tls_error: facts.error.clone(),
     };
     serde_json::to_value(summary).unwrap_or_default()
+}
+
+/// `<conn-id>.json` under `--record-dir`, in the captures/ recorder's format.
+pub(crate) fn connection_record(
+    conn: &Connection,
+    metrics: &Metrics,
+    failure: Option<&str>,
+) -> ConnectionRecord {
+    let facts = hello_facts(conn, metrics);
+    let session = conn.session.as_ref();
+    ConnectionRecord {
+        conn_id: conn.id.clone(),
+        time: rfc3339(conn.accepted),
+        peer: conn.peer.to_string(),
+        sni: facts.sni.clone(),
+        alpn_offered: facts.alpn_offered.clone(),
+        alpn_negotiated: session.and_then(|s| s.alpn.clone()),
+        spoken: conn.spoken(),
+        tls_version: session.and_then(|s| s.tls_version.clone()),
+        cipher: session.and_then(|s| s.cipher.clone()),
+        first_request: conn.first_request.get().cloned(),
+        requests: conn.requests(),
+        hello_len: conn.hello.len(),
+        prefix_len: conn.tap.snapshot().len(),
+        prefix_truncated: conn.tap.truncated(),
+        failure: failure.map(str::to_owned),
+        recorder: format!("{SERVER} serve --record-dir"),
+    }
 }
 
 /// The observation row of a connection that carried no request.

@@ -13,7 +13,8 @@ pub use echo::{
     Alpn, Echo, Http1Echo, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho, ECHO_SCHEMA_VERSION,
 };
 pub use observation::{
-    ConnectionSummary, Observation, ObservationQuery, StoredObservation, OBSERVATION_SCHEMA_VERSION,
+    ConnectionRecord, ConnectionSummary, FirstRequest, Observation, ObservationQuery,
+    StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
 pub use store::{Store, StoreError};
 pub use voice::{Bucket, VoiceId};

@@ -25,7 +25,7 @@ use crate::analysis::HelloFacts;
 use crate::h2::PREFACE;
 use crate::server::Shared;
 use crate::writer::Job;
-use exitvoice_schema::Spoken;
+use exitvoice_schema::{FirstRequest, Spoken};
 
 /// What the server knows about one connection; handlers get it as a request extension.
 #[derive(Debug)]
@@ -52,6 +52,8 @@ pub struct Connection {
     tokens: Mutex<Vec<String>>,
     /// The parsed hello, computed on first use.
     pub(crate) facts: OnceLock<HelloFacts>,
+    /// The first request, once it was answered.
+    pub(crate) first_request: OnceLock<FirstRequest>,
 }
 
 /// How one request arrived on its connection; handlers get it as a request extension.
@@ -70,8 +72,10 @@ pub struct Arrival {
 pub struct Session {
     /// The ALPN protocol the server selected.
     pub alpn: Option<String>,
-    /// The TLS version, e.g. `TLSv1_3`.
+    /// The TLS version, e.g. `TLSv1.3`.
     pub tls_version: Option<String>,
+    /// The cipher suite (IANA name, or hex when unnamed).
+    pub cipher: Option<String>,
 }
 
 impl Connection {
@@ -171,6 +175,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
             observed: AtomicU32::new(0),
             tokens: Mutex::new(Vec::new()),
             facts: OnceLock::new(),
+            first_request: OnceLock::new(),
         });
         shared.writer.submit(Job::Connection {
             conn,
@@ -220,7 +225,16 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         alpn: server_conn
             .alpn_protocol()
             .map(|p| String::from_utf8_lossy(p).into_owned()),
-        tls_version: server_conn.protocol_version().map(|v| format!("{v:?}")),
+        // rustls spells versions `TLSv1_3`; the captures format (OpenSSL's) says `TLSv1.3`.
+        tls_version: server_conn
+            .protocol_version()
+            .map(|v| format!("{v:?}").replace('_', ".")),
+        cipher: server_conn.negotiated_cipher_suite().map(|suite| {
+            let code = u16::from(suite.suite());
+            crate::tls::CipherSuite(code)
+                .name()
+                .map_or_else(|| format!("0x{code:04x}"), str::to_owned)
+        }),
     };
     let conn = Arc::new(Connection {
         id,
@@ -234,6 +248,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         observed: AtomicU32::new(0),
         tokens: Mutex::new(Vec::new()),
         facts: OnceLock::new(),
+        first_request: OnceLock::new(),
     });
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
     shared.writer.submit(Job::Connection { conn, failure });
