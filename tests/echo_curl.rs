@@ -259,3 +259,29 @@ async fn record_dir_gets_the_file_trio_and_sslkeylogfile_the_secrets() {
     );
     assert!(secrets.contains("CLIENT_TRAFFIC_SECRET_0"));
 }
+
+#[tokio::test]
+async fn second_request_on_a_keep_alive_http1_connection_echoes_its_own_head() {
+    let server = EchoServer::start(&[]);
+    let out = curl(&[
+        "-sk",
+        "--http1.1",
+        &server.url("/probe/one"),
+        &server.url("/probe/two"),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let echoes = json_stream(&out.stdout);
+    assert_eq!(echoes.len(), 2);
+    assert_eq!(
+        echoes[1]["request"],
+        serde_json::json!({"stream_id": null, "index": 2})
+    );
+    assert_eq!(
+        echoes[1]["http1"]["request_line"],
+        "GET /probe/two HTTP/1.1"
+    );
+    assert_eq!(
+        echoes[0]["http1"]["voice_id"],
+        echoes[1]["http1"]["voice_id"]
+    );
+}

@@ -112,6 +112,28 @@ fn h2_facts(prefix: &[u8], index: u32, metrics: &Metrics) -> H2Facts {
     }
 }
 
+/// The bytes from the `index`-th (1-based) HTTP/1.x request head of a keep-alive connection on:
+/// skips each earlier head and its `Content-Length` body (RFC 9112 section 6.3). `None` when the
+/// tapped bytes end first or an earlier request had a chunked (or otherwise unsized) body.
+fn nth_http1_head(prefix: &[u8], index: u32) -> Option<&[u8]> {
+    let mut rest = prefix;
+    for _ in 1..index {
+        let head_len = rest.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        let head = h1::parse_head(rest.get(..head_len)?).ok()?;
+        let mut body_len = 0_usize;
+        for (name, value) in &head.headers {
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                return None;
+            }
+            if name.eq_ignore_ascii_case("content-length") {
+                body_len = value.trim().parse().ok()?;
+            }
+        }
+        rest = rest.get(head_len.checked_add(body_len)?..)?;
+    }
+    (!rest.is_empty()).then_some(rest)
+}
+
 /// RFC 3339 UTC, to the millisecond precision of the clock.
 pub(crate) fn rfc3339(time: OffsetDateTime) -> String {
     time.format(&Rfc3339).unwrap_or_default()
@@ -151,9 +173,11 @@ pub(crate) fn request_echo(conn: &Connection, metrics: &Metrics, request: &Reque
             own_settings = h2.own_settings;
             profile = h2.profile;
         }
-        Spoken::Http1 => match h1::parse_head(&prefix) {
-            Ok(head) => http1 = Some(h1::echo(&head)),
-            Err(_) => metrics.parse_error("h1"),
+        Spoken::Http1 => match nth_http1_head(&prefix, request.index).map(h1::parse_head) {
+            Some(Ok(head)) => http1 = Some(h1::echo(&head)),
+            Some(Err(_)) => metrics.parse_error("h1"),
+            // Past the capture, or after a chunked body: not in the tapped bytes.
+            None => {}
         },
         _ => {}
     }
@@ -292,5 +316,21 @@ pub(crate) fn connection_observation(
         summary,
         hello: conn.hello.to_vec(),
         prefix: conn.tap.snapshot().to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_later_heads_past_sized_bodies_only() {
+        let wire = b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /b HTTP/1.1\r\n\r\nGET /c";
+        assert_eq!(nth_http1_head(wire, 1), Some(&wire[..]));
+        assert!(nth_http1_head(wire, 2).is_some_and(|rest| rest.starts_with(b"GET /b ")));
+        assert!(nth_http1_head(wire, 3).is_some_and(|rest| rest.starts_with(b"GET /c")));
+        assert_eq!(nth_http1_head(wire, 4), None);
+        let chunked = b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /b";
+        assert_eq!(nth_http1_head(chunked, 2), None);
     }
 }
