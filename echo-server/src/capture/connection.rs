@@ -3,7 +3,7 @@
 //! hyper's HTTP/1 or HTTP/2 server, and queue what was seen.
 //!
 //! Nothing here parses: the hello records and the tapped bytes are kept raw, and the handlers
-//! and the writer parse them when they need to ([`crate::analysis`]).
+//! and the writer parse them when they need to (`analysis.rs`).
 
 use std::net::SocketAddr;
 use std::pin::pin;
