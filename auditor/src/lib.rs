@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
+pub mod dial;
 pub mod drift;
 pub mod error;
 pub mod exits;
