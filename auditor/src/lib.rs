@@ -15,4 +15,5 @@ pub mod drift;
 pub mod error;
 pub mod exits;
 pub mod labels;
+pub mod probe;
 pub mod secret;
