@@ -16,4 +16,6 @@ pub mod error;
 pub mod exits;
 pub mod labels;
 pub mod probe;
+pub mod record;
+pub mod schedule;
 pub mod secret;
