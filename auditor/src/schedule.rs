@@ -327,7 +327,9 @@ pub async fn compute_labels(
         .find_map(labels::baseline_of);
     let mut out = Vec::with_capacity(exits.len());
     for exit in exits {
-        let records = store.recent_probes(Some(&exit.name), &persona, window).await?;
+        let records = store
+            .recent_probes(Some(&exit.name), &persona, window)
+            .await?;
         let info = ExitInfo {
             name: exit.name.clone(),
             url: exit.redacted_url(),

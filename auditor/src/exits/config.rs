@@ -24,6 +24,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use base64::Engine;
 use serde::Deserialize;
 
 use super::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
@@ -46,7 +47,8 @@ pub struct EchoTarget {
 }
 
 impl EchoTarget {
-    /// Builds a target from an `https://host[:port][/]` URL and a hex SPKI pin.
+    /// Builds a target from an `https://host[:port][/]` URL and an SPKI pin: 64 hex digits or
+    /// `sha256//<base64>`.
     ///
     /// # Errors
     /// [`ConfigError::EchoUrl`] or [`ConfigError::Pin`].
@@ -61,7 +63,15 @@ impl EchoTarget {
         }
         let parsed = ProxyUrl::parse(&format!("https://{rest}"))
             .map_err(|_| ConfigError::EchoUrl("expected https://host[:port]"))?;
-        let pin = hex::decode(pin_hex.trim()).map_err(|_| ConfigError::Pin)?;
+        let pin_text = pin_hex.trim();
+        // Either hex, or the `sha256//<base64>` form `exitvoice serve` prints (curl's
+        // --pinnedpubkey syntax).
+        let pin = match pin_text.strip_prefix("sha256//") {
+            Some(b64) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|_| ConfigError::Pin)?,
+            None => hex::decode(pin_text).map_err(|_| ConfigError::Pin)?,
+        };
         let spki_sha256 = <[u8; 32]>::try_from(pin.as_slice()).map_err(|_| ConfigError::Pin)?;
         Ok(Self {
             host: parsed.host,
@@ -121,7 +131,7 @@ pub enum ConfigError {
     #[error("echo url: {0}")]
     EchoUrl(&'static str),
     /// The SPKI pin is not 64 hex digits.
-    #[error("echo spki_sha256 must be 64 hex digits (sha256)")]
+    #[error("echo spki_sha256 must be a sha256: 64 hex digits or sha256//<base64>")]
     Pin,
     /// Two exits share a name.
     #[error("duplicate exit name {0:?}")]
@@ -342,6 +352,18 @@ sessions = 3
     }
 
     #[test]
+    fn pin_in_curl_form() {
+        // sha256//<base64> of the same 32 bytes as PIN.
+        let echo = EchoTarget::new(
+            "https://127.0.0.1:1",
+            "sha256//ABEiM0RVZneImaq7zN3u/wARIjNEVWZ3iJmqu8zd7v8=",
+        )
+        .unwrap();
+        assert_eq!(hex::encode(echo.spki_sha256), PIN);
+        assert!(EchoTarget::new("https://h", "sha256//AAAA").is_err());
+    }
+
+    #[test]
     fn plain_list_of_urls() {
         let text = "# exits\nhttp://zoo:zoopass@127.0.0.1:13128\n\nsocks5h://127.0.0.1:11080\n";
         let file = AuditFile::parse(text.as_bytes()).unwrap();
@@ -371,7 +393,7 @@ sessions = 3
             (b"[[exits]]\nname=\"g\"\nurl=\"http://u:s3cret@h:2\"\nsessions=2\n".to_vec(), "sessions"),
             (b"[[exits]]\nname=\"g\"\nurl=\"http://u-{session}:s3cret@h:2\"\nsessions=0\n".to_vec(), "sessions"),
             (b"[echo]\nurl=\"http://h\"\nspki_sha256=\"00\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "https"),
-            (b"[echo]\nurl=\"https://h\"\nspki_sha256=\"zz\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "64 hex"),
+            (b"[echo]\nurl=\"https://h\"\nspki_sha256=\"zz\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "sha256"),
             (b"http://u:s3cret@h:99999\n".to_vec(), "line 1"),
             (b"exits = 5\n".to_vec(), "line"),
         ];
