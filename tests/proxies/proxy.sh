@@ -6,7 +6,7 @@
 #   proxy.sh start squid     DIR PORT USER PASS      # HTTP CONNECT, Basic auth (htpasswd)
 #   proxy.sh start tinyproxy DIR PORT [USER PASS]    # HTTP CONNECT, optional BasicAuth
 #   proxy.sh start dante     DIR PORT USER PASS      # SOCKS5, RFC 1929 (system account USER)
-#   proxy.sh start mitmproxy DIR PORT                # intercepting proxy (mitmdump)
+#   proxy.sh start mitmproxy DIR PORT [MITMDUMP_ARGS…]  # intercepting proxy (mitmdump)
 #   proxy.sh start haproxy   DIR PORT BACKEND_PORT…  # TCP round robin over the backends
 #   proxy.sh stop DIR NAME                           # TERM (then KILL) exactly the started PID
 #
@@ -114,7 +114,7 @@ CONF
   mitmproxy)
     mitmdump="${MITMDUMP:-$REPO/.tools/venv-mitm/bin/mitmdump}"
     start_bg mitmproxy "$dir" "$mitmdump" --mode regular --listen-host 127.0.0.1 \
-      --listen-port "$port" --ssl-insecure --set confdir="$dir/conf" --set flow_detail=0
+      --listen-port "$port" --ssl-insecure --set confdir="$dir/conf" --set flow_detail=0 "$@"
     wait_listen mitmproxy "$port" "$dir"
     ;;
   haproxy)
