@@ -87,9 +87,13 @@ fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
         alpn: outcome.alpn,
         stream_id: echo.request.stream_id,
         request_index: echo.request.index,
-        tls_intercepted: !outcome.cert.pinned,
-        cert_spki_sha256: hex::encode(outcome.cert.spki_sha256),
-        cert_issuer: Some(outcome.cert.issuer),
+        tls_intercepted: outcome.cert.as_ref().is_some_and(|c| !c.pinned),
+        cert_spki_sha256: outcome
+            .cert
+            .as_ref()
+            .map(|c| hex::encode(c.spki_sha256))
+            .unwrap_or_default(),
+        cert_issuer: outcome.cert.map(|c| c.issuer),
         echo,
     }
 }

@@ -24,6 +24,7 @@ use crate::drift::DriftConfig;
 use crate::error::ProbeError;
 use crate::exits::{EchoTarget, Exit, SessionMinter};
 use crate::labels::{self, ExitInfo, RouteRule};
+use crate::probe::chromium::ChromiumConfig;
 use crate::probe::{self, H2Profile, ProbeOutcome};
 use crate::record::{self, now_rfc3339, ProbeContext};
 
@@ -44,6 +45,8 @@ pub struct RunConfig {
     pub retries: u32,
     /// First retry delay; doubles each retry.
     pub backoff: Duration,
+    /// Who sends the probes.
+    pub persona: Persona,
     /// The h2 profile the built-in persona sends.
     pub profile: H2Profile,
     /// Drift classifier tunables.
@@ -62,6 +65,7 @@ impl Default for RunConfig {
             jitter: Duration::from_millis(300),
             retries: 2,
             backoff: Duration::from_millis(250),
+            persona: Persona::Rustls,
             profile: H2Profile::chrome(),
             drift: DriftConfig::default(),
             route: RouteRule::default(),
@@ -70,10 +74,23 @@ impl Default for RunConfig {
 }
 
 impl RunConfig {
-    /// The persona name stored with each probe: `rustls/<profile>`.
+    /// The persona name stored with each probe: `rustls/<profile>` or `chromium`.
     pub fn persona(&self) -> String {
-        format!("rustls/{}", self.profile.name)
+        match self.persona {
+            Persona::Rustls => format!("rustls/{}", self.profile.name),
+            Persona::Chromium(_) => "chromium".to_owned(),
+        }
     }
+}
+
+/// Who sends the probes. Labels are kept per persona.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Persona {
+    /// The built-in rustls client with the run's [`H2Profile`].
+    Rustls,
+    /// Real headless Chromium through a forwarding shim.
+    Chromium(ChromiumConfig),
 }
 
 /// What a run did.
@@ -164,7 +181,14 @@ async fn probe_with_retries(
 ) -> Result<ProbeOutcome, ProbeError> {
     let mut attempt = 0;
     loop {
-        let result = probe::probe(exit, echo, &config.profile, token, &config.timeouts).await;
+        let result = match &config.persona {
+            Persona::Rustls => {
+                probe::probe(exit, echo, &config.profile, token, &config.timeouts).await
+            }
+            Persona::Chromium(chromium) => {
+                probe::chromium::probe(exit, echo, token, &config.timeouts, chromium).await
+            }
+        };
         match result {
             Err(error) if error.class().is_transient() && attempt < config.retries => {
                 let delay = config.backoff.saturating_mul(1 << attempt.min(16));

@@ -16,8 +16,9 @@ use anyhow::Context;
 use exitvoice_auditor::dial::Timeouts;
 use exitvoice_auditor::drift::DriftConfig;
 use exitvoice_auditor::exits::{AuditFile, EchoTarget, SessionMinter};
+use exitvoice_auditor::probe::chromium::ChromiumConfig;
 use exitvoice_auditor::probe::H2Profile;
-use exitvoice_auditor::schedule::{self, RunConfig};
+use exitvoice_auditor::schedule::{self, Persona, RunConfig};
 use exitvoice_schema::{LabelsDoc, Store};
 use rand::Rng;
 
@@ -45,6 +46,13 @@ pub struct Args {
     /// Most probes in flight at once.
     #[arg(long, value_name = "N", default_value_t = 8)]
     concurrency: usize,
+    /// Who probes: `rustls` (built-in client with --profile) or `chromium` (headless Chromium
+    /// through a loopback shim that adds the exit's credentials).
+    #[arg(long, value_name = "NAME", default_value = "rustls")]
+    persona: String,
+    /// Chromium binary for `--persona chromium`.
+    #[arg(long, value_name = "PATH", default_value = "chromium")]
+    chromium: PathBuf,
     /// HTTP/2 profile of the built-in persona: `chrome` or `rustls-default`.
     #[arg(long, value_name = "NAME", default_value = "chrome")]
     profile: String,
@@ -178,7 +186,16 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             args.profile
         )
     })?;
+    let persona = match args.persona.as_str() {
+        "rustls" => Persona::Rustls,
+        "chromium" => Persona::Chromium(ChromiumConfig {
+            binary: args.chromium.clone(),
+            ..ChromiumConfig::default()
+        }),
+        other => anyhow::bail!("unknown persona {other:?} (rustls, chromium)"),
+    };
     let config = RunConfig {
+        persona,
         samples: args.samples.max(1),
         concurrency: args.concurrency.max(1),
         timeouts: Timeouts {

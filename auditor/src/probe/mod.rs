@@ -4,6 +4,7 @@
 //! [`tls`] owns the handshake and the pin, [`h2`] the profile-shaped HTTP/2 client, [`http1`]
 //! the fallback when the server picks `http/1.1`.
 
+pub mod chromium;
 pub mod h2;
 pub mod http1;
 pub mod tls;
@@ -26,8 +27,9 @@ pub struct ProbeOutcome {
     pub echo: Echo,
     /// ALPN the auditor saw negotiated.
     pub alpn: Option<String>,
-    /// The certificate the auditor was shown.
-    pub cert: CertView,
+    /// The certificate the auditor was shown; `None` for the Chromium persona, whose TLS the
+    /// auditor does not terminate.
+    pub cert: Option<CertView>,
     /// From the start of the dial to the full echo.
     pub latency: Duration,
 }
@@ -78,7 +80,7 @@ pub async fn probe(
     Ok(ProbeOutcome {
         echo: echo_json,
         alpn: handshake.alpn,
-        cert: handshake.cert,
+        cert: Some(handshake.cert),
         latency: started.elapsed(),
     })
 }
