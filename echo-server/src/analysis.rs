@@ -3,14 +3,16 @@
 //! writer, never on the accept path — and where parse errors are counted.
 
 use exitvoice_schema::{
-    Alpn, ConnectionSummary, Echo, Observation, Peer, RequestPosition, TlsEcho,
+    Alpn, ConnectionSummary, Echo, Http2Echo, Observation, Peer, RequestPosition, Spoken, TlsEcho,
     ECHO_SCHEMA_VERSION, OBSERVATION_SCHEMA_VERSION,
 };
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::capture::Connection;
+use crate::classify::{self, BucketInput};
 use crate::metrics::Metrics;
+use crate::{h1, h2, tls};
 
 /// The server software as it names itself in records.
 pub(crate) const SERVER: &str = concat!("exitvoice/", env!("CARGO_PKG_VERSION"));
@@ -39,6 +41,8 @@ pub(crate) struct RequestFacts {
     pub(crate) token: Option<String>,
     /// Index of the request on its connection (1 for the first).
     pub(crate) index: u32,
+    /// An earlier request on the connection carried another probe token.
+    pub(crate) earlier_other_probe: bool,
 }
 
 /// The parsed hello of `conn`, parsing it on first use (and counting a parse error once).
@@ -50,8 +54,62 @@ fn parse_hello(hello: &[u8], metrics: &Metrics) -> HelloFacts {
     if hello.is_empty() {
         return HelloFacts::default();
     }
-    let _ = metrics;
-    HelloFacts::default()
+    match tls::parse_client_hello(hello) {
+        Ok(parsed) => HelloFacts {
+            tls: Some(tls::echo(&parsed)),
+            sni: parsed.server_name().map(str::to_owned),
+            alpn_offered: parsed.alpn_protocols(),
+            error: None,
+        },
+        Err(error) => {
+            metrics.parse_error("tls");
+            HelloFacts {
+                error: Some(error.to_string()),
+                ..HelloFacts::default()
+            }
+        }
+    }
+}
+
+/// The HTTP/2 layer of one request: the connection's prefix parsed as far as it goes, this
+/// request's stream id, and the facts the bucket needs.
+struct H2Facts {
+    echo: Http2Echo,
+    stream_id: Option<u32>,
+    own_settings: bool,
+    profile: Option<String>,
+}
+
+/// Parses the tapped HTTP/2 prefix and finds request `index` (1-based) in it: the `index`-th
+/// stream opened by a HEADERS frame, in arrival order (hyper hands requests to the service in
+/// that order; later header blocks on an already open stream are trailers and skipped).
+fn h2_facts(prefix: &[u8], index: u32, metrics: &Metrics) -> H2Facts {
+    let parsed = h2::parse_prefix(prefix).unwrap_or_else(|error| {
+        metrics.parse_error("h2");
+        *error.partial
+    });
+    let wanted = usize::try_from(index).unwrap_or(usize::MAX);
+    let mut opened: Vec<u32> = Vec::new();
+    let mut found = None;
+    for (at, request) in parsed.requests.iter().enumerate() {
+        if opened.contains(&request.stream_id) {
+            continue;
+        }
+        opened.push(request.stream_id);
+        if opened.len() == wanted {
+            found = Some((at, request.stream_id));
+            break;
+        }
+    }
+    // Past the decoded header blocks (capture cap): the fingerprints are still the
+    // connection's, the header orders empty.
+    let at = found.map_or(parsed.requests.len(), |(at, _)| at);
+    H2Facts {
+        echo: h2::echo(&parsed, at),
+        stream_id: found.map(|(_, stream_id)| stream_id),
+        own_settings: parsed.settings().is_some(),
+        profile: classify::browser_profile(&parsed).map(|p| p.name.to_owned()),
+    }
 }
 
 /// RFC 3339 UTC, to the millisecond precision of the clock.
@@ -81,6 +139,33 @@ fn alpn(conn: &Connection, facts: &HelloFacts) -> Alpn {
 /// The echo of one request on `conn`.
 pub(crate) fn request_echo(conn: &Connection, metrics: &Metrics, request: &RequestFacts) -> Echo {
     let facts = hello_facts(conn, metrics);
+    let alpn = alpn(conn, facts);
+    let prefix = conn.tap.snapshot();
+    let (mut http1, mut http2, mut stream_id, mut own_settings, mut profile) =
+        (None, None, None, false, None);
+    match alpn.spoken {
+        Spoken::H2 => {
+            let h2 = h2_facts(&prefix, request.index, metrics);
+            http2 = Some(h2.echo);
+            stream_id = h2.stream_id;
+            own_settings = h2.own_settings;
+            profile = h2.profile;
+        }
+        Spoken::Http1 => match h1::parse_head(&prefix) {
+            Ok(head) => http1 = Some(h1::echo(&head)),
+            Err(_) => metrics.parse_error("h1"),
+        },
+        _ => {}
+    }
+    let bucket = classify::bucket(&BucketInput {
+        alpn_offered_h2: alpn.offered.iter().any(|p| p == "h2"),
+        alpn_negotiated_h2: alpn.negotiated.as_deref() == Some("h2"),
+        spoken: alpn.spoken,
+        own_preface_and_settings: own_settings,
+        request_index: request.index,
+        earlier_other_probe: request.earlier_other_probe,
+        browser_profile: profile.is_some(),
+    });
     Echo {
         schema_version: ECHO_SCHEMA_VERSION,
         time: rfc3339(OffsetDateTime::now_utc()),
@@ -88,16 +173,16 @@ pub(crate) fn request_echo(conn: &Connection, metrics: &Metrics, request: &Reque
         token: request.token.clone(),
         method: request.method.clone(),
         path: request.path.clone(),
-        alpn: alpn(conn, facts),
+        alpn,
         tls: facts.tls.clone(),
-        http2: None,
-        http1: None,
+        http2,
+        http1,
         request: RequestPosition {
-            stream_id: None,
+            stream_id,
             index: request.index,
         },
-        bucket: None,
-        profile: None,
+        bucket,
+        profile,
     }
 }
 

@@ -22,12 +22,6 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_HELLO_CAP: usize = 64 * 1024;
 /// Default cap on the decrypted client bytes kept by the tap: 64 KiB.
 pub const DEFAULT_CAPTURE_BYTES: usize = 64 * 1024;
-/// Default cap on HTTP/2 frames parsed from the tapped prefix.
-pub const DEFAULT_CAPTURE_FRAMES: usize = 256;
-/// Default cap on HTTP/2 header blocks decoded from the tapped prefix.
-pub const DEFAULT_CAPTURE_HEADER_BLOCKS: usize = 4;
-/// Default cap on HTTP/2 PRIORITY frames logged from the tapped prefix.
-pub const DEFAULT_CAPTURE_PRIORITY_FRAMES: usize = 64;
 /// Default maximum number of open connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Default maximum number of open connections from one IP address.
@@ -95,8 +89,10 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Cap on the raw ClientHello records read before rustls sees them.
     pub hello_cap: usize,
-    /// Caps on what the decrypted-stream tap keeps and the parsers look at.
-    pub capture: CaptureCaps,
+    /// Bytes of decrypted client data the tap keeps per connection. The HTTP/2 parser's own
+    /// caps (frames, header blocks, PRIORITY frames) are [`crate::h2::MAX_FRAMES`],
+    /// [`crate::h2::MAX_HEADER_BLOCKS`] and [`crate::h2::MAX_PRIORITY_FRAMES`].
+    pub capture_bytes: usize,
     /// Cap on the request body read per request.
     pub body_cap: usize,
 }
@@ -109,32 +105,8 @@ impl Default for Limits {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             hello_cap: DEFAULT_HELLO_CAP,
-            capture: CaptureCaps::default(),
+            capture_bytes: DEFAULT_CAPTURE_BYTES,
             body_cap: DEFAULT_BODY_CAP,
-        }
-    }
-}
-
-/// Caps on the decrypted client prefix: bytes kept by the tap, and what the HTTP/2 parser reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CaptureCaps {
-    /// Bytes of decrypted client data kept (enforced by the tap).
-    pub bytes: usize,
-    /// HTTP/2 frames parsed (enforced by the parser).
-    pub frames: usize,
-    /// HTTP/2 header blocks decoded (enforced by the parser).
-    pub header_blocks: usize,
-    /// HTTP/2 PRIORITY frames logged (enforced by the parser).
-    pub priority_frames: usize,
-}
-
-impl Default for CaptureCaps {
-    fn default() -> Self {
-        Self {
-            bytes: DEFAULT_CAPTURE_BYTES,
-            frames: DEFAULT_CAPTURE_FRAMES,
-            header_blocks: DEFAULT_CAPTURE_HEADER_BLOCKS,
-            priority_frames: DEFAULT_CAPTURE_PRIORITY_FRAMES,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! connection wait on another.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
@@ -25,6 +25,8 @@ pub struct Metrics {
     queue_drops: AtomicU64,
     written: AtomicU64,
     write_failures: AtomicU64,
+    /// Whether the last batch failed to commit (the store is refusing writes right now).
+    store_failing: AtomicBool,
     record_failures: AtomicU64,
 }
 
@@ -104,12 +106,14 @@ impl Metrics {
 
     /// Counts observations committed to the store.
     pub fn written(&self, count: usize) {
+        self.store_failing.store(false, Ordering::Relaxed);
         self.written
             .fetch_add(u64::try_from(count).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
     /// Counts observations whose batch failed to commit.
     pub fn write_failure(&self, count: usize) {
+        self.store_failing.store(true, Ordering::Relaxed);
         self.write_failures
             .fetch_add(u64::try_from(count).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
@@ -146,6 +150,7 @@ impl Metrics {
                 queue_drops: load(&self.queue_drops),
                 written: load(&self.written),
                 write_failures: load(&self.write_failures),
+                store_failing: self.store_failing.load(Ordering::Relaxed),
                 record_failures: load(&self.record_failures),
             },
         }
@@ -202,6 +207,8 @@ pub struct ObservationsReport {
     pub written: u64,
     /// Lost because their batch failed to commit.
     pub write_failures: u64,
+    /// The last batch failed: the store refuses writes right now (clears on the next success).
+    pub store_failing: bool,
     /// `--record-dir` files that could not be written.
     pub record_failures: u64,
 }

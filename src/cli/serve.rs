@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use exitvoice_echo::cert::CertSource;
-use exitvoice_echo::config::{self, ApiToken, CaptureCaps, Limits, WriterConfig};
+use exitvoice_echo::config::{self, ApiToken, Limits, WriterConfig};
 use exitvoice_echo::{Config, Server};
 
 /// Flags of `exitvoice serve`.
@@ -109,10 +109,7 @@ impl Args {
                 handshake_timeout: self.handshake_timeout,
                 idle_timeout: self.idle_timeout,
                 hello_cap: self.hello_cap,
-                capture: CaptureCaps {
-                    bytes: self.capture_bytes,
-                    ..CaptureCaps::default()
-                },
+                capture_bytes: self.capture_bytes,
                 body_cap: self.body_cap,
             },
             writer: WriterConfig {

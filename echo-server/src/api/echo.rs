@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,20 +15,20 @@ use exitvoice_schema::{
     Alpn, Bucket, Echo, Http1Echo, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho, VoiceId,
 };
 use http_body_util::BodyExt as _;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::{ApiError, ApiState, RequestIndex};
+use super::{ApiError, ApiState};
 use crate::analysis::{self, RequestFacts};
-use crate::capture::Connection;
+use crate::capture::{Arrival, Connection};
 use crate::writer::Job;
 
 /// Longest probe token accepted.
 const MAX_TOKEN_LEN: usize = 128;
 
-/// The request's connection and its index on it.
+/// The request's connection and how the request arrived on it.
 pub(super) struct Ctx {
     conn: Arc<Connection>,
-    index: u32,
+    arrival: Arrival,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for Ctx {
@@ -40,17 +40,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Ctx {
             .get::<Arc<Connection>>()
             .cloned()
             .ok_or(ApiError::NoCapture)?;
-        let index = parts
+        let arrival = parts
             .extensions
-            .get::<RequestIndex>()
-            .map_or(1, |index| index.0);
-        Ok(Self { conn, index })
+            .get::<Arrival>()
+            .cloned()
+            .ok_or(ApiError::NoCapture)?;
+        Ok(Self { conn, arrival })
     }
-}
-
-#[derive(Debug, Deserialize)]
-struct TokenParam {
-    token: Option<String>,
 }
 
 /// A probe token: 1 to 128 characters of `A-Z a-z 0-9 - _ .` (URL-safe, no escaping needed).
@@ -67,24 +63,33 @@ fn valid_token(token: String) -> Result<String, ApiError> {
     }
 }
 
+/// Bytes past the body cap still read (and discarded) before answering 413, so a client that is
+/// still uploading gets the answer instead of a reset connection ("lingering close").
+const BODY_DRAIN_SLACK: usize = 1 << 20;
+
+/// Reads and discards the request body (nothing is buffered); an error when it is over `cap`.
+async fn drain_body(mut body: axum::body::Body, cap: usize) -> Result<(), ApiError> {
+    let mut seen = 0_usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Some(data) = frame.data_ref() {
+            seen = seen.saturating_add(data.len());
+            if seen > cap.saturating_add(BODY_DRAIN_SLACK) {
+                break;
+            }
+        }
+    }
+    if seen > cap {
+        Err(ApiError::BodyTooLarge { cap })
+    } else {
+        Ok(())
+    }
+}
+
 /// Reads (and discards) the body up to the cap, builds the echo, queues the observation.
-async fn observe(
-    state: &ApiState,
-    ctx: &Ctx,
-    request: Request,
-    path_token: Option<String>,
-) -> Result<Echo, ApiError> {
+async fn observe(state: &ApiState, ctx: &Ctx, request: Request) -> Result<Echo, ApiError> {
     let (parts, body) = request.into_parts();
-    let query_token = axum::extract::Query::<TokenParam>::try_from_uri(&parts.uri)
-        .ok()
-        .and_then(|query| query.0.token);
-    let token = path_token.or(query_token).map(valid_token).transpose()?;
-    http_body_util::Limited::new(body, state.body_cap)
-        .collect()
-        .await
-        .map_err(|_| ApiError::BodyTooLarge {
-            cap: state.body_cap,
-        })?;
+    let token = ctx.arrival.token.clone().map(valid_token).transpose()?;
+    drain_body(body, state.body_cap).await?;
     let facts = RequestFacts {
         method: parts.method.to_string(),
         path: parts
@@ -92,7 +97,8 @@ async fn observe(
             .path_and_query()
             .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
         token,
-        index: ctx.index,
+        index: ctx.arrival.index,
+        earlier_other_probe: ctx.arrival.earlier_other_probe,
     };
     let echo = analysis::request_echo(&ctx.conn, &state.metrics, &facts);
     state.metrics.request();
@@ -107,16 +113,17 @@ pub(super) async fn all(
     ctx: Ctx,
     request: Request,
 ) -> Result<Json<Echo>, ApiError> {
-    observe(&state, &ctx, request, None).await.map(Json)
+    observe(&state, &ctx, request).await.map(Json)
 }
 
+/// `/probe/<token>`: the token itself was read when the request arrived
+/// ([`super::probe_token`]).
 pub(super) async fn probe(
     State(state): State<ApiState>,
     ctx: Ctx,
-    Path(token): Path<String>,
     request: Request,
 ) -> Result<Json<Echo>, ApiError> {
-    observe(&state, &ctx, request, Some(token)).await.map(Json)
+    observe(&state, &ctx, request).await.map(Json)
 }
 
 /// `/api/tls`: the TLS layer.
@@ -135,7 +142,7 @@ pub(super) async fn tls(
     ctx: Ctx,
     request: Request,
 ) -> Result<Json<TlsView>, ApiError> {
-    let echo = observe(&state, &ctx, request, None).await?;
+    let echo = observe(&state, &ctx, request).await?;
     Ok(Json(TlsView {
         schema_version: echo.schema_version,
         time: echo.time,
@@ -163,7 +170,7 @@ pub(super) async fn http2(
     ctx: Ctx,
     request: Request,
 ) -> Result<Json<Http2View>, ApiError> {
-    let echo = observe(&state, &ctx, request, None).await?;
+    let echo = observe(&state, &ctx, request).await?;
     Ok(Json(Http2View {
         schema_version: echo.schema_version,
         time: echo.time,
@@ -191,7 +198,7 @@ pub(super) async fn http1(
     ctx: Ctx,
     request: Request,
 ) -> Result<Json<Http1View>, ApiError> {
-    let echo = observe(&state, &ctx, request, None).await?;
+    let echo = observe(&state, &ctx, request).await?;
     Ok(Json(Http1View {
         schema_version: echo.schema_version,
         time: echo.time,
@@ -249,7 +256,7 @@ pub(super) async fn clean(
     ctx: Ctx,
     request: Request,
 ) -> Result<Json<Clean>, ApiError> {
-    let echo = observe(&state, &ctx, request, None).await?;
+    let echo = observe(&state, &ctx, request).await?;
     Ok(Json(Clean::from(echo)))
 }
 
@@ -267,7 +274,7 @@ pub(super) async fn not_found(
     ctx: Ctx,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let echo = observe(&state, &ctx, request, None).await?;
+    let echo = observe(&state, &ctx, request).await?;
     let body = NotFound {
         api_version: super::API_VERSION,
         error: "not_found",

@@ -31,7 +31,7 @@ struct Queue {
 pub(super) async fn healthz(State(state): State<ApiState>) -> Json<Health> {
     let metrics = state.metrics.report();
     // Degraded while the store is refusing writes: echoes still work, observations are lost.
-    let status = if metrics.observations.write_failures > 0 {
+    let status = if metrics.observations.store_failing {
         "degraded"
     } else {
         "ok"

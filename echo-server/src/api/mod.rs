@@ -17,7 +17,6 @@ use axum::Router;
 use exitvoice_schema::Store;
 use time::OffsetDateTime;
 
-use crate::capture::Connection;
 use crate::config::ApiToken;
 use crate::metrics::Metrics;
 use crate::writer::WriterHandle;
@@ -38,10 +37,6 @@ pub(crate) struct ApiState {
     pub(crate) started: OffsetDateTime,
 }
 
-/// The request's position on its connection, set by the counting layer before any handler.
-#[derive(Clone, Copy, Debug)]
-struct RequestIndex(u32);
-
 /// All routes.
 pub(crate) fn router(state: ApiState) -> Router {
     Router::new()
@@ -54,19 +49,20 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/probe/{token}", get(echo::probe).post(echo::probe))
         .route("/healthz", get(health::healthz))
         .fallback(echo::not_found)
-        .layer(axum::middleware::from_fn(count_request))
         .with_state(state)
 }
 
-/// Numbers every request on its connection in arrival order (hyper calls the service in the
-/// order requests arrive, on HTTP/2 in the order of their HEADERS frames).
-async fn count_request(
-    mut request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    if let Some(conn) = request.extensions().get::<Arc<Connection>>() {
-        let index = conn.next_request();
-        request.extensions_mut().insert(RequestIndex(index));
+/// The probe token of a request, unchecked: the segment after `/probe/`, else the `token`
+/// query parameter. Checked by the handler (see [`echo`]).
+pub(crate) fn probe_token(uri: &axum::http::Uri) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct TokenParam {
+        token: Option<String>,
     }
-    next.run(request).await
+    if let Some(rest) = uri.path().strip_prefix("/probe/") {
+        return Some(rest.split('/').next().unwrap_or_default().to_owned());
+    }
+    axum::extract::Query::<TokenParam>::try_from_uri(uri)
+        .ok()
+        .and_then(|query| query.0.token)
 }

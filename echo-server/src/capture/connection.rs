@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,6 +22,7 @@ use tower::ServiceExt as _;
 use super::hello::{read_client_hello, Replay};
 use super::tap::{Tap, TapBuffer};
 use crate::analysis::HelloFacts;
+use crate::h2::PREFACE;
 use crate::server::Shared;
 use crate::writer::Job;
 use exitvoice_schema::Spoken;
@@ -47,8 +48,21 @@ pub struct Connection {
     requests: AtomicU32,
     /// Request observations queued for this connection.
     observed: AtomicU32,
+    /// Probe tokens of the requests so far, arrival order.
+    tokens: Mutex<Vec<String>>,
     /// The parsed hello, computed on first use.
     pub(crate) facts: OnceLock<HelloFacts>,
+}
+
+/// How one request arrived on its connection; handlers get it as a request extension.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// 1 for the first request on the connection, 2 for the second, … in arrival order.
+    pub index: u32,
+    /// The probe token as sent (`/probe/<token>` or `?token=`), not yet checked.
+    pub token: Option<String>,
+    /// An earlier request on the connection carried a different probe token.
+    pub earlier_other_probe: bool,
 }
 
 /// The parameters rustls negotiated.
@@ -83,14 +97,22 @@ impl Connection {
         self.observed.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records the probe token of a request and says whether an earlier request on this
+    /// connection carried a different one (the re-mux evidence of bucket C).
+    pub fn note_token(&self, token: Option<&str>) -> bool {
+        let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        let earlier_other = tokens.iter().any(|seen| Some(seen.as_str()) != token);
+        if let Some(token) = token {
+            tokens.push(token.to_owned());
+        }
+        earlier_other
+    }
+
     /// Request observations queued so far; with none, the connection is stored on its own.
     pub fn observed(&self) -> u32 {
         self.observed.load(Ordering::Relaxed)
     }
 }
-
-/// The HTTP/2 client connection preface (RFC 9113 section 3.4).
-const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Longest method token waited for before calling the bytes neither HTTP/2 nor HTTP/1.
 const MAX_METHOD_LEN: usize = 32;
@@ -125,7 +147,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
     let id = connection_id(&shared);
     let accepted = OffsetDateTime::now_utc();
     let limits = &shared.limits;
-    let tap = Arc::new(TapBuffer::new(limits.capture.bytes));
+    let tap = Arc::new(TapBuffer::new(limits.capture_bytes));
     let deadline = Instant::now() + limits.handshake_timeout;
     let _ = tcp.set_nodelay(true);
 
@@ -147,6 +169,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
             spoken: OnceLock::new(),
             requests: AtomicU32::new(0),
             observed: AtomicU32::new(0),
+            tokens: Mutex::new(Vec::new()),
             facts: OnceLock::new(),
         });
         shared.writer.submit(Job::Connection {
@@ -209,6 +232,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         spoken: OnceLock::new(),
         requests: AtomicU32::new(0),
         observed: AtomicU32::new(0),
+        tokens: Mutex::new(Vec::new()),
         facts: OnceLock::new(),
     });
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
@@ -272,6 +296,15 @@ where
     let router = shared.router.clone();
     let service_conn = Arc::clone(&conn);
     let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+        // hyper calls the service synchronously as each request arrives (on HTTP/2 in the order
+        // of the HEADERS frames), so numbering here, not in the handler, keeps arrival order.
+        let token = crate::api::probe_token(request.uri());
+        let arrival = Arrival {
+            index: service_conn.next_request(),
+            earlier_other_probe: service_conn.note_token(token.as_deref()),
+            token,
+        };
+        request.extensions_mut().insert(arrival);
         request.extensions_mut().insert(Arc::clone(&service_conn));
         let router = router.clone();
         async move { router.oneshot(request).await }

@@ -93,16 +93,12 @@ pub async fn read_client_hello<S: AsyncRead + Unpin>(
             .saturating_sub(buf.len())
             .clamp(1, READ_CHUNK)
             .min(room);
+        // Read into a scratch buffer, never into `buf` itself: if the deadline cancels this
+        // future mid-read, `buf` must hold exactly the bytes received.
+        let mut chunk = vec![0_u8; want];
+        let read = stream.read(&mut chunk).await?;
         let start = buf.len();
-        buf.resize(start + want, 0);
-        let read = match stream.read(&mut buf[start..]).await {
-            Ok(read) => read,
-            Err(error) => {
-                buf.truncate(start);
-                return Err(HelloError::Io(error));
-            }
-        };
-        buf.truncate(start + read);
+        buf.extend_from_slice(chunk.get(..read).unwrap_or_default());
         if read == 0 {
             return Err(HelloError::Closed { received: start });
         }

@@ -6,6 +6,6 @@ pub mod hello;
 pub(crate) mod listener;
 pub mod tap;
 
-pub use connection::{Connection, Session};
+pub use connection::{Arrival, Connection, Session};
 pub use hello::{read_client_hello, HelloError, Replay};
 pub use tap::{Tap, TapBuffer};
