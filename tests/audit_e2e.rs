@@ -26,12 +26,13 @@ fn stable_view(label: &serde_json::Value) -> serde_json::Value {
     })
 }
 
-/// Every byte of every file under `dir` (databases, WAL files, labels).
+/// Every byte of every file under `dir` (databases, WAL files, labels), except the exits file,
+/// which holds the credentials by design.
 fn all_bytes(dir: &Path) -> Vec<u8> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
-        if path.is_file() {
+        if path.is_file() && path.file_name().is_some_and(|n| n != "exits.toml") {
             out.extend(std::fs::read(&path).unwrap());
         }
     }
