@@ -22,7 +22,7 @@ enum Command {
     /// Analyse ClientHellos, HTTP/2 or HTTP/1 prefixes, or pcap files, and print JSON.
     Inspect(cli::inspect::Args),
     /// Probe the configured exits and label them.
-    Audit(cli::audit::Args),
+    Audit(Box<cli::audit::Args>),
     /// Print the current labels as JSON.
     Labels(cli::audit::LabelsArgs),
 }
@@ -43,7 +43,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => cli::serve::run(*args).await,
             Command::Inspect(args) => cli::inspect::run(args).await,
-            Command::Audit(args) => cli::audit::run(args).await,
+            Command::Audit(args) => cli::audit::run(*args).await,
             Command::Labels(args) => cli::audit::labels(args).await,
         }
     });
