@@ -1,0 +1,83 @@
+//! All TLS fingerprints of one ClientHello at once, and the echo's TLS section.
+
+use exitvoice_schema::{TlsEcho, VoiceId};
+use md5::{Digest, Md5};
+use serde::Serialize;
+
+use super::client_hello::ClientHello;
+use super::ja3::ja3_strings;
+use super::ja4::ja4_set;
+use super::voice::{order_id, voice_id};
+
+/// The TLS fingerprints of a ClientHello.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TlsFingerprints {
+    /// JA3 string.
+    pub ja3: String,
+    /// md5 of `ja3`, lowercase hex.
+    pub ja3_hash: String,
+    /// JA3N string (JA3 with the extension list sorted ascending).
+    pub ja3n: String,
+    /// md5 of `ja3n`.
+    pub ja3n_hash: String,
+    /// JA4.
+    pub ja4: String,
+    /// JA4, raw (unhashed).
+    pub ja4_r: String,
+    /// JA4, original (wire) order, hashed.
+    pub ja4_o: String,
+    /// JA4, raw and original order.
+    pub ja4_ro: String,
+    /// The normalized TLS voice (`tlsv1_…`).
+    pub voice_id: VoiceId,
+    /// Hash of the raw non-GREASE extension order (`tlso1_…`).
+    pub order_id: String,
+}
+
+/// Lowercase hex md5 of `s`.
+fn md5_hex(s: &str) -> String {
+    hex::encode(Md5::digest(s.as_bytes()))
+}
+
+impl ClientHello<'_> {
+    /// Computes JA3, JA3N, the JA4 family, the voice id and the order id.
+    pub fn fingerprints(&self) -> TlsFingerprints {
+        let mut scratch = Vec::with_capacity(96);
+        let (ja3, ja3n) = ja3_strings(self, &mut scratch);
+        let ja4 = ja4_set(self, &mut scratch);
+        let voice = voice_id(self, &mut scratch);
+        TlsFingerprints {
+            ja3_hash: md5_hex(&ja3),
+            ja3,
+            ja3n_hash: md5_hex(&ja3n),
+            ja3n,
+            ja4: ja4.ja4,
+            ja4_r: ja4.ja4_r,
+            ja4_o: ja4.ja4_o,
+            ja4_ro: ja4.ja4_ro,
+            voice_id: VoiceId(voice),
+            order_id: order_id(self),
+        }
+    }
+}
+
+/// The echo's TLS section for `hello`: every fingerprint, `resumed`, and the parsed hello as
+/// `detail`.
+pub fn echo(hello: &ClientHello<'_>) -> TlsEcho {
+    let fp = hello.fingerprints();
+    TlsEcho {
+        ja3: fp.ja3,
+        ja3_hash: fp.ja3_hash,
+        ja3n: fp.ja3n,
+        ja3n_hash: fp.ja3n_hash,
+        ja4: fp.ja4,
+        ja4_r: fp.ja4_r,
+        ja4_o: fp.ja4_o,
+        ja4_ro: fp.ja4_ro,
+        voice_id: fp.voice_id,
+        order_id: fp.order_id,
+        resumed: hello.resumed(),
+        // Serializing the model cannot fail (no non-string map keys); Null is the fallback.
+        detail: serde_json::to_value(hello).unwrap_or(serde_json::Value::Null),
+    }
+}

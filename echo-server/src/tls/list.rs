@@ -1,0 +1,474 @@
+//! Borrowed views of wire lists: validated once while parsing, iterated without allocating.
+//!
+//! Each type keeps the list's bytes (borrowed from the input, or owned when the hello had to be
+//! reassembled from several records) and answers typed items on demand. Parsing checks that the
+//! bytes hold whole items, so iteration never meets a partial one.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::ser::{SerializeMap, SerializeSeq};
+use serde::{Serialize, Serializer};
+
+use super::enums::NamedGroup;
+use super::error::TlsError;
+use crate::codec::Reader;
+
+/// Raw bytes from the wire; serialized as lowercase hex.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Raw<'a>(Cow<'a, [u8]>);
+
+impl<'a> Raw<'a> {
+    pub(crate) fn borrowed(bytes: &'a [u8]) -> Self {
+        Self(Cow::Borrowed(bytes))
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(crate) fn into_owned(self) -> Raw<'static> {
+        Raw(Cow::Owned(self.0.into_owned()))
+    }
+}
+
+impl fmt::Debug for Raw<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Raw({})", hex::encode(&self.0))
+    }
+}
+
+impl Serialize for Raw<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&hex::encode(&self.0))
+    }
+}
+
+/// A list of two-byte code points, wire order, duplicates and GREASE kept.
+#[derive(Clone, PartialEq, Eq)]
+pub struct U16List<'a, T> {
+    raw: Raw<'a>,
+    item: PhantomData<fn() -> T>,
+}
+
+impl<'a, T: From<u16>> U16List<'a, T> {
+    /// Takes all of `r` as the list; an odd length is an error.
+    pub(crate) fn read(mut r: Reader<'a>, field: &'static str) -> Result<Self, TlsError> {
+        let len = r.remaining();
+        if !len.is_multiple_of(2) {
+            return Err(TlsError::BadListLength {
+                field,
+                len,
+                item: 2,
+            });
+        }
+        Ok(Self {
+            raw: Raw::borrowed(r.rest()),
+            item: PhantomData,
+        })
+    }
+
+    /// The code points as plain numbers, wire order.
+    pub fn values(&self) -> impl Iterator<Item = u16> + Clone + '_ {
+        self.raw
+            .as_bytes()
+            .chunks_exact(2)
+            .map(|c| u16::from_be_bytes([c[0], c[1]]))
+    }
+
+    /// The code points as typed values, wire order.
+    pub fn iter(&self) -> impl Iterator<Item = T> + Clone + '_ {
+        self.values().map(T::from)
+    }
+
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.raw.len() / 2
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    pub(crate) fn into_owned(self) -> U16List<'static, T> {
+        U16List {
+            raw: self.raw.into_owned(),
+            item: PhantomData,
+        }
+    }
+}
+
+impl<T: From<u16> + fmt::Debug> fmt::Debug for U16List<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: From<u16> + Serialize> Serialize for U16List<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.len()))?;
+        for item in self.iter() {
+            seq.serialize_element(&item)?;
+        }
+        seq.end()
+    }
+}
+
+/// A list of one-byte code points, wire order.
+#[derive(Clone, PartialEq, Eq)]
+pub struct U8List<'a, T> {
+    raw: Raw<'a>,
+    item: PhantomData<fn() -> T>,
+}
+
+impl<'a, T: From<u8>> U8List<'a, T> {
+    /// Takes all of `r` as the list.
+    pub(crate) fn read(mut r: Reader<'a>) -> Self {
+        Self {
+            raw: Raw::borrowed(r.rest()),
+            item: PhantomData,
+        }
+    }
+
+    /// The code points as plain numbers, wire order.
+    pub fn values(&self) -> impl Iterator<Item = u8> + Clone + '_ {
+        self.raw.as_bytes().iter().copied()
+    }
+
+    /// The code points as typed values, wire order.
+    pub fn iter(&self) -> impl Iterator<Item = T> + Clone + '_ {
+        self.values().map(T::from)
+    }
+
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    pub(crate) fn into_owned(self) -> U8List<'static, T> {
+        U8List {
+            raw: self.raw.into_owned(),
+            item: PhantomData,
+        }
+    }
+}
+
+impl<T: From<u8> + fmt::Debug> fmt::Debug for U8List<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: From<u8> + Serialize> Serialize for U8List<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.len()))?;
+        for item in self.iter() {
+            seq.serialize_element(&item)?;
+        }
+        seq.end()
+    }
+}
+
+/// A `ProtocolName` list (ALPN, RFC 7301 section 3.1; ALPS uses the same shape): one-byte-length
+/// prefixed names, wire order. Empty names are kept (JA4 has a rule for them).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProtocolNames<'a> {
+    raw: Raw<'a>,
+}
+
+impl<'a> ProtocolNames<'a> {
+    /// Takes all of `r` as the list body (after its two-byte length).
+    pub(crate) fn read(r: Reader<'a>) -> Result<Self, TlsError> {
+        let mut check = r.clone();
+        while !check.is_empty() {
+            if check.sub_u8().is_none() {
+                return Err(TlsError::Truncated {
+                    field: "protocol name",
+                });
+            }
+        }
+        let mut r = r;
+        Ok(Self {
+            raw: Raw::borrowed(r.rest()),
+        })
+    }
+
+    /// The names as bytes, wire order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + Clone + '_ {
+        let mut r = Reader::new(self.raw.as_bytes());
+        std::iter::from_fn(move || r.sub_u8().map(|mut name| name.rest()))
+    }
+
+    /// Number of names.
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    pub(crate) fn into_owned(self) -> ProtocolNames<'static> {
+        ProtocolNames {
+            raw: self.raw.into_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for ProtocolNames<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.iter().map(String::from_utf8_lossy))
+            .finish()
+    }
+}
+
+impl Serialize for ProtocolNames<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(None)?;
+        for name in self.iter() {
+            seq.serialize_element(&String::from_utf8_lossy(name))?;
+        }
+        seq.end()
+    }
+}
+
+/// The `ServerNameList` of the server_name extension (RFC 6066 section 3).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerNames<'a> {
+    raw: Raw<'a>,
+}
+
+impl<'a> ServerNames<'a> {
+    /// Takes all of `r` as the list body (after its two-byte length).
+    pub(crate) fn read(r: Reader<'a>) -> Result<Self, TlsError> {
+        let mut check = r.clone();
+        while !check.is_empty() {
+            if check.u8().is_none() || check.sub_u16().is_none() {
+                return Err(TlsError::Truncated {
+                    field: "server name",
+                });
+            }
+        }
+        let mut r = r;
+        Ok(Self {
+            raw: Raw::borrowed(r.rest()),
+        })
+    }
+
+    /// `(name_type, name)` pairs, wire order (`name_type` 0 is host_name).
+    pub fn iter(&self) -> impl Iterator<Item = (u8, &[u8])> + Clone + '_ {
+        let mut r = Reader::new(self.raw.as_bytes());
+        std::iter::from_fn(move || {
+            let kind = r.u8()?;
+            let mut name = r.sub_u16()?;
+            Some((kind, name.rest()))
+        })
+    }
+
+    pub(crate) fn into_owned(self) -> ServerNames<'static> {
+        ServerNames {
+            raw: self.raw.into_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for ServerNames<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(
+                self.iter()
+                    .map(|(kind, name)| (kind, String::from_utf8_lossy(name))),
+            )
+            .finish()
+    }
+}
+
+impl Serialize for ServerNames<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(None)?;
+        for (kind, name) in self.iter() {
+            seq.serialize_element(&NameEntry { kind, name })?;
+        }
+        seq.end()
+    }
+}
+
+/// One server name, for serialization.
+struct NameEntry<'b> {
+    kind: u8,
+    name: &'b [u8],
+}
+
+impl Serialize for NameEntry<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("name_type", &self.kind)?;
+        map.serialize_entry("name", &String::from_utf8_lossy(self.name))?;
+        map.end()
+    }
+}
+
+/// The `client_shares` of key_share (RFC 8446 section 4.2.8): groups and key lengths, the key
+/// bytes themselves are never exposed (they are per-connection randomness).
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyShares<'a> {
+    raw: Raw<'a>,
+}
+
+impl<'a> KeyShares<'a> {
+    /// Takes all of `r` as the list body (after its two-byte length).
+    pub(crate) fn read(r: Reader<'a>) -> Result<Self, TlsError> {
+        let mut check = r.clone();
+        while !check.is_empty() {
+            if check.u16().is_none() || check.sub_u16().is_none() {
+                return Err(TlsError::Truncated {
+                    field: "key share entry",
+                });
+            }
+        }
+        let mut r = r;
+        Ok(Self {
+            raw: Raw::borrowed(r.rest()),
+        })
+    }
+
+    /// `(group, key_exchange length)` pairs, wire order.
+    pub fn iter(&self) -> impl Iterator<Item = (NamedGroup, usize)> + Clone + '_ {
+        let mut r = Reader::new(self.raw.as_bytes());
+        std::iter::from_fn(move || {
+            let group = r.u16()?;
+            let key = r.sub_u16()?;
+            Some((NamedGroup(group), key.remaining()))
+        })
+    }
+
+    pub(crate) fn into_owned(self) -> KeyShares<'static> {
+        KeyShares {
+            raw: self.raw.into_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for KeyShares<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for KeyShares<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(None)?;
+        for (group, key_len) in self.iter() {
+            seq.serialize_element(&ShareEntry { group, key_len })?;
+        }
+        seq.end()
+    }
+}
+
+/// One key share, for serialization.
+struct ShareEntry {
+    group: NamedGroup,
+    key_len: usize,
+}
+
+impl Serialize for ShareEntry {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("group", &self.group)?;
+        map.serialize_entry("key_len", &self.key_len)?;
+        map.end()
+    }
+}
+
+/// QUIC transport parameters (RFC 9000 section 18): ids and value lengths; values stay raw
+/// (they carry connection ids).
+#[derive(Clone, PartialEq, Eq)]
+pub struct QuicParameters<'a> {
+    raw: Raw<'a>,
+}
+
+/// Reads a QUIC variable-length integer (RFC 9000 section 16).
+fn varint(r: &mut Reader<'_>) -> Option<u64> {
+    let first = r.u8()?;
+    let extra = (1usize << (first >> 6)) - 1;
+    let rest = r.take(extra)?;
+    Some(
+        rest.iter()
+            .fold(u64::from(first & 0x3f), |acc, b| acc << 8 | u64::from(*b)),
+    )
+}
+
+impl<'a> QuicParameters<'a> {
+    /// Takes all of `r` as the parameter list.
+    pub(crate) fn read(r: Reader<'a>) -> Result<Self, TlsError> {
+        let mut check = r.clone();
+        while !check.is_empty() {
+            let ok = varint(&mut check)
+                .and_then(|_| varint(&mut check))
+                .and_then(|len| usize::try_from(len).ok())
+                .and_then(|len| check.take(len));
+            if ok.is_none() {
+                return Err(TlsError::Truncated {
+                    field: "QUIC transport parameter",
+                });
+            }
+        }
+        let mut r = r;
+        Ok(Self {
+            raw: Raw::borrowed(r.rest()),
+        })
+    }
+
+    /// Parameter ids, wire order.
+    pub fn ids(&self) -> impl Iterator<Item = u64> + Clone + '_ {
+        let mut r = Reader::new(self.raw.as_bytes());
+        std::iter::from_fn(move || {
+            let id = varint(&mut r)?;
+            let len = usize::try_from(varint(&mut r)?).ok()?;
+            r.take(len)?;
+            Some(id)
+        })
+    }
+
+    pub(crate) fn into_owned(self) -> QuicParameters<'static> {
+        QuicParameters {
+            raw: self.raw.into_owned(),
+        }
+    }
+}
+
+impl fmt::Debug for QuicParameters<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.ids()).finish()
+    }
+}
+
+impl Serialize for QuicParameters<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(None)?;
+        for id in self.ids() {
+            seq.serialize_element(&id)?;
+        }
+        seq.end()
+    }
+}
