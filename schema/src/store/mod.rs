@@ -7,6 +7,8 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 
+mod probes;
+
 /// Errors from opening or using the store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
