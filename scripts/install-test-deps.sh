@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs, idempotently: Debian packages (real clients, proxies,
-# tshark) and a Python venv with the reference decoders and HTTP clients. Safe to run again: each
-# step is a fast no-op when its tool is already there.
+# Installs everything the test suite needs, idempotently, on Debian 12 (bookworm) as root:
+#   - Debian packages: the real clients (Chromium, Firefox ESR, curl, nghttp, Go, openssl),
+#     the real proxies, tshark/editcap, NSS tools;
+#   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients;
+#   - .tools/venv-mitm: mitmproxy (11.x on Python 3.11), kept apart from the test venv;
+#   - .tools/certs/: a test CA and a leaf certificate for echo.exitvoice.test (made once);
+#   - the Firefox enterprise policy that trusts that CA (merged into any existing policy);
+#   - the /etc/hosts line `127.0.0.1 echo.exitvoice.test`;
+#   - .tools/bin/goclient: the Go net/http client of tests/clients (stdlib only, no downloads).
+# Each step is a fast no-op when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
+ROOT=$PWD
 export DEBIAN_FRONTEND=noninteractive
+APT=(apt-get -o DPkg::Lock::Timeout=900)
+
+say() { echo "install-test-deps: $*"; }
+
+# --- Debian packages --------------------------------------------------------------------------
 APT_PACKAGES=(
-  ca-certificates curl openssl iproute2 procps
-  tshark
+  ca-certificates curl wget openssl iproute2 procps
+  python3 python3-venv
+  tshark libnss3-tools
   chromium firefox-esr nghttp2-client golang-go
   squid apache2-utils tinyproxy dante-server haproxy
 )
@@ -17,18 +30,111 @@ for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "install-test-deps: apt installing ${missing[*]}"
-  apt-get -o DPkg::Lock::Timeout=900 update -q
-  apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}"
+  say "apt installing ${missing[*]}"
+  "${APT[@]}" update -q
+  "${APT[@]}" install -y -q --no-install-recommends "${missing[@]}"
+fi
+# Java (HttpClient, source launch) and node: preinstalled on the project's machines (JDK 17,
+# node 20); on a bare Debian 12 fall back to the distribution's (JDK 17, node 18).
+extra=()
+command -v java >/dev/null || extra+=(openjdk-17-jdk-headless)
+command -v node >/dev/null || extra+=(nodejs)
+if [ ${#extra[@]} -gt 0 ]; then
+  say "apt installing ${extra[*]}"
+  "${APT[@]}" update -q
+  "${APT[@]}" install -y -q --no-install-recommends "${extra[@]}"
 fi
 
-# Python: reference decoders (hyperframe/hpack) and the client libraries the tests drive.
+# Debian's own Python 3.11 for the venvs (a pyenv python earlier on PATH would differ per machine).
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3)
+
+# --- Python venv for the tests ------------------------------------------------------------------
 VENV=.tools/venv
 if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
+  say "creating $VENV"
+  "$PY" -m venv "$VENV"
 fi
-PY_PACKAGES=(h2 hpack hyperframe 'httpx[http2]' requests aiohttp)
-if ! "$VENV/bin/python" -c 'import h2, hpack, hyperframe, httpx, requests, aiohttp' 2>/dev/null; then
+PY_PACKAGES=(h2 hpack hyperframe 'httpx[http2]' requests aiohttp ja4plus)
+if ! "$VENV/bin/python" -c 'import h2, hpack, hyperframe, httpx, requests, aiohttp, ja4plus' 2>/dev/null; then
+  say "pip installing ${PY_PACKAGES[*]} into $VENV"
   "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
 fi
-echo "install-test-deps: ok"
+
+# --- mitmproxy in its own venv (auditor tests) ---------------------------------------------------
+MVENV=.tools/venv-mitm
+if [ ! -x "$MVENV/bin/mitmdump" ]; then
+  say "installing mitmproxy into $MVENV"
+  [ -x "$MVENV/bin/python" ] || "$PY" -m venv "$MVENV"
+  "$MVENV/bin/pip" install -q mitmproxy
+fi
+
+# --- test CA + leaf certificate (made once) ------------------------------------------------------
+CERTS=.tools/certs
+if [ ! -s "$CERTS/leaf-chain.pem" ] || [ ! -s "$CERTS/leaf.key" ] || [ ! -s "$CERTS/ca.pem" ]; then
+  say "making test CA and leaf certificate in $CERTS"
+  mkdir -p "$CERTS"
+  (
+    cd "$CERTS"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 3650 \
+      -subj "/CN=exitvoice Test CA" -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout leaf.key -out leaf.csr \
+      -subj "/CN=echo.exitvoice.test" 2>/dev/null
+    printf '%s\n' "subjectAltName=DNS:echo.exitvoice.test,DNS:localhost,IP:127.0.0.1" \
+      "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+      "extendedKeyUsage=serverAuth" > leaf.ext
+    openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem \
+      -days 825 -extfile leaf.ext 2>/dev/null
+    cat leaf.pem ca.pem > leaf-chain.pem
+    rm -f leaf.csr leaf.ext ca.srl
+  )
+fi
+
+# --- Firefox enterprise policy trusting the test CA ---------------------------------------------
+# Merged into the existing policy file, so other checkouts' CAs (other worktrees) keep working.
+FF_POLICY_DIR=${FIREFOX_POLICY_DIR:-/etc/firefox/policies}
+"$PY" - "$FF_POLICY_DIR/policies.json" "$ROOT/$CERTS/ca.pem" <<'PYEOF'
+import json, os, sys
+path, ca = sys.argv[1], sys.argv[2]
+try:
+    with open(path) as f:
+        doc = json.load(f)
+except (FileNotFoundError, ValueError):
+    doc = {}
+pol = doc.setdefault("policies", {})
+want = {"DisableAppUpdate": True, "DisableTelemetry": True, "DisableFirefoxStudies": True,
+        "DontCheckDefaultBrowser": True, "CaptivePortal": False, "NetworkPrediction": False}
+changed = False
+for k, v in want.items():
+    if pol.get(k) != v:
+        pol[k] = v
+        changed = True
+inst = pol.setdefault("Certificates", {}).setdefault("Install", [])
+if ca not in inst:
+    inst.append(ca)
+    changed = True
+if changed:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=2)
+    os.replace(path + ".tmp", path)
+    print(f"install-test-deps: firefox policy {path} trusts {ca}")
+PYEOF
+
+# --- /etc/hosts: the test origin's name (clients send SNI only for names) -----------------------
+if ! grep -Eq '^127\.0\.0\.1[[:space:]].*\becho\.exitvoice\.test\b' /etc/hosts; then
+  say "adding echo.exitvoice.test to /etc/hosts"
+  echo '127.0.0.1 echo.exitvoice.test' >> /etc/hosts
+fi
+
+# --- Go client (stdlib only; never downloads modules) --------------------------------------------
+GOBIN_OUT=.tools/bin/goclient
+if [ ! -x "$GOBIN_OUT" ] || [ tests/clients/goclient.go -nt "$GOBIN_OUT" ]; then
+  say "building $GOBIN_OUT"
+  mkdir -p .tools/bin .tools/go/cache
+  GOPATH="$ROOT/.tools/go" GOCACHE="$ROOT/.tools/go/cache" GOPROXY=off GOTOOLCHAIN=local \
+    GO111MODULE=off GOFLAGS= go build -o "$GOBIN_OUT" tests/clients/goclient.go
+fi
+
+say "ok"

@@ -1,2 +1,21 @@
-//! exitvoice auditor.
+//! exitvoice auditor: probe exits through real proxies, classify drift, export routing labels.
+//!
+//! - [`exits`]: the exits file, proxy URLs, gateway sessions;
+//! - [`secret`]: passwords that never print;
+//! - [`dial`]: HTTP CONNECT and SOCKS5 tunnels through an exit;
+//! - [`probe`]: TLS with a pinned echo certificate, the HTTP/2 writer and its profiles;
+//! - [`drift`], [`labels`]: from probe records to drift state, flags and route;
+//! - [`schedule`]: runs (baseline + K samples per exit), limits, retries;
+//! - [`error`]: probe errors and their classes.
 #![forbid(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
+
+pub mod dial;
+pub mod drift;
+pub mod error;
+pub mod exits;
+pub mod labels;
+pub mod probe;
+pub mod record;
+pub mod schedule;
+pub mod secret;

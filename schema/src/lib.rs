@@ -5,11 +5,23 @@
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
 pub mod echo;
+pub mod label;
+pub mod observation;
+pub mod probe;
 pub mod store;
 pub mod voice;
 
 pub use echo::{
     Alpn, Echo, Http1Echo, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho, ECHO_SCHEMA_VERSION,
 };
+pub use label::{
+    Baseline, DriftState, ExitLabel, Flags, HistoryEntry, LabelsDoc, Latency, Route,
+    LABELS_SCHEMA_VERSION,
+};
+pub use observation::{
+    ConnectionRecord, ConnectionSummary, FirstRequest, Observation, ObservationQuery,
+    StoredObservation, OBSERVATION_SCHEMA_VERSION,
+};
+pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use store::{Store, StoreError};
 pub use voice::{Bucket, VoiceId};

@@ -1,12 +1,426 @@
-//! `exitvoice inspect`.
+//! `exitvoice inspect`: the echo server's analysis, offline, printed as JSON.
+//!
+//! What an input is, is told by its content, never by its file name:
+//! - a pcap or pcapng capture (magic number): one JSON object per TCP connection that carried a
+//!   ClientHello or plain HTTP, with the client's HTTP/2 or HTTP/1 bytes when the capture is
+//!   cleartext or carries TLS keys (pcapng Decryption Secrets Block, or `--keylog`);
+//! - TLS records (first byte 0x16) or a bare ClientHello handshake message (0x01);
+//! - a decrypted client prefix: the HTTP/2 connection preface or an HTTP/1 request line;
+//! - any of the above written as hex (whitespace allowed).
+//!
+//! A ClientHello input followed by a prefix input is one connection (`inspect HELLO PREFIX`).
+//! One input prints one JSON value (an object, or an array for a capture); several print an
+//! array with one value per input. Bad input ends with a message and a non-zero exit code.
 
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use exitvoice_echo::classify::{self, BucketInput};
+use exitvoice_echo::h2::Payload;
+use exitvoice_echo::pcap::{self, ClientData, PcapConnection};
+use exitvoice_echo::{h1, h2, tls};
+use exitvoice_schema::Spoken;
+use serde_json::{json, Map, Value};
+
+/// Largest input read (a capture is held in memory whole).
+const MAX_INPUT_LEN: u64 = 1 << 30;
 
 /// Flags of `exitvoice inspect`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Inputs: a pcap/pcapng capture, TLS records, a ClientHello handshake message, an HTTP/2 or
+    /// HTTP/1 client prefix, or any of these as hex; `-` reads standard input. A ClientHello
+    /// followed by a prefix is analysed as one connection.
+    #[arg(required = true, value_name = "FILE")]
+    pub inputs: Vec<String>,
+    /// NSS key log (`SSLKEYLOGFILE`) used to decrypt TLS connections in captures, on top of any
+    /// keys the capture carries.
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
+    /// Write each capture connection's ClientHello records (`<capture>-<n>-hello.bin`) and client
+    /// HTTP bytes (`<capture>-<n>-client.bin`) into this folder, for `inspect HELLO PREFIX`.
+    #[arg(long, value_name = "DIR")]
+    pub extract: Option<PathBuf>,
+    /// Print one line of JSON instead of indented JSON.
+    #[arg(long)]
+    pub compact: bool,
+}
+
+/// One input, classified by content.
+enum Input {
+    /// A pcap or pcapng file.
+    Capture(Vec<u8>),
+    /// TLS records or a handshake message.
+    Hello(Vec<u8>),
+    /// Client bytes after the handshake (or of a cleartext connection).
+    Prefix(Vec<u8>),
+}
 
 /// Runs `exitvoice inspect`.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`inspect` is not implemented yet")
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let keylog = match &args.keylog {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read key log {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let mut inputs = Vec::with_capacity(args.inputs.len());
+    for name in &args.inputs {
+        let bytes = read_input(name)?;
+        inputs.push((name.as_str(), classify(bytes, name)?));
+    }
+    let output = match inputs.as_slice() {
+        [(_, Input::Hello(hello)), (_, Input::Prefix(prefix))] => {
+            let mut out = connection(Some(hello), Some(prefix), None);
+            check_single(&out)?;
+            strip_errors_if_empty(&mut out);
+            out
+        }
+        [(name, input)] => analyse(name, input, keylog.as_deref(), args.extract.as_deref())?,
+        many => {
+            let mut all = Vec::with_capacity(many.len());
+            for (name, input) in many {
+                let mut value = analyse(name, input, keylog.as_deref(), args.extract.as_deref())?;
+                if let Value::Object(map) = &mut value {
+                    map.insert("input".into(), Value::from(*name));
+                }
+                all.push(value);
+            }
+            Value::Array(all)
+        }
+    };
+    let text = if args.compact {
+        serde_json::to_string(&output)?
+    } else {
+        serde_json::to_string_pretty(&output)?
+    };
+    println!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_input(name: &str) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    if name == "-" {
+        std::io::stdin()
+            .take(MAX_INPUT_LEN)
+            .read_to_end(&mut bytes)
+            .context("cannot read standard input")?;
+    } else {
+        std::fs::File::open(name)
+            .with_context(|| format!("cannot open {name}"))?
+            .take(MAX_INPUT_LEN)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {name}"))?;
+    }
+    Ok(bytes)
+}
+
+fn classify(bytes: Vec<u8>, name: &str) -> anyhow::Result<Input> {
+    if let Some(input) = classify_binary(&bytes) {
+        return Ok(match input {
+            Kind::Capture => Input::Capture(bytes),
+            Kind::Hello => Input::Hello(bytes),
+            Kind::Prefix => Input::Prefix(bytes),
+        });
+    }
+    if let Some(decoded) = decode_hex(&bytes) {
+        return match classify_binary(&decoded) {
+            Some(Kind::Capture) => Ok(Input::Capture(decoded)),
+            Some(Kind::Hello) => Ok(Input::Hello(decoded)),
+            Some(Kind::Prefix) => Ok(Input::Prefix(decoded)),
+            None => bail!(
+                "{name}: hex that decodes to neither TLS nor an HTTP client prefix (starts {})",
+                hex::encode(decoded.get(..8).unwrap_or(&decoded))
+            ),
+        };
+    }
+    if bytes.is_empty() {
+        bail!("{name}: empty input");
+    }
+    bail!(
+        "{name}: not a pcap/pcapng capture, TLS records, a ClientHello, an HTTP client prefix or \
+         hex (starts {})",
+        hex::encode(bytes.get(..8).unwrap_or(&bytes))
+    )
+}
+
+/// What binary input is, told by its first bytes.
+enum Kind {
+    Capture,
+    Hello,
+    Prefix,
+}
+
+fn classify_binary(bytes: &[u8]) -> Option<Kind> {
+    if pcap::is_capture(bytes) {
+        Some(Kind::Capture)
+    } else if matches!(bytes.first(), Some(0x16 | 0x01)) {
+        Some(Kind::Hello)
+    } else if bytes.starts_with(b"PRI * HTTP/2.0") || pcap::is_http_start(bytes) {
+        Some(Kind::Prefix)
+    } else {
+        None
+    }
+}
+
+/// The bytes written as hex in `text` (ASCII whitespace ignored), if that is what it is.
+fn decode_hex(text: &[u8]) -> Option<Vec<u8>> {
+    let digits: Vec<u8> = text
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    if digits.is_empty() {
+        return None;
+    }
+    hex::decode(digits).ok()
+}
+
+fn analyse(
+    name: &str,
+    input: &Input,
+    keylog: Option<&str>,
+    extract: Option<&Path>,
+) -> anyhow::Result<Value> {
+    match input {
+        Input::Capture(bytes) => capture(name, bytes, keylog, extract),
+        Input::Hello(hello) => {
+            let mut out = connection(Some(hello), None, None);
+            check_single(&out).with_context(|| name.to_owned())?;
+            strip_errors_if_empty(&mut out);
+            Ok(out)
+        }
+        Input::Prefix(prefix) => {
+            let mut out = connection(None, Some(prefix), None);
+            check_single(&out).with_context(|| name.to_owned())?;
+            strip_errors_if_empty(&mut out);
+            Ok(out)
+        }
+    }
+}
+
+/// A single input whose only layer failed to parse is an error, not an empty object.
+fn check_single(out: &Value) -> anyhow::Result<()> {
+    let layers = ["tls", "http2", "http1"];
+    if layers.iter().all(|l| out.get(l).is_none_or(Value::is_null)) {
+        let errors = out
+            .get("errors")
+            .and_then(Value::as_array)
+            .map(|e| {
+                e.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+            .unwrap_or_default();
+        bail!("nothing could be analysed: {errors}");
+    }
+    Ok(())
+}
+
+fn strip_errors_if_empty(out: &mut Value) {
+    if let Value::Object(map) = out {
+        if map
+            .get("errors")
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty)
+        {
+            map.remove("errors");
+        }
+    }
+}
+
+/// The analysis of one connection: its ClientHello records, the client's HTTP bytes, and the
+/// ALPN protocol the server chose when the input says (a TLS 1.2 ServerHello in a capture).
+///
+/// The bucket needs ALPN offered and negotiated. Offered comes from the ClientHello; without
+/// one, it is taken from what the client spoke. Negotiated is the server's choice when known,
+/// else what the client spoke (TLS 1.3 encrypts the server's choice, and a prefix file does not
+/// carry it), so a silent downgrade (bucket D) is only seen when the ServerHello shows `h2`.
+fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&[u8]>) -> Value {
+    let mut errors: Vec<String> = Vec::new();
+    let mut alpn_offered: Option<Vec<String>> = None;
+    let tls_value = hello.and_then(|records| match tls::parse_client_hello(records) {
+        Ok(parsed) => {
+            alpn_offered = Some(parsed.alpn_protocols());
+            let mut value = serde_json::to_value(tls::echo(&parsed)).unwrap_or(Value::Null);
+            if let Value::Object(map) = &mut value {
+                map.insert("sni".into(), json!(parsed.server_name()));
+                map.insert("alpn".into(), json!(parsed.alpn_protocols()));
+            }
+            Some(value)
+        }
+        Err(error) => {
+            errors.push(format!("tls: {error}"));
+            None
+        }
+    });
+    let spoken = prefix.map_or(Spoken::Unknown, classify::sniff);
+    let mut http2 = Value::Null;
+    let mut http1 = Value::Null;
+    let mut h2_prefix = None;
+    match (spoken, prefix) {
+        (Spoken::H2, Some(bytes)) => {
+            let parsed = match h2::parse_prefix(bytes) {
+                Ok(parsed) => parsed,
+                Err(error) => {
+                    errors.push(format!("http2: {error}"));
+                    *error.partial
+                }
+            };
+            http2 = serde_json::to_value(h2::echo(&parsed, 0)).unwrap_or(Value::Null);
+            if let Value::Object(map) = &mut http2 {
+                map.insert("requests".into(), json!(parsed.requests.len()));
+            }
+            h2_prefix = Some(parsed);
+        }
+        (Spoken::Http1, Some(bytes)) => match h1::parse_head(bytes) {
+            Ok(head) => {
+                http1 = serde_json::to_value(h1::echo(&head)).unwrap_or(Value::Null);
+                if let Value::Object(map) = &mut http1 {
+                    map.insert(
+                        "detail".into(),
+                        serde_json::to_value(&head).unwrap_or_default(),
+                    );
+                }
+            }
+            Err(error) => errors.push(format!("http1: {error}")),
+        },
+        (_, Some(_)) => {
+            errors.push("client bytes are neither the HTTP/2 preface nor an HTTP/1 request".into());
+        }
+        (_, None) => {}
+    }
+    let inferred = alpn_offered.is_none() || server_alpn.is_none();
+    let offered_h2 = match &alpn_offered {
+        Some(list) => list.iter().any(|p| p == "h2"),
+        None => spoken == Spoken::H2,
+    };
+    let negotiated_h2 = match server_alpn {
+        Some(alpn) => alpn == b"h2",
+        None => spoken == Spoken::H2,
+    };
+    let profile = h2_prefix.as_ref().and_then(classify::browser_profile);
+    let own_preface_and_settings = h2_prefix.as_ref().is_some_and(
+        |p| matches!(p.frames.first().map(|f| &f.payload), Some(Payload::Settings(s)) if !s.ack),
+    );
+    let bucket = (prefix.is_some()).then(|| {
+        classify::bucket(&BucketInput {
+            alpn_offered_h2: offered_h2,
+            alpn_negotiated_h2: negotiated_h2,
+            spoken,
+            own_preface_and_settings,
+            request_index: 1,
+            earlier_other_probe: false,
+            browser_profile: profile.is_some(),
+        })
+    });
+    let mut out = Map::new();
+    out.insert("tls".into(), tls_value.unwrap_or(Value::Null));
+    out.insert("http2".into(), http2);
+    out.insert("http1".into(), http1);
+    out.insert(
+        "alpn".into(),
+        json!({
+            "offered": alpn_offered,
+            "negotiated": server_alpn.map(String::from_utf8_lossy),
+            "spoken": prefix.map(|_| spoken),
+            "inferred": inferred,
+        }),
+    );
+    out.insert("bucket".into(), json!(bucket.flatten()));
+    out.insert("profile".into(), json!(profile.map(|p| p.name)));
+    out.insert("errors".into(), json!(errors));
+    Value::Object(out)
+}
+
+fn capture(
+    name: &str,
+    bytes: &[u8],
+    keylog: Option<&str>,
+    extract: Option<&Path>,
+) -> anyhow::Result<Value> {
+    let capture = pcap::read(bytes, keylog).with_context(|| format!("{name}: cannot read"))?;
+    if let Some(stopped) = &capture.stopped {
+        eprintln!("exitvoice: {name}: {stopped}; showing the connections before that point");
+    }
+    let stem = Path::new(name)
+        .file_name()
+        .map_or_else(|| "stdin".into(), |s| s.to_string_lossy().into_owned());
+    let mut all = Vec::with_capacity(capture.connections.len());
+    for (index, conn) in capture.connections.iter().enumerate() {
+        if let Some(dir) = extract {
+            write_extract(dir, &stem, index, conn)?;
+        }
+        all.push(capture_connection(conn));
+    }
+    Ok(Value::Array(all))
+}
+
+fn write_extract(
+    dir: &Path,
+    stem: &str,
+    index: usize,
+    conn: &PcapConnection,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    if let Some(hello) = conn.client_hellos.first() {
+        let path = dir.join(format!("{stem}-{index}-hello.bin"));
+        std::fs::write(&path, hello).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(bytes) = conn.client_data.bytes() {
+        let path = dir.join(format!("{stem}-{index}-client.bin"));
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn capture_connection(conn: &PcapConnection) -> Value {
+    let mut value = connection(
+        conn.client_hellos.first().map(Vec::as_slice),
+        conn.client_data.bytes(),
+        conn.server_hello.as_ref().and_then(|s| s.alpn.as_deref()),
+    );
+    let Value::Object(map) = &mut value else {
+        return value;
+    };
+    map.insert("client".into(), json!(conn.client.to_string()));
+    map.insert("server".into(), json!(conn.server.to_string()));
+    map.insert("first_frame".into(), json!(conn.first_frame));
+    map.insert(
+        "server_hello".into(),
+        json!(conn.server_hello.as_ref().map(|s| json!({
+            "version": format!("{:#06x}", s.version),
+            "cipher_suite": format!("{:#06x}", s.cipher_suite),
+        }))),
+    );
+    let client_data = match &conn.client_data {
+        ClientData::Cleartext(_) => json!("cleartext"),
+        ClientData::Decrypted(_) => json!("decrypted"),
+        _ => match &conn.decrypt_error {
+            Some(error) => json!(format!("not decrypted: {error}")),
+            None => Value::Null,
+        },
+    };
+    map.insert("client_data".into(), client_data);
+    map.insert(
+        "client_stream".into(),
+        json!({
+            "bytes": conn.client_stream.bytes,
+            "gap": conn.client_stream.gap,
+            "capped": conn.client_stream.capped,
+            "start_guessed": conn.client_stream.start_guessed,
+        }),
+    );
+    // A second ClientHello, after a HelloRetryRequest, is fingerprinted too.
+    if let Some(retry) = conn.client_hellos.get(1) {
+        let retry_tls = tls::parse_client_hello(retry)
+            .ok()
+            .and_then(|h| serde_json::to_value(h.fingerprints()).ok());
+        map.insert("retry_tls".into(), retry_tls.unwrap_or(Value::Null));
+    }
+    value
 }

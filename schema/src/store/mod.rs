@@ -1,11 +1,15 @@
 //! The SQLite store: one file, WAL, migrations embedded from `schema/migrations` and run at open.
 
+mod observations;
+
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
+
+mod probes;
 
 /// Errors from opening or using the store.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,144 @@
+//! Dialers: a byte stream to the echo server, directly or through an exit.
+//!
+//! [`http_connect`] opens an HTTP `CONNECT` tunnel with pre-emptive Basic auth; [`socks5`]
+//! opens a SOCKS5 tunnel (no auth or RFC 1929 username/password) with `tokio-socks`. Both run
+//! the TCP connect under [`Timeouts::connect`] and the proxy handshake under
+//! [`Timeouts::tunnel`].
+
+pub mod http_connect;
+pub mod socks5;
+
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+
+use crate::error::{within, Phase, ProbeError};
+use crate::exits::{Exit, ProxyScheme};
+
+/// A bidirectional byte stream: a TCP socket or a tunnel through an exit.
+pub trait Tunnel: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Tunnel for T {}
+
+/// Per-phase limits of one probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP connect to the exit (or to the echo server for the baseline).
+    pub connect: Duration,
+    /// The proxy handshake (CONNECT request and response, SOCKS5 negotiation).
+    pub tunnel: Duration,
+    /// The TLS handshake with the echo server.
+    pub tls: Duration,
+    /// Writing the request and reading the whole echo.
+    pub response: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            tunnel: Duration::from_secs(10),
+            tls: Duration::from_secs(10),
+            response: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Opens a stream to `host:port`: directly when `exit` is `None`, else through the exit.
+///
+/// # Errors
+/// DNS, connect, timeout, proxy auth and proxy refusal errors, each with its class.
+pub async fn dial(
+    exit: Option<&Exit>,
+    host: &str,
+    port: u16,
+    timeouts: &Timeouts,
+) -> Result<Box<dyn Tunnel>, ProbeError> {
+    let Some(exit) = exit else {
+        return Ok(Box::new(connect_tcp(host, port, timeouts.connect).await?));
+    };
+    let proxy = &exit.proxy;
+    match proxy.scheme {
+        ProxyScheme::Http => {
+            let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
+            let credentials = exit.credentials();
+            let auth = credentials
+                .as_ref()
+                .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
+            let tunnel = within(
+                Phase::Tunnel,
+                timeouts.tunnel,
+                http_connect::connect(tcp, host, port, auth),
+            )
+            .await?;
+            Ok(Box::new(tunnel))
+        }
+        ProxyScheme::Socks5 | ProxyScheme::Socks5h => {
+            let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
+            let target = if proxy.scheme == ProxyScheme::Socks5h {
+                socks5::Target::Name(host.to_owned(), port)
+            } else {
+                socks5::Target::Addr(resolve(host, port, timeouts.connect).await?)
+            };
+            let credentials = exit.credentials();
+            let auth = credentials
+                .as_ref()
+                .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
+            let tunnel = within(
+                Phase::Tunnel,
+                timeouts.tunnel,
+                socks5::connect(tcp, target, auth),
+            )
+            .await?;
+            Ok(Box::new(tunnel))
+        }
+        ProxyScheme::Https => Err(ProbeError::Unsupported(
+            "https:// proxies (TLS to the proxy) are not supported yet",
+        )),
+    }
+}
+
+/// Resolves `host:port` to its first address, under `limit`.
+///
+/// # Errors
+/// [`ProbeError::Dns`] or a connect-phase timeout.
+pub async fn resolve(
+    host: &str,
+    port: u16,
+    limit: Duration,
+) -> Result<std::net::SocketAddr, ProbeError> {
+    let lookup = async {
+        tokio::net::lookup_host((host, port))
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| ProbeError::Dns {
+                host: host.to_owned(),
+            })
+    };
+    within(Phase::Connect, limit, lookup).await
+}
+
+/// Connects TCP to `host:port` (resolving names first), with `TCP_NODELAY`, under `limit`.
+///
+/// # Errors
+/// DNS, refused, timeout or other I/O errors of the connect phase.
+pub async fn connect_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, ProbeError> {
+    let connect = async {
+        let addr = tokio::net::lookup_host((host, port))
+            .await
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .ok_or_else(|| ProbeError::Dns {
+                host: host.to_owned(),
+            })?;
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| ProbeError::io(Phase::Connect, &addr.to_string(), &e))?;
+        // Nagle would hold back the small CONNECT and HTTP/2 frames; best effort.
+        stream.set_nodelay(true).ok();
+        Ok(stream)
+    };
+    within(Phase::Connect, limit, connect).await
+}

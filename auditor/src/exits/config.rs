@@ -1,0 +1,408 @@
+//! The exits file: TOML, or a plain list of proxy URLs (one per line, `#` comments).
+//!
+//! ```toml
+//! [echo]
+//! url = "https://echo.example:18443"          # where probes go
+//! spki_sha256 = "9f86d08…"                    # hex sha256 of the echo certificate's SPKI
+//!
+//! [route]                                      # optional, see `labels::RouteRule`
+//! quarantine_buckets = ["D"]
+//!
+//! [[exits]]
+//! name = "squid"
+//! url = "http://zoo:zoopass@127.0.0.1:13128"
+//! tags = { tier = "dc", region = "eu" }
+//!
+//! [[exits]]
+//! name = "gateway"
+//! url = "http://customer-{session}:pw@gw.example:7777"
+//! sessions = 4                                 # 4 exits gateway#1..#4, ids minted by us
+//! ```
+//!
+//! Parsing never panics and never quotes credentials in its errors: TOML errors are reduced to
+//! their message and line number, URL errors to their kind.
+
+use std::collections::{BTreeMap, HashSet};
+
+use base64::Engine;
+use serde::Deserialize;
+
+use super::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
+use crate::labels::RouteRule;
+
+/// Largest exits file read (bytes): a config, not a data set.
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+/// Most sessions one gateway entry may expand to.
+pub const MAX_SESSIONS: u32 = 1024;
+
+/// The echo server probes go to, with its pinned certificate key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EchoTarget {
+    /// Host name (SNI and CONNECT target) or IP literal.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// sha256 of the echo certificate's SubjectPublicKeyInfo (DER).
+    pub spki_sha256: [u8; 32],
+}
+
+impl EchoTarget {
+    /// Builds a target from an `https://host[:port][/]` URL and an SPKI pin: 64 hex digits or
+    /// `sha256//<base64>`.
+    ///
+    /// # Errors
+    /// [`ConfigError::EchoUrl`] or [`ConfigError::Pin`].
+    pub fn new(url: &str, pin_hex: &str) -> Result<Self, ConfigError> {
+        let rest = url
+            .trim()
+            .strip_prefix("https://")
+            .ok_or(ConfigError::EchoUrl("must start with https://"))?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.is_empty() || rest.contains(['/', '?', '#', '@']) {
+            return Err(ConfigError::EchoUrl("expected https://host[:port]"));
+        }
+        let parsed = ProxyUrl::parse(&format!("https://{rest}"))
+            .map_err(|_| ConfigError::EchoUrl("expected https://host[:port]"))?;
+        let pin_text = pin_hex.trim();
+        // Either hex, or the `sha256//<base64>` form `exitvoice serve` prints (curl's
+        // --pinnedpubkey syntax).
+        let pin = match pin_text.strip_prefix("sha256//") {
+            Some(b64) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|_| ConfigError::Pin)?,
+            None => hex::decode(pin_text).map_err(|_| ConfigError::Pin)?,
+        };
+        let spki_sha256 = <[u8; 32]>::try_from(pin.as_slice()).map_err(|_| ConfigError::Pin)?;
+        Ok(Self {
+            host: parsed.host,
+            port: parsed.port,
+            spki_sha256,
+        })
+    }
+
+    /// `host:port` for CONNECT and logs.
+    pub fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// A parsed exits file.
+#[derive(Clone, Debug)]
+pub struct AuditFile {
+    /// The echo target, if the file names one (a plain list never does).
+    pub echo: Option<EchoTarget>,
+    /// The exits, gateway sessions expanded.
+    pub exits: Vec<Exit>,
+    /// The route rule, default unless the file has a `[route]` table.
+    pub route: RouteRule,
+}
+
+/// Why an exits file was rejected. Never contains a password.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file is larger than [`MAX_CONFIG_BYTES`].
+    #[error("exits file is larger than {MAX_CONFIG_BYTES} bytes")]
+    TooLarge,
+    /// The file is not UTF-8.
+    #[error("exits file is not UTF-8")]
+    NotUtf8,
+    /// TOML syntax or shape error (message and line only; the line's text is not quoted).
+    #[error("exits file, line {line}: {message}")]
+    Toml {
+        /// 1-based line of the error, 0 if unknown.
+        line: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A proxy URL is invalid.
+    #[error("exit {which}: {error}")]
+    Url {
+        /// The exit's name, or `line N` in a plain list.
+        which: String,
+        /// What is wrong.
+        error: UrlError,
+    },
+    /// The echo URL is invalid.
+    #[error("echo url: {0}")]
+    EchoUrl(&'static str),
+    /// The SPKI pin is not 64 hex digits.
+    #[error("echo spki_sha256 must be a sha256: 64 hex digits or sha256//<base64>")]
+    Pin,
+    /// Two exits share a name.
+    #[error("duplicate exit name {0:?}")]
+    DuplicateName(String),
+    /// An exit name is empty or has control characters.
+    #[error("exit names must be non-empty printable text")]
+    BadName,
+    /// `sessions` without `{session}` in the user name, or a count out of range.
+    #[error(
+        "exit {0}: sessions needs `{{session}}` in the user name and a count 1..={MAX_SESSIONS}"
+    )]
+    BadSessions(String),
+    /// The file names no exit.
+    #[error("exits file names no exit")]
+    Empty,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    echo: Option<RawEcho>,
+    #[serde(default)]
+    route: Option<RouteRule>,
+    #[serde(default)]
+    exits: Vec<RawExit>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEcho {
+    url: String,
+    spki_sha256: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExit {
+    name: String,
+    url: String,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
+    sessions: Option<u32>,
+}
+
+impl AuditFile {
+    /// Parses an exits file from bytes: TOML, or a plain list of proxy URLs.
+    ///
+    /// # Errors
+    /// A [`ConfigError`]; never panics on any input.
+    pub fn parse(bytes: &[u8]) -> Result<Self, ConfigError> {
+        if bytes.len() > MAX_CONFIG_BYTES {
+            return Err(ConfigError::TooLarge);
+        }
+        let text = std::str::from_utf8(bytes).map_err(|_| ConfigError::NotUtf8)?;
+        if is_plain_list(text) {
+            return parse_plain(text);
+        }
+        let raw: RawFile = toml::from_str(text).map_err(|error| ConfigError::Toml {
+            line: error
+                .span()
+                .and_then(|span| text.as_bytes().get(..span.start))
+                .map(|before| before.iter().filter(|b| **b == b'\n').count() + 1)
+                .unwrap_or(0),
+            message: error.message().to_owned(),
+        })?;
+        let echo = raw
+            .echo
+            .map(|echo| EchoTarget::new(&echo.url, &echo.spki_sha256))
+            .transpose()?;
+        let minter = SessionMinter::new();
+        let mut exits = Vec::new();
+        for raw_exit in raw.exits {
+            if raw_exit.name.trim().is_empty() || raw_exit.name.chars().any(char::is_control) {
+                return Err(ConfigError::BadName);
+            }
+            let proxy = ProxyUrl::parse(&raw_exit.url).map_err(|error| ConfigError::Url {
+                which: raw_exit.name.clone(),
+                error,
+            })?;
+            match raw_exit.sessions {
+                None => exits.push(Exit {
+                    name: raw_exit.name,
+                    proxy,
+                    tags: raw_exit.tags,
+                    session: None,
+                }),
+                Some(count) => {
+                    let templated = proxy
+                        .username
+                        .as_deref()
+                        .is_some_and(|user| user.contains(SESSION_PLACEHOLDER));
+                    if !templated || count == 0 || count > MAX_SESSIONS {
+                        return Err(ConfigError::BadSessions(raw_exit.name));
+                    }
+                    for slot in 1..=count {
+                        exits.push(Exit {
+                            name: format!("{}#{slot}", raw_exit.name),
+                            proxy: proxy.clone(),
+                            tags: raw_exit.tags.clone(),
+                            session: Some(Session {
+                                slot,
+                                id: minter.mint(),
+                            }),
+                        });
+                    }
+                }
+            }
+        }
+        check_names(&exits)?;
+        Ok(Self {
+            echo,
+            exits,
+            route: raw.route.unwrap_or_default(),
+        })
+    }
+}
+
+fn is_plain_list(text: &str) -> bool {
+    let mut lines = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .peekable();
+    lines.peek().is_some() && lines.all(|line| line.contains("://") && !line.contains('='))
+}
+
+fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
+    let mut exits = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let proxy = ProxyUrl::parse(line).map_err(|error| ConfigError::Url {
+            which: format!("line {}", index + 1),
+            error,
+        })?;
+        let mut name = format!("{}://{}", proxy.scheme.as_str(), proxy.authority());
+        if exits.iter().any(|exit: &Exit| exit.name == name) {
+            name = format!("{name}#{}", index + 1);
+        }
+        exits.push(Exit {
+            name,
+            proxy,
+            tags: BTreeMap::new(),
+            session: None,
+        });
+    }
+    check_names(&exits)?;
+    Ok(AuditFile {
+        echo: None,
+        exits,
+        route: RouteRule::default(),
+    })
+}
+
+fn check_names(exits: &[Exit]) -> Result<(), ConfigError> {
+    if exits.is_empty() {
+        return Err(ConfigError::Empty);
+    }
+    let mut names = HashSet::new();
+    for exit in exits {
+        if !names.insert(exit.name.as_str()) {
+            return Err(ConfigError::DuplicateName(exit.name.clone()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exits::ProxyScheme;
+
+    const PIN: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+    #[test]
+    fn toml_file_with_tags_and_sessions() {
+        let text = format!(
+            r#"
+[echo]
+url = "https://localhost:18443/"
+spki_sha256 = "{PIN}"
+
+[[exits]]
+name = "squid"
+url = "http://zoo:p%40ss@127.0.0.1:13128"
+tags = {{ tier = "dc", region = "eu" }}
+
+[[exits]]
+name = "gw"
+url = "socks5h://cust-{{session}}:pw@127.0.0.1:11080"
+sessions = 3
+"#
+        );
+        let file = AuditFile::parse(text.as_bytes()).unwrap();
+        let echo = file.echo.unwrap();
+        assert_eq!((echo.host.as_str(), echo.port), ("localhost", 18443));
+        assert_eq!(hex::encode(echo.spki_sha256), PIN);
+        let names: Vec<_> = file.exits.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["squid", "gw#1", "gw#2", "gw#3"]);
+        assert_eq!(
+            file.exits[0].tags.get("region").map(String::as_str),
+            Some("eu")
+        );
+        assert_eq!(
+            file.exits[0].credentials().unwrap().1.unwrap().expose(),
+            "p@ss"
+        );
+        let ids: HashSet<_> = file.exits[1..]
+            .iter()
+            .map(|e| e.session.as_ref().unwrap().id.clone())
+            .collect();
+        assert_eq!(ids.len(), 3, "each session its own id");
+        let (user, _) = file.exits[2].credentials().unwrap();
+        assert!(user.starts_with("cust-") && user.len() == 5 + 16, "{user}");
+        assert_eq!(file.exits[1].proxy.scheme, ProxyScheme::Socks5h);
+    }
+
+    #[test]
+    fn pin_in_curl_form() {
+        // sha256//<base64> of the same 32 bytes as PIN.
+        let echo = EchoTarget::new(
+            "https://127.0.0.1:1",
+            "sha256//ABEiM0RVZneImaq7zN3u/wARIjNEVWZ3iJmqu8zd7v8=",
+        )
+        .unwrap();
+        assert_eq!(hex::encode(echo.spki_sha256), PIN);
+        assert!(EchoTarget::new("https://h", "sha256//AAAA").is_err());
+    }
+
+    #[test]
+    fn plain_list_of_urls() {
+        let text = "# exits\nhttp://zoo:zoopass@127.0.0.1:13128\n\nsocks5h://127.0.0.1:11080\n";
+        let file = AuditFile::parse(text.as_bytes()).unwrap();
+        assert!(file.echo.is_none());
+        let names: Vec<_> = file.exits.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["http://127.0.0.1:13128", "socks5h://127.0.0.1:11080"]
+        );
+    }
+
+    #[test]
+    fn hostile_files_are_typed_errors_without_secrets() {
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (vec![0xff, 0xfe, 0x00], "not UTF-8"),
+            (vec![b'#'; MAX_CONFIG_BYTES + 1], "larger"),
+            (b"".to_vec(), "no exit"),
+            (b"[[exits]]\nname = \"a\"\nurl = \"http://u:s3cret@h:1\"\nbogus = 1\n".to_vec(), "line"),
+            (b"[[exits]\nurl = \"http://u:s3cret@h:1\"".to_vec(), "line"),
+            (b"[[exits]]\nname = \"a\"\nurl = \"ftp://u:s3cret@h:1\"\n".to_vec(), "exit a"),
+            (
+                b"[[exits]]\nname=\"a\"\nurl=\"http://u:s3cret@h:1\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n"
+                    .to_vec(),
+                "duplicate",
+            ),
+            (b"[[exits]]\nname=\"\"\nurl=\"http://h:2\"\n".to_vec(), "non-empty"),
+            (b"[[exits]]\nname=\"g\"\nurl=\"http://u:s3cret@h:2\"\nsessions=2\n".to_vec(), "sessions"),
+            (b"[[exits]]\nname=\"g\"\nurl=\"http://u-{session}:s3cret@h:2\"\nsessions=0\n".to_vec(), "sessions"),
+            (b"[echo]\nurl=\"http://h\"\nspki_sha256=\"00\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "https"),
+            (b"[echo]\nurl=\"https://h\"\nspki_sha256=\"zz\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "sha256"),
+            (b"http://u:s3cret@h:99999\n".to_vec(), "line 1"),
+            (b"exits = 5\n".to_vec(), "line"),
+        ];
+        for (bytes, expected) in cases {
+            let error = AuditFile::parse(&bytes).err().map(|e| e.to_string());
+            let error =
+                error.unwrap_or_else(|| panic!("accepted {:?}", String::from_utf8_lossy(&bytes)));
+            assert!(error.contains(expected), "{error:?} lacks {expected:?}");
+            assert!(!error.contains("s3cret"), "{error:?} leaks the password");
+        }
+    }
+}

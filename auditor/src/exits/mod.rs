@@ -1,0 +1,125 @@
+//! Exits: the proxies (and gateway sessions) the auditor probes, and the echo server it probes.
+//!
+//! [`config`] reads the exits file; [`proxy_url`] parses and redacts proxy URLs; [`Exit`] is one
+//! way out, with the sticky-session id of a gateway when it has one.
+
+pub mod config;
+pub mod proxy_url;
+
+use std::collections::{BTreeMap, HashSet};
+
+use rand::Rng;
+
+pub use config::{AuditFile, ConfigError, EchoTarget};
+pub use proxy_url::{ProxyScheme, ProxyUrl, UrlError};
+
+use crate::secret::Secret;
+
+/// The placeholder a gateway user name carries for the sticky-session id.
+pub const SESSION_PLACEHOLDER: &str = "{session}";
+
+/// One exit: a proxy, or one sticky session of a gateway.
+#[derive(Clone, Debug)]
+pub struct Exit {
+    /// Unique name (`<name>` or `<name>#<slot>` for gateway sessions); the key of its labels.
+    pub name: String,
+    /// The proxy. For a gateway session the user name still holds [`SESSION_PLACEHOLDER`].
+    pub proxy: ProxyUrl,
+    /// Free-form tags (tier, region, …), exported with the labels.
+    pub tags: BTreeMap<String, String>,
+    /// The gateway session, when the exit is one.
+    pub session: Option<Session>,
+}
+
+/// A gateway sticky session: a slot number and the id currently minted for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// 1-based slot within the gateway.
+    pub slot: u32,
+    /// The session id substituted into the user name. Minted by the auditor.
+    pub id: String,
+}
+
+impl Exit {
+    /// The user name and password to send, with the session id substituted.
+    pub fn credentials(&self) -> Option<(String, Option<&Secret>)> {
+        let user = self.proxy.username.as_ref()?;
+        let user = match &self.session {
+            Some(session) => user.replace(SESSION_PLACEHOLDER, &session.id),
+            None => user.clone(),
+        };
+        Some((user, self.proxy.password.as_ref()))
+    }
+
+    /// The redacted proxy URL (password `***`, session placeholder kept).
+    pub fn redacted_url(&self) -> String {
+        self.proxy.redacted()
+    }
+}
+
+/// Mints gateway session ids and remembers every id retired after a failure, so none is reused.
+#[derive(Debug, Default)]
+pub struct SessionMinter {
+    retired: HashSet<String>,
+}
+
+impl SessionMinter {
+    /// A minter with no retired ids.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A fresh id: 16 lowercase hex digits, never one retired before.
+    pub fn mint(&self) -> String {
+        let mut rng = rand::rng();
+        loop {
+            let id = format!("{:016x}", rng.random::<u64>());
+            if !self.retired.contains(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Retires the exit's session id after a failure and gives the slot a fresh one.
+    /// Does nothing for exits without a session.
+    pub fn rotate(&mut self, exit: &mut Exit) {
+        if let Some(session) = &mut exit.session {
+            self.retired.insert(std::mem::take(&mut session.id));
+            session.id = self.mint();
+        }
+    }
+
+    /// Whether `id` was retired.
+    pub fn is_retired(&self, id: &str) -> bool {
+        self.retired.contains(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotated_session_ids_are_never_reused() {
+        let minter_url = ProxyUrl::parse("http://user-{session}:pw@127.0.0.1:1").unwrap();
+        let mut minter = SessionMinter::new();
+        let mut exit = Exit {
+            name: "gw#1".into(),
+            proxy: minter_url,
+            tags: BTreeMap::new(),
+            session: Some(Session {
+                slot: 1,
+                id: minter.mint(),
+            }),
+        };
+        let mut seen = HashSet::new();
+        for _ in 0..50 {
+            let id = exit.session.as_ref().unwrap().id.clone();
+            assert!(seen.insert(id.clone()), "id {id} came back");
+            let (user, _) = exit.credentials().unwrap();
+            assert_eq!(user, format!("user-{id}"));
+            minter.rotate(&mut exit);
+            assert!(minter.is_retired(&id));
+        }
+    }
+}

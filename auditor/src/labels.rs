@@ -1,0 +1,416 @@
+//! Labels: per exit, from its recent probe records, the drift state, bucket, flags and route.
+//!
+//! # Route rule
+//! Evaluated in this order (every part configurable in the exits file's `[route]` table):
+//! 1. **quarantine** if the exit is *failing* (no successful sample in the window, or a share of
+//!    failed probes ≥ `quarantine_error_ratio`), if any sample was *intercepted*
+//!    (`quarantine_intercepted`), if any sample's bucket is in `quarantine_buckets` (default D),
+//!    or if the drift state is in `quarantine_states` (default mutating);
+//! 2. **identity** if the state is in `identity_states` (default stable), the latest bucket is in
+//!    `identity_buckets` (default A), and both `tls_preserved` and `h2_preserved` hold;
+//! 3. **anonymous** otherwise.
+
+use std::collections::BTreeMap;
+
+use exitvoice_schema::{
+    Baseline, Bucket, DriftState, ExitLabel, Flags, HistoryEntry, Latency, ProbeRecord, Route,
+};
+use serde::Deserialize;
+
+use crate::drift::{self, DriftConfig};
+
+/// Most recent probes kept in a label's history.
+pub const HISTORY_LEN: usize = 8;
+
+/// The configurable route rule (see the module docs).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouteRule {
+    /// Buckets that quarantine an exit when any sample in the window has one.
+    pub quarantine_buckets: Vec<Bucket>,
+    /// Drift states that quarantine an exit.
+    pub quarantine_states: Vec<DriftState>,
+    /// Whether an intercepted sample quarantines the exit.
+    pub quarantine_intercepted: bool,
+    /// Failed share of the window's probes at or above which the exit is failing.
+    pub quarantine_error_ratio: f64,
+    /// Drift states an identity exit may have.
+    pub identity_states: Vec<DriftState>,
+    /// Buckets an identity exit may have.
+    pub identity_buckets: Vec<Bucket>,
+}
+
+impl Default for RouteRule {
+    fn default() -> Self {
+        Self {
+            quarantine_buckets: vec![Bucket::D],
+            quarantine_states: vec![DriftState::Mutating],
+            quarantine_intercepted: true,
+            quarantine_error_ratio: 0.5,
+            identity_states: vec![DriftState::Stable],
+            identity_buckets: vec![Bucket::A],
+        }
+    }
+}
+
+/// What a label is computed from besides the records.
+#[derive(Clone, Debug)]
+pub struct ExitInfo {
+    /// Exit name.
+    pub name: String,
+    /// Redacted URL.
+    pub url: String,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The baseline summary of a successful direct probe record.
+pub fn baseline_of(record: &ProbeRecord) -> Option<Baseline> {
+    let sample = record.sample.as_ref()?;
+    Some(Baseline {
+        tls_voice: sample.tls_voice.as_ref().map(|v| v.0.clone()),
+        http_voice: sample
+            .h2_voice
+            .as_ref()
+            .or(sample.h1_voice.as_ref())
+            .map(|v| v.0.clone()),
+        bucket: sample.bucket,
+        at: record.started_at.clone(),
+    })
+}
+
+/// Computes one exit's label from its records (oldest first; the last `drift.window` count).
+pub fn label(
+    exit: &ExitInfo,
+    records: &[ProbeRecord],
+    rule: &RouteRule,
+    drift_config: DriftConfig,
+) -> ExitLabel {
+    let start = records.len().saturating_sub(drift_config.window);
+    let window = records.get(start..).unwrap_or_default();
+    let samples: Vec<_> = window
+        .iter()
+        .filter_map(|r| r.sample.as_ref().map(|s| (r, s)))
+        .collect();
+    let voiced: Vec<(String, String)> = samples
+        .iter()
+        .map(|(r, s)| (s.voice(), r.started_at.clone()))
+        .collect();
+    let drift = drift::classify(&voiced, drift_config);
+
+    let mut voices: Vec<String> = Vec::new();
+    let mut egress_ips: Vec<String> = Vec::new();
+    for (_, sample) in &samples {
+        let voice = sample.voice();
+        if !voices.contains(&voice) {
+            voices.push(voice);
+        }
+        if !egress_ips.contains(&sample.egress_ip) {
+            egress_ips.push(sample.egress_ip.clone());
+        }
+    }
+    let flags = Flags {
+        tls_preserved: !samples.is_empty()
+            && samples.iter().all(|(_, s)| s.tls_preserved == Some(true)),
+        h2_preserved: !samples.is_empty()
+            && samples.iter().all(|(_, s)| s.h2_preserved == Some(true)),
+        tls_intercepted: samples.iter().any(|(_, s)| s.tls_intercepted),
+    };
+    let mut errors: BTreeMap<String, u32> = BTreeMap::new();
+    for failure in window.iter().filter_map(|r| r.error.as_ref()) {
+        *errors.entry(failure.class.clone()).or_default() += 1;
+    }
+    let bucket = samples.last().and_then(|(_, s)| s.bucket);
+    let failed = window.len() - samples.len();
+    #[allow(clippy::cast_precision_loss)]
+    let error_ratio = if window.is_empty() {
+        1.0
+    } else {
+        failed as f64 / window.len() as f64
+    };
+
+    let (route, route_reason) = if samples.is_empty() || error_ratio >= rule.quarantine_error_ratio
+    {
+        (
+            Route::Quarantine,
+            format!("failing: {failed} of {} probes failed", window.len()),
+        )
+    } else if rule.quarantine_intercepted && flags.tls_intercepted {
+        (Route::Quarantine, "tls_intercepted".to_owned())
+    } else if let Some(b) = samples
+        .iter()
+        .filter_map(|(_, s)| s.bucket)
+        .find(|b| rule.quarantine_buckets.contains(b))
+    {
+        (Route::Quarantine, format!("bucket {b}"))
+    } else if rule.quarantine_states.contains(&drift.state) {
+        (Route::Quarantine, format!("state {}", drift.state))
+    } else if rule.identity_states.contains(&drift.state)
+        && bucket.is_some_and(|b| rule.identity_buckets.contains(&b))
+        && flags.tls_preserved
+        && flags.h2_preserved
+    {
+        (
+            Route::Identity,
+            "stable, browser-shaped, preserved".to_owned(),
+        )
+    } else {
+        (
+            Route::Anonymous,
+            anonymous_reason(drift.state, bucket, flags),
+        )
+    };
+
+    let mut latencies: Vec<u64> = samples.iter().filter_map(|(r, _)| r.latency_ms).collect();
+    latencies.sort_unstable();
+    let history_start = records.len().saturating_sub(HISTORY_LEN);
+    ExitLabel {
+        name: exit.name.clone(),
+        url: exit.url.clone(),
+        tags: exit.tags.clone(),
+        egress_ips,
+        state: drift.state,
+        changed_at: drift.changed_at,
+        bucket,
+        flags,
+        voices,
+        route,
+        route_reason,
+        samples: u32::try_from(samples.len()).unwrap_or(u32::MAX),
+        errors,
+        latency: Latency {
+            p50_ms: percentile(&latencies, 50),
+            p95_ms: percentile(&latencies, 95),
+        },
+        last_probe_at: records.last().map(|r| r.started_at.clone()),
+        history: records
+            .get(history_start..)
+            .unwrap_or_default()
+            .iter()
+            .map(|r| HistoryEntry {
+                at: r.started_at.clone(),
+                voice: r.sample.as_ref().map(exitvoice_schema::Sample::voice),
+                bucket: r.sample.as_ref().and_then(|s| s.bucket),
+                error: r.error.as_ref().map(|e| e.class.clone()),
+            })
+            .collect(),
+    }
+}
+
+fn anonymous_reason(state: DriftState, bucket: Option<Bucket>, flags: Flags) -> String {
+    let mut why = vec![format!("state {state}")];
+    match bucket {
+        Some(b) => why.push(format!("bucket {b}")),
+        None => why.push("no h2 bucket".to_owned()),
+    }
+    if !flags.tls_preserved {
+        why.push("tls not preserved".to_owned());
+    }
+    if !flags.h2_preserved {
+        why.push("h2 not preserved".to_owned());
+    }
+    why.join(", ")
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[u64], pct: usize) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (pct * sorted.len()).div_ceil(100).max(1);
+    sorted.get(rank - 1).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exitvoice_schema::{
+        Alpn, Echo, Peer, ProbeFailure, RequestPosition, Sample, Spoken, VoiceId,
+    };
+
+    fn echo() -> Echo {
+        Echo {
+            schema_version: 1,
+            time: "t".into(),
+            peer: Peer {
+                ip: "127.0.0.1".into(),
+                port: 1,
+            },
+            token: None,
+            method: "GET".into(),
+            path: "/".into(),
+            alpn: Alpn {
+                offered: vec![],
+                negotiated: None,
+                spoken: Spoken::H2,
+            },
+            tls: None,
+            http2: None,
+            http1: None,
+            request: RequestPosition {
+                stream_id: Some(1),
+                index: 1,
+            },
+            bucket: None,
+            profile: None,
+        }
+    }
+
+    fn ok(at: u32, tls: &str, bucket: Bucket, preserved: bool, intercepted: bool) -> ProbeRecord {
+        ProbeRecord {
+            schema_version: 1,
+            run_id: "r".into(),
+            exit: Some("x".into()),
+            exit_url: None,
+            token: format!("t{at}"),
+            persona: "p".into(),
+            started_at: format!("2026-01-01T00:00:{at:02}Z"),
+            latency_ms: Some(u64::from(at) * 10),
+            error: None,
+            sample: Some(Sample {
+                egress_ip: "127.0.0.1".into(),
+                tls_voice: Some(VoiceId(tls.into())),
+                h2_voice: Some(VoiceId("h2v1_x".into())),
+                h1_voice: None,
+                bucket: Some(bucket),
+                profile: None,
+                alpn: Some("h2".into()),
+                stream_id: Some(1),
+                request_index: 1,
+                tls_intercepted: intercepted,
+                cert_spki_sha256: String::new(),
+                cert_issuer: None,
+                tls_preserved: Some(preserved),
+                h2_preserved: Some(preserved),
+                echo: echo(),
+            }),
+        }
+    }
+
+    fn failed(at: u32, class: &str) -> ProbeRecord {
+        ProbeRecord {
+            error: Some(ProbeFailure {
+                class: class.into(),
+                phase: None,
+                message: String::new(),
+            }),
+            sample: None,
+            latency_ms: None,
+            ..ok(at, "", Bucket::A, true, false)
+        }
+    }
+
+    fn info() -> ExitInfo {
+        ExitInfo {
+            name: "x".into(),
+            url: "http://u:***@h:1".into(),
+            tags: BTreeMap::new(),
+        }
+    }
+
+    fn route(records: &[ProbeRecord]) -> ExitLabel {
+        label(
+            &info(),
+            records,
+            &RouteRule::default(),
+            DriftConfig::default(),
+        )
+    }
+
+    #[test]
+    fn stable_browser_shaped_preserved_is_identity() {
+        let records: Vec<_> = (1..=4)
+            .map(|i| ok(i, "tlsA", Bucket::A, true, false))
+            .collect();
+        let label = route(&records);
+        assert_eq!(
+            (label.state, label.route),
+            (DriftState::Stable, Route::Identity)
+        );
+        assert!(label.flags.tls_preserved && label.flags.h2_preserved);
+        assert_eq!(label.samples, 4);
+        assert_eq!(label.latency.p50_ms, Some(20));
+        assert_eq!(label.latency.p95_ms, Some(40));
+        assert_eq!(label.last_probe_at.as_deref(), Some("2026-01-01T00:00:04Z"));
+    }
+
+    #[test]
+    fn quarantine_reasons() {
+        let intercepted: Vec<_> = (1..=4)
+            .map(|i| ok(i, "tlsM", Bucket::B, false, true))
+            .collect();
+        assert_eq!(route(&intercepted).route, Route::Quarantine);
+        let downgrade: Vec<_> = (1..=4)
+            .map(|i| ok(i, "tlsA", Bucket::D, true, false))
+            .collect();
+        assert_eq!(route(&downgrade).route_reason, "bucket D");
+        let mutating: Vec<_> = ["a", "b", "c"]
+            .iter()
+            .zip(1..)
+            .map(|(v, i)| ok(i, v, Bucket::A, true, false))
+            .collect();
+        let label = route(&mutating);
+        assert_eq!(
+            (label.state, label.route),
+            (DriftState::Mutating, Route::Quarantine)
+        );
+        let failing: Vec<_> = (1..=4).map(|i| failed(i, "proxy_auth")).collect();
+        let label = route(&failing);
+        assert_eq!(label.route, Route::Quarantine);
+        assert_eq!(label.errors.get("proxy_auth"), Some(&4));
+        assert_eq!(label.state, DriftState::Unknown);
+    }
+
+    #[test]
+    fn library_h2_is_anonymous_and_rule_is_configurable() {
+        let records: Vec<_> = (1..=4)
+            .map(|i| ok(i, "tlsA", Bucket::B, true, false))
+            .collect();
+        assert_eq!(route(&records).route, Route::Anonymous);
+        let rule = RouteRule {
+            identity_buckets: vec![Bucket::A, Bucket::B],
+            ..RouteRule::default()
+        };
+        let label = label(&info(), &records, &rule, DriftConfig::default());
+        assert_eq!(label.route, Route::Identity);
+        let rule: RouteRule = toml::from_str("quarantine_buckets = [\"D\", \"C\"]").unwrap();
+        assert_eq!(rule.quarantine_buckets, [Bucket::D, Bucket::C]);
+        assert!(rule.quarantine_intercepted, "defaults fill the rest");
+    }
+
+    #[test]
+    fn labels_json_has_the_documented_fields() {
+        let records = vec![
+            ok(1, "tlsA", Bucket::A, true, false),
+            failed(2, "timeout"),
+            ok(3, "tlsA", Bucket::A, true, false),
+            ok(4, "tlsA", Bucket::A, true, false),
+        ];
+        let json = serde_json::to_value(route(&records)).unwrap();
+        for field in [
+            "name",
+            "url",
+            "tags",
+            "egress_ips",
+            "state",
+            "changed_at",
+            "bucket",
+            "flags",
+            "voices",
+            "route",
+            "samples",
+            "errors",
+            "latency",
+            "last_probe_at",
+            "history",
+        ] {
+            assert!(json.get(field).is_some(), "missing {field}");
+        }
+        assert_eq!(json["state"], "stable");
+        assert_eq!(json["route"], "identity");
+        assert_eq!(json["errors"]["timeout"], 1);
+        assert_eq!(json["flags"]["tls_intercepted"], false);
+        assert_eq!(json["history"][1]["error"], "timeout");
+        assert_eq!(json["voices"][0], "tlsA+h2v1_x");
+    }
+}

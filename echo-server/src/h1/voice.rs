@@ -1,0 +1,50 @@
+//! The HTTP/1 voice: `h1v1_` + 24 hex of sha256 over
+//!
+//! ```text
+//! h1v1
+//! v=<version, e.g. HTTP/1.1>
+//! h=<header names in original case and wire order, joined by ','>
+//! ```
+//!
+//! The method and target are left out, so a stack's GET and POST share a voice; so are the
+//! names of fields that exist only because of the request rather than the stack (`Cookie`,
+//! `Referer`, `Content-Length`, `Content-Type`, `Transfer-Encoding`; matched ignoring case) and
+//! all values (user-agent strings change with every release of the same stack).
+
+use sha2::{Digest, Sha256};
+
+use exitvoice_schema::VoiceId;
+
+use super::H1Head;
+
+const PER_REQUEST_HEADERS: [&str; 5] = [
+    "cookie",
+    "referer",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+];
+
+/// The text [`voice_id`] hashes.
+pub fn voice_description(head: &H1Head) -> String {
+    let names: Vec<&str> = head
+        .headers
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .filter(|n| {
+            !PER_REQUEST_HEADERS
+                .iter()
+                .any(|p| p.eq_ignore_ascii_case(n))
+        })
+        .collect();
+    format!("h1v1\nv={}\nh={}\n", head.version, names.join(","))
+}
+
+/// The HTTP/1 voice, `h1v1_` + 24 lowercase hex.
+pub fn voice_id(head: &H1Head) -> VoiceId {
+    let digest = Sha256::digest(voice_description(head).as_bytes());
+    VoiceId(format!(
+        "h1v1_{}",
+        hex::encode(digest.get(..12).unwrap_or_default())
+    ))
+}

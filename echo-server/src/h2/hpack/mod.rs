@@ -1,0 +1,407 @@
+//! HPACK header block decoding (RFC 7541) with the representation of every field.
+//!
+//! One [`Decoder`] holds the dynamic table of a connection's request direction, so header blocks
+//! must be decoded in wire order. Besides the name and value of each field, the decoder reports
+//! how the client *encoded* it ([`Representation`]): indexed, literal with incremental indexing,
+//! without indexing or never indexed (RFC 7541 section 6), name from the table or literal, and
+//! Huffman or raw per string (section 5.2); dynamic table size updates (section 6.3) are listed
+//! with their position. Encoders differ in all of these, so they are part of what a client "says".
+//!
+//! This is our own decoder rather than `loona-hpack`: that crate rebuilds a 257-entry `HashMap`
+//! Huffman table for every Huffman string, which costs tens of microseconds per field and makes a
+//! hostile block of many one-byte Huffman strings a CPU sink. `loona-hpack` and the Python `hpack`
+//! package are used as independent oracles in the tests instead.
+
+mod huffman;
+mod table;
+
+use serde::Serialize;
+
+pub use huffman::HuffmanError;
+use table::DynamicTable;
+
+/// Cap on the decoded size of one header block, counted as in SETTINGS_MAX_HEADER_LIST_SIZE
+/// (RFC 9113 section 6.5.2: name + value + 32 per field). Indexed fields can repeat a large
+/// dynamic entry for one byte each, so without this a small block could expand without bound.
+pub const MAX_HEADER_LIST_SIZE: usize = 256 * 1024;
+
+/// Why a header block could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
+#[non_exhaustive]
+pub enum HpackError {
+    /// An indexed representation used index 0 (RFC 7541 section 6.1).
+    #[error("HPACK index 0")]
+    IndexZero,
+    /// An index past the static and dynamic tables (RFC 7541 section 2.3.3).
+    #[error("HPACK index {index} past the table ({table_len} entries)")]
+    IndexPastTable {
+        /// The index on the wire.
+        index: u32,
+        /// Static plus dynamic entries at that moment.
+        table_len: u32,
+    },
+    /// An integer longer than 32 bits (RFC 7541 section 5.1).
+    #[error("HPACK integer overflows 32 bits")]
+    IntegerOverflow,
+    /// The block ended inside an integer or string.
+    #[error("HPACK block ends inside a field")]
+    UnexpectedEnd,
+    /// A Huffman string did not decode.
+    #[error("HPACK Huffman string: {0}")]
+    Huffman(HuffmanError),
+    /// The decoded header list passed [`MAX_HEADER_LIST_SIZE`].
+    #[error("decoded header list larger than {MAX_HEADER_LIST_SIZE} bytes")]
+    HeaderListTooLarge,
+}
+
+/// The representation of a field (RFC 7541 section 6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldKind {
+    /// Indexed header field (section 6.1), first bit `1`.
+    Indexed,
+    /// Literal with incremental indexing (section 6.2.1), bits `01`.
+    IncrementalIndexing,
+    /// Literal without indexing (section 6.2.2), bits `0000`.
+    WithoutIndexing,
+    /// Literal never indexed (section 6.2.3), bits `0001`.
+    NeverIndexed,
+}
+
+/// How one field was encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Representation {
+    /// The representation type.
+    pub kind: FieldKind,
+    /// The table index: of the whole field for [`FieldKind::Indexed`], of the name for a literal
+    /// with an indexed name; `None` for a literal name.
+    pub index: Option<u32>,
+    /// Whether the literal name was Huffman-coded; `None` when the name came from the table.
+    pub name_huffman: Option<bool>,
+    /// Whether the literal value was Huffman-coded; `None` for an indexed field.
+    pub value_huffman: Option<bool>,
+}
+
+/// A dynamic table size update (RFC 7541 section 6.3) and where it stood in the block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TableSizeUpdate {
+    /// Number of fields decoded before it in the same block (0 = at the start, as section 4.2
+    /// requires).
+    pub before_field: usize,
+    /// The new maximum size.
+    pub max_size: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u32,
+    len: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct FieldSpan {
+    name: Span,
+    value: Span,
+    representation: Representation,
+}
+
+/// One decoded field, borrowed from its [`HeaderBlock`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field<'a> {
+    /// Name octets as decoded (HTTP/2 names are lowercase on the wire).
+    pub name: &'a [u8],
+    /// Value octets as decoded.
+    pub value: &'a [u8],
+    /// How the client encoded it.
+    pub representation: Representation,
+}
+
+impl Field<'_> {
+    /// Whether this is a pseudo-header (name starts with `:`, RFC 9113 section 8.3).
+    pub fn is_pseudo(&self) -> bool {
+        self.name.first() == Some(&b':')
+    }
+}
+
+/// The decoded fields of one header block, in wire order. All octets live in one buffer.
+#[derive(Clone, Debug, Default)]
+pub struct HeaderBlock {
+    buf: Vec<u8>,
+    fields: Vec<FieldSpan>,
+    /// Dynamic table size updates found in the block.
+    pub table_size_updates: Vec<TableSizeUpdate>,
+}
+
+impl HeaderBlock {
+    /// The fields, wire order.
+    pub fn fields(&self) -> impl Iterator<Item = Field<'_>> + '_ {
+        self.fields.iter().map(|f| Field {
+            name: self.slice(f.name),
+            value: self.slice(f.value),
+            representation: f.representation,
+        })
+    }
+
+    /// Number of fields.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Whether the block decoded no field.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    fn slice(&self, s: Span) -> &[u8] {
+        let start = s.start as usize;
+        self.buf
+            .get(start..start + s.len as usize)
+            .unwrap_or_default()
+    }
+
+    fn push_bytes(&mut self, bytes: &[u8]) -> Span {
+        let start = self.buf.len() as u32;
+        self.buf.extend_from_slice(bytes);
+        Span {
+            start,
+            len: bytes.len() as u32,
+        }
+    }
+}
+
+/// The HPACK decoder of one connection (one dynamic table).
+#[derive(Debug)]
+pub struct Decoder {
+    table: DynamicTable,
+}
+
+impl Default for Decoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Decoder {
+    /// A decoder with an empty dynamic table of the default size (4,096).
+    pub fn new() -> Self {
+        Self {
+            table: DynamicTable::new(),
+        }
+    }
+
+    /// Set the table limit, as a SETTINGS_HEADER_TABLE_SIZE from the decoding side would
+    /// (RFC 7541 section 4.2); evicts as needed.
+    pub fn set_max_table_size(&mut self, max: usize) {
+        self.table.set_max_size(max);
+    }
+
+    /// Current dynamic table size (RFC 7541 section 4.1).
+    pub fn table_size(&self) -> usize {
+        self.table.size()
+    }
+
+    /// Dynamic table entries, newest first (index 62 first).
+    pub fn table_entries(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.table.iter()
+    }
+
+    /// Decode one complete header block.
+    ///
+    /// # Errors
+    ///
+    /// [`HpackError`] on the first malformed field; the table keeps what earlier fields did.
+    pub fn decode(&mut self, block: &[u8]) -> Result<HeaderBlock, HpackError> {
+        let mut out = HeaderBlock::default();
+        self.decode_into(block, &mut out).map(|()| out)
+    }
+
+    /// Decode `block`, appending fields to `out` (which keeps the fields decoded before an
+    /// error).
+    ///
+    /// # Errors
+    ///
+    /// [`HpackError`] on the first malformed field.
+    pub fn decode_into(&mut self, block: &[u8], out: &mut HeaderBlock) -> Result<(), HpackError> {
+        let mut r = Cursor { buf: block, pos: 0 };
+        let mut list_size = 0usize;
+        while let Some(first) = r.peek() {
+            if first & 0x80 != 0 {
+                // Indexed header field, 7-bit prefix (section 6.1).
+                let index = r.int(7)?;
+                if index == 0 {
+                    return Err(HpackError::IndexZero);
+                }
+                let (name, value) = self.lookup(index)?;
+                list_size += name.len() + value.len() + 32;
+                check_size(list_size)?;
+                let name = out.push_bytes(name);
+                let value = out.push_bytes(value);
+                out.fields.push(FieldSpan {
+                    name,
+                    value,
+                    representation: Representation {
+                        kind: FieldKind::Indexed,
+                        index: Some(index),
+                        name_huffman: None,
+                        value_huffman: None,
+                    },
+                });
+                continue;
+            }
+            let (kind, prefix) = if first & 0x40 != 0 {
+                (FieldKind::IncrementalIndexing, 6)
+            } else if first & 0x20 != 0 {
+                // Dynamic table size update, 5-bit prefix (section 6.3).
+                let max = r.int(5)?;
+                self.table.set_max_size(max as usize);
+                out.table_size_updates.push(TableSizeUpdate {
+                    before_field: out.fields.len(),
+                    max_size: max,
+                });
+                continue;
+            } else if first & 0x10 != 0 {
+                (FieldKind::NeverIndexed, 4)
+            } else {
+                (FieldKind::WithoutIndexing, 4)
+            };
+            let name_index = r.int(prefix)?;
+            let (name, name_huffman) = if name_index == 0 {
+                let (span, huff) = r.string(out)?;
+                (span, Some(huff))
+            } else {
+                let (name, _) = self.lookup(name_index)?;
+                (out.push_bytes(name), None)
+            };
+            let (value, value_huffman) = r.string(out)?;
+            list_size += (name.len + value.len) as usize + 32;
+            check_size(list_size)?;
+            if kind == FieldKind::IncrementalIndexing {
+                let n = out.slice(name);
+                let v = out.slice(value);
+                self.table.insert(n, v);
+            }
+            out.fields.push(FieldSpan {
+                name,
+                value,
+                representation: Representation {
+                    kind,
+                    index: (name_index != 0).then_some(name_index),
+                    name_huffman,
+                    value_huffman: Some(value_huffman),
+                },
+            });
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, index: u32) -> Result<(&[u8], &[u8]), HpackError> {
+        self.table
+            .get(index as usize)
+            .ok_or(HpackError::IndexPastTable {
+                index,
+                table_len: (table::STATIC.len() + self.table.len()) as u32,
+            })
+    }
+}
+
+fn check_size(size: usize) -> Result<(), HpackError> {
+    if size > MAX_HEADER_LIST_SIZE {
+        Err(HpackError::HeaderListTooLarge)
+    } else {
+        Ok(())
+    }
+}
+
+/// A bounds-checked cursor over one header block.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
+    fn byte(&mut self) -> Result<u8, HpackError> {
+        let b = self.peek().ok_or(HpackError::UnexpectedEnd)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    /// An integer with an `n`-bit prefix (RFC 7541 section 5.1), at most 32 bits.
+    fn int(&mut self, n: u32) -> Result<u32, HpackError> {
+        let mask = (1u32 << n) - 1;
+        let mut value = u32::from(self.byte()?) & mask;
+        if value < mask {
+            return Ok(value);
+        }
+        let mut shift = 0u32;
+        loop {
+            let b = self.byte()?;
+            let add = u64::from(b & 0x7f) << shift;
+            let sum = u64::from(value) + add;
+            value = u32::try_from(sum).map_err(|_| HpackError::IntegerOverflow)?;
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+            shift += 7;
+            if shift > 28 {
+                return Err(HpackError::IntegerOverflow);
+            }
+        }
+    }
+
+    /// A string literal (RFC 7541 section 5.2), decoded into `out`; returns its span and whether
+    /// it was Huffman-coded.
+    fn string(&mut self, out: &mut HeaderBlock) -> Result<(Span, bool), HpackError> {
+        let huffman = self.peek().ok_or(HpackError::UnexpectedEnd)? & 0x80 != 0;
+        let len = self.int(7)? as usize;
+        let end = self.pos.checked_add(len).ok_or(HpackError::UnexpectedEnd)?;
+        let raw = self
+            .buf
+            .get(self.pos..end)
+            .ok_or(HpackError::UnexpectedEnd)?;
+        self.pos = end;
+        if !huffman {
+            return Ok((out.push_bytes(raw), false));
+        }
+        let start = out.buf.len();
+        huffman::decode(raw, &mut out.buf).map_err(HpackError::Huffman)?;
+        let span = Span {
+            start: start as u32,
+            len: (out.buf.len() - start) as u32,
+        };
+        Ok((span, true))
+    }
+}
+
+impl Serialize for Field<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Field", 3)?;
+        st.serialize_field("name", &String::from_utf8_lossy(self.name))?;
+        st.serialize_field("value", &String::from_utf8_lossy(self.value))?;
+        st.serialize_field("representation", &self.representation)?;
+        st.end()
+    }
+}
+
+/// Serializes the fields of a block as a JSON list.
+struct FieldList<'a>(&'a HeaderBlock);
+
+impl Serialize for FieldList<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.fields())
+    }
+}
+
+impl Serialize for HeaderBlock {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("HeaderBlock", 2)?;
+        st.serialize_field("fields", &FieldList(self))?;
+        st.serialize_field("table_size_updates", &self.table_size_updates)?;
+        st.end()
+    }
+}

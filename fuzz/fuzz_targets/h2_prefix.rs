@@ -1,0 +1,44 @@
+//! Decrypted client bytes → `h2::parse_prefix` (frames + HPACK) → Akamai fingerprint and its
+//! variants, the HTTP/2 voice, the browser-profile match and the echo's HTTP/2 section. Inputs
+//! not starting with `PRI` get the client preface put in front, so the fuzzer spends its time
+//! on frames.
+#![no_main]
+
+use exitvoice_echo::classify::browser_profile;
+use exitvoice_echo::h2::{self, H2Prefix, PREFACE};
+use libfuzzer_sys::fuzz_target;
+
+fn exercise(prefix: &H2Prefix) {
+    assert!(prefix.frames.len() <= h2::MAX_FRAMES);
+    assert!(prefix.requests.len() <= h2::MAX_HEADER_BLOCKS);
+    let akamai = h2::akamai_fingerprint(prefix);
+    assert_eq!(h2::akamai_fingerprint_hash(&akamai).len(), 32);
+    for variant in h2::AkamaiVariant::ALL {
+        let _ = h2::akamai_variant(prefix, *variant);
+    }
+    let _ = h2::voice_id(prefix);
+    let _ = h2::voice_description(prefix);
+    let _ = browser_profile(prefix);
+    for index in 0..=prefix.requests.len() {
+        let _ = h2::echo(prefix, index);
+    }
+    let _ = serde_json::to_string(prefix);
+}
+
+fuzz_target!(|data: &[u8]| {
+    let owned;
+    let bytes = if data.starts_with(b"PRI") {
+        data
+    } else {
+        owned = [PREFACE, data].concat();
+        &owned[..]
+    };
+    match h2::parse_prefix(bytes) {
+        Ok(prefix) => exercise(&prefix),
+        Err(err) => {
+            assert!(err.offset <= bytes.len());
+            let _ = err.to_string();
+            exercise(&err.partial);
+        }
+    }
+});

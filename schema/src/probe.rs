@@ -1,0 +1,96 @@
+//! Probe records: what one probe through one exit (or the direct baseline) found.
+//!
+//! A record holds only redacted exit URLs and never a credential; the full echo the server
+//! answered is kept as JSON so later analysis needs no re-probe.
+
+use serde::{Deserialize, Serialize};
+
+use crate::echo::Echo;
+use crate::voice::{Bucket, VoiceId};
+
+/// Version of the probe record JSON. Bump when a field changes meaning or is removed.
+pub const PROBE_SCHEMA_VERSION: u32 = 1;
+
+/// One probe: one connection through one exit to the echo server, with a unique token.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRecord {
+    /// [`PROBE_SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Id of the audit run the probe belongs to.
+    pub run_id: String,
+    /// Exit name; `None` for the direct baseline.
+    pub exit: Option<String>,
+    /// Redacted exit URL (password `***`); `None` for the baseline.
+    pub exit_url: Option<String>,
+    /// The unique token the request carried.
+    pub token: String,
+    /// Persona that sent the probe, e.g. `rustls/chrome`.
+    pub persona: String,
+    /// When the probe started, RFC 3339 UTC.
+    pub started_at: String,
+    /// Wall time from dial to the full echo, milliseconds; `None` on failure.
+    pub latency_ms: Option<u64>,
+    /// The failure, if the probe failed.
+    pub error: Option<ProbeFailure>,
+    /// What the probe saw, if it succeeded.
+    pub sample: Option<Sample>,
+}
+
+/// A failed probe: class (counted in labels), phase, and a message without secrets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeFailure {
+    /// `dns`, `connect_refused`, `timeout`, `proxy_auth`, `proxy_refused`, `tls`, `bad_echo`, `io`.
+    pub class: String,
+    /// The phase of a timeout or I/O error: `connect`, `tunnel`, `tls`, `response`.
+    pub phase: Option<String>,
+    /// Human-readable detail (never a credential).
+    pub message: String,
+}
+
+/// What a successful probe saw, client side and echo side.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// The address the echo server saw the connection come from.
+    pub egress_ip: String,
+    /// TLS voice the echo computed.
+    pub tls_voice: Option<VoiceId>,
+    /// HTTP/2 voice the echo computed, if h2 was spoken.
+    pub h2_voice: Option<VoiceId>,
+    /// HTTP/1 voice the echo computed, if HTTP/1.x was spoken.
+    pub h1_voice: Option<VoiceId>,
+    /// Bucket the echo assigned.
+    pub bucket: Option<Bucket>,
+    /// Browser profile the echo matched.
+    pub profile: Option<String>,
+    /// ALPN the auditor's TLS client saw negotiated.
+    pub alpn: Option<String>,
+    /// HTTP/2 stream id of the request at the echo (re-mux evidence).
+    pub stream_id: Option<u32>,
+    /// Index of the request on its connection at the echo.
+    pub request_index: u32,
+    /// The echo certificate was not the pinned one (an interceptor answered).
+    pub tls_intercepted: bool,
+    /// sha256 of the SPKI of the certificate the auditor was shown, hex.
+    pub cert_spki_sha256: String,
+    /// Issuer of that certificate (for interceptors: whose CA).
+    pub cert_issuer: Option<String>,
+    /// TLS voice equal to the direct baseline's; `None` without a baseline.
+    pub tls_preserved: Option<bool>,
+    /// HTTP/2 voice equal to the direct baseline's; `None` without a baseline.
+    pub h2_preserved: Option<bool>,
+    /// The echo as received.
+    pub echo: Echo,
+}
+
+impl Sample {
+    /// The sample's voice for drift: TLS voice and HTTP voice together, `tls+http`.
+    pub fn voice(&self) -> String {
+        let tls = self.tls_voice.as_ref().map_or("-", |v| v.0.as_str());
+        let http = self
+            .h2_voice
+            .as_ref()
+            .or(self.h1_voice.as_ref())
+            .map_or("-", |v| v.0.as_str());
+        format!("{tls}+{http}")
+    }
+}
