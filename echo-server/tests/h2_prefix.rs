@@ -427,3 +427,22 @@ fn voice_is_stable_across_values_and_moves_with_the_stack() {
 }
 
 const SHA_OF_DESCRIPTION: &str = "9ae3390c420ba1ea42ad55e4";
+
+#[test]
+fn echo_detail_has_representations_and_no_secrets() {
+    let (bin, _) = fixture("continuation_two_requests");
+    let p = parse_prefix(&bin).expect("parses");
+    let e = h2::echo(&p, 0);
+    let fields = e.detail["request"]["fields"].as_array().expect("fields");
+    let auth = fields
+        .iter()
+        .find(|f| f["name"] == "authorization")
+        .expect("authorization listed");
+    assert_eq!(auth["value"], Value::Null);
+    assert_eq!(auth["value_length"], 6);
+    assert_eq!(auth["representation"]["kind"], "never_indexed");
+    assert!(!e.detail.to_string().contains("secret"));
+    assert_eq!(fields[0]["representation"]["kind"], "indexed");
+    assert_eq!(e.detail["settings"][0]["id"], 3);
+    assert_eq!(e.akamai_fingerprint_hash.len(), 32);
+}

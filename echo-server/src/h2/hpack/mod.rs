@@ -376,12 +376,27 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Fields whose values are credentials or session state: serialized as their length only, so
+/// an echo stored in the database never holds a secret in clear (a leaky exit may forward
+/// `proxy-authorization`).
+pub const REDACTED_FIELDS: [&[u8]; 4] = [
+    b"authorization",
+    b"proxy-authorization",
+    b"cookie",
+    b"set-cookie",
+];
+
 impl Serialize for Field<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Field", 3)?;
+        let mut st = s.serialize_struct("Field", 4)?;
         st.serialize_field("name", &String::from_utf8_lossy(self.name))?;
-        st.serialize_field("value", &String::from_utf8_lossy(self.value))?;
+        if REDACTED_FIELDS.contains(&self.name) {
+            st.serialize_field("value", &None::<&str>)?;
+        } else {
+            st.serialize_field("value", &String::from_utf8_lossy(self.value))?;
+        }
+        st.serialize_field("value_length", &self.value.len())?;
         st.serialize_field("representation", &self.representation)?;
         st.end()
     }
