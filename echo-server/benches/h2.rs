@@ -21,5 +21,18 @@ fn prefix_to_voice(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, prefix_to_voice);
+fn hpack_block(c: &mut Criterion) {
+    // The HEADERS block: preface 24, SETTINGS 9+24, WINDOW_UPDATE 9+4, HEADERS header 9,
+    // priority fields 5.
+    let block = &CHROME[24 + 33 + 13 + 9 + 5..];
+    c.bench_function("hpack chrome headers block", |b| {
+        b.iter(|| {
+            h2::hpack::Decoder::new()
+                .decode(black_box(block))
+                .expect("block decodes")
+        })
+    });
+}
+
+criterion_group!(benches, prefix_to_voice, hpack_block);
 criterion_main!(benches);

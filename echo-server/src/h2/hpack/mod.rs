@@ -133,6 +133,16 @@ pub struct HeaderBlock {
 }
 
 impl HeaderBlock {
+    /// An empty block sized for an encoded block of `encoded_len` bytes (Huffman output is at
+    /// most 8/5 of its input; a field takes at least one byte).
+    pub(crate) fn with_capacity(encoded_len: usize) -> Self {
+        Self {
+            buf: Vec::with_capacity(encoded_len * 2),
+            fields: Vec::with_capacity(encoded_len.min(64)),
+            table_size_updates: Vec::new(),
+        }
+    }
+
     /// The fields, wire order.
     pub fn fields(&self) -> impl Iterator<Item = Field<'_>> + '_ {
         self.fields.iter().map(|f| Field {
@@ -211,7 +221,7 @@ impl Decoder {
     ///
     /// [`HpackError`] on the first malformed field; the table keeps what earlier fields did.
     pub fn decode(&mut self, block: &[u8]) -> Result<HeaderBlock, HpackError> {
-        let mut out = HeaderBlock::default();
+        let mut out = HeaderBlock::with_capacity(block.len());
         self.decode_into(block, &mut out).map(|()| out)
     }
 
