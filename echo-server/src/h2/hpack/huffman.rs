@@ -170,12 +170,32 @@ pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> 
     // Bits are kept left-aligned in `acc`; the top `nbits` are valid.
     let mut acc: u64 = 0;
     let mut nbits: u32 = 0;
-    let mut bytes = src.iter();
+    let mut rest = src;
     loop {
-        while nbits <= 56 {
-            let Some(&b) = bytes.next() else { break };
-            acc |= u64::from(b) << (56 - nbits);
-            nbits += 8;
+        if nbits <= 56 {
+            if let Some((word, _)) = rest.split_first_chunk::<8>() {
+                // Fill whole bytes at once from an 8-byte big-endian read.
+                let take = (64 - nbits) / 8;
+                acc |= u64::from_be_bytes(*word) >> nbits;
+                // Clear the bits of the byte that did not fit whole.
+                let keep = nbits + take * 8;
+                acc &= if keep >= 64 {
+                    u64::MAX
+                } else {
+                    !(u64::MAX >> keep)
+                };
+                nbits = keep;
+                rest = rest.get(take as usize..).unwrap_or_default();
+            } else {
+                while nbits <= 56 {
+                    let Some((&b, tail)) = rest.split_first() else {
+                        break;
+                    };
+                    acc |= u64::from(b) << (56 - nbits);
+                    nbits += 8;
+                    rest = tail;
+                }
+            }
         }
         if nbits == 0 {
             return Ok(());
