@@ -242,3 +242,29 @@ fn cleartext_http1_capture_gives_the_request_head() {
         .as_str()
         .is_some_and(|v| v.starts_with("h1v1_")));
 }
+
+#[test]
+fn several_inputs_give_one_object_each() {
+    let expected = first_expected();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let hex_file = dir.path().join("hello.hex");
+    std::fs::write(
+        &hex_file,
+        expected["client_hello_hex"].as_str().expect("hex"),
+    )
+    .expect("write");
+    let capture = data("badcurveball.pcap");
+    let out = inspect_ok(&[hex_file.as_os_str(), capture.as_os_str()]);
+    let all = out.as_array().expect("an array");
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0]["input"], hex_file.to_string_lossy().as_ref());
+    assert_eq!(all[0]["tls"]["ja4"], expected["ja4_spec"]);
+    let conns = all[1]["connections"]
+        .as_array()
+        .expect("the capture's connections");
+    assert_eq!(conns.len(), 1);
+    assert_eq!(
+        conns[0]["tls"]["ja4"],
+        "t13d1615h2_46e7e9700bed_45f260be83e2"
+    );
+}
