@@ -292,6 +292,8 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
             }
             Err(error) => errors.push(format!("http1: {error}")),
         },
+        // A connection opened and never used (browsers preconnect) sent no application data.
+        (_, Some([])) => {}
         (_, Some(_)) => {
             errors.push("client bytes are neither the HTTP/2 preface nor an HTTP/1 request".into());
         }
@@ -409,6 +411,10 @@ fn capture_connection(conn: &PcapConnection) -> Value {
         },
     };
     map.insert("client_data".into(), client_data);
+    map.insert(
+        "client_data_len".into(),
+        json!(conn.client_data.bytes().map(<[u8]>::len)),
+    );
     map.insert(
         "client_stream".into(),
         json!({
