@@ -114,10 +114,11 @@ const PAIR_BITS: u32 = 12;
 /// Two-symbol table over the next 12 bits: the symbols whose codes fit in those bits (up to
 /// two), `sym1 | sym2 << 8 | count << 16 | bits << 24`; count 0 when the first code is longer
 /// than 12 bits. Built once at first use from [`TABLE`].
-static PAIRS: std::sync::LazyLock<Box<[u32]>> = std::sync::LazyLock::new(|| {
+static PAIRS: std::sync::LazyLock<Box<[u32; 1 << PAIR_BITS]>> = std::sync::LazyLock::new(|| {
     let t = &TABLE;
-    (0..1u32 << PAIR_BITS)
-        .map(|pattern| {
+    let mut table = Box::new([0u32; 1 << PAIR_BITS]);
+    for (pattern, slot) in (0u32..).zip(table.iter_mut()) {
+        *slot = {
             let mut used = 0u32;
             let mut syms = [0u32; 2];
             let mut count = 0;
@@ -130,8 +131,9 @@ static PAIRS: std::sync::LazyLock<Box<[u32]>> = std::sync::LazyLock::new(|| {
                 used += len;
             }
             syms[0] | syms[1] << 8 | (count as u32) << 16 | used << 24
-        })
-        .collect()
+        };
+    }
+    table
 });
 
 /// The symbol whose code starts `used` bits into the 12-bit `pattern` and ends inside it.
@@ -165,8 +167,28 @@ pub enum HuffmanError {
 
 /// Decode the Huffman string `src`, appending the octets to `out`.
 pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
+    let start = out.len();
+    // The shortest code is 5 bits, so at most 8/5 octets per input byte; 2 more for the slack
+    // of the two-symbol write.
+    out.resize(start + src.len() * 8 / 5 + 2, 0);
+    let result = decode_into(src, out.get_mut(start..).unwrap_or_default());
+    match result {
+        Ok(n) => {
+            out.truncate(start + n);
+            Ok(())
+        }
+        Err(e) => {
+            out.truncate(start);
+            Err(e)
+        }
+    }
+}
+
+/// Decode into `dst` (large enough, see [`decode`]); returns the number of octets written.
+fn decode_into(src: &[u8], dst: &mut [u8]) -> Result<usize, HuffmanError> {
     let t = &TABLE;
-    let pairs: &[u32] = &PAIRS;
+    let pairs: &[u32; 1 << PAIR_BITS] = &PAIRS;
+    let mut w = 0usize;
     // Bits are kept left-aligned in `acc`; the top `nbits` are valid.
     let mut acc: u64 = 0;
     let mut nbits: u32 = 0;
@@ -198,29 +220,32 @@ pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> 
             }
         }
         if nbits == 0 {
-            return Ok(());
+            return Ok(w);
         }
         if nbits >= PAIR_BITS {
-            let e = pairs
-                .get((acc >> (64 - PAIR_BITS)) as usize)
-                .copied()
-                .unwrap_or(0);
+            // In bounds: a u64 shifted right by 52 is below 4096, the table's length.
+            let e = pairs[(acc >> (64 - PAIR_BITS)) as usize];
             let count = (e >> 16) & 0xff;
             if count != 0 {
-                out.push(e as u8);
-                if count == 2 {
-                    out.push((e >> 8) as u8);
+                // Write both symbol slots; `count` says how many are real.
+                if let Some(d) = dst.get_mut(w..w + 2) {
+                    d.copy_from_slice(&[e as u8, (e >> 8) as u8]);
                 }
+                w += count as usize;
                 let used = e >> 24;
                 acc <<= used;
                 nbits -= used;
                 continue;
             }
         }
+        // In bounds: a u64 shifted right by 56 is below 256, the table's length.
         let entry = t.fast[(acc >> 56) as usize];
         let len = u32::from(entry >> 8);
         if len != 0 && len <= nbits {
-            out.push(entry as u8);
+            if let Some(d) = dst.get_mut(w) {
+                *d = entry as u8;
+            }
+            w += 1;
             acc <<= len;
             nbits -= len;
             continue;
@@ -236,7 +261,10 @@ pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> 
                 if sym == EOS {
                     return Err(HuffmanError::EosInString);
                 }
-                out.push(sym as u8);
+                if let Some(d) = dst.get_mut(w) {
+                    *d = sym as u8;
+                }
+                w += 1;
                 acc <<= l;
                 nbits -= l as u32;
                 found = true;
@@ -253,7 +281,7 @@ pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> 
             if acc >> (64 - nbits) != ones {
                 return Err(HuffmanError::BadPadding);
             }
-            return Ok(());
+            return Ok(w);
         }
     }
 }
