@@ -4,60 +4,30 @@
 
 use sha2::{Digest, Sha256};
 
+use super::ascii::{hex_digit, Ascii};
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
 
-/// Lowercase hex digits.
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-/// The hex digit of the low nibble of `v`.
-fn hex_digit(v: u8) -> char {
-    char::from(HEX.get(usize::from(v & 0x0f)).copied().unwrap_or(b'0'))
-}
-
-/// Lowercase hex of `bytes`.
-pub(crate) fn hex_string(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    push_hex_bytes(&mut out, bytes);
-    out
-}
-
-/// Appends `bytes` as lowercase hex.
-pub(crate) fn push_hex_bytes(out: &mut String, bytes: &[u8]) {
-    for b in bytes {
-        out.push(hex_digit(b >> 4));
-        out.push(hex_digit(*b));
-    }
-}
-
-/// Appends `v` as 4 lowercase hex digits.
-pub(crate) fn push_hex4(out: &mut String, v: u16) {
-    let [hi, lo] = v.to_be_bytes();
-    for b in [hi >> 4, hi, lo >> 4, lo] {
-        out.push(hex_digit(b));
-    }
-}
-
 /// Appends `values` as 4-digit hex joined by `,`.
-fn push_hex_list(out: &mut String, values: impl Iterator<Item = u16>) {
+fn push_hex_list(out: &mut Ascii, values: impl Iterator<Item = u16>) {
     for (i, v) in values.enumerate() {
         if i > 0 {
-            out.push(',');
+            out.byte(b',');
         }
-        push_hex4(out, v);
+        out.hex4(v);
     }
 }
 
 /// Appends the first 12 hex chars of sha256(`input`), or `000000000000` for an empty list.
-fn push_hash12(out: &mut String, input: &str) {
+fn push_hash12(out: &mut Ascii, input: &[u8]) {
     if input.is_empty() {
-        out.push_str("000000000000");
+        out.str("000000000000");
         return;
     }
-    let digest = Sha256::digest(input.as_bytes());
-    push_hex_bytes(out, digest.get(..6).unwrap_or_default());
+    let digest = Sha256::digest(input);
+    out.hex(digest.get(..6).unwrap_or_default());
 }
 
 /// The two ALPN characters of JA4_a from the first protocol name (spec 2024-08 / 2026-01):
@@ -68,7 +38,7 @@ pub fn alpn_chars(first: Option<&[u8]>) -> [char; 2] {
         Some((a, z)) if a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric() => {
             [char::from(a), char::from(z)]
         }
-        Some((a, z)) => [hex_digit(a >> 4), hex_digit(z)],
+        Some((a, z)) => [char::from(hex_digit(a >> 4)), char::from(hex_digit(z))],
         None => ['0', '0'],
     }
 }
@@ -90,10 +60,11 @@ fn version_code(v: u16) -> &'static str {
 }
 
 /// Appends a count as two digits, capped at 99.
-fn push_count(out: &mut String, n: usize) {
+fn push_count(out: &mut Ascii, n: usize) {
     let n = n.min(99);
-    out.push(char::from(b'0' + (n / 10) as u8));
-    out.push(char::from(b'0' + (n % 10) as u8));
+    // Both are single digits.
+    out.byte(b'0' + (n / 10) as u8);
+    out.byte(b'0' + (n % 10) as u8);
 }
 
 /// The four JA4 strings.
@@ -105,15 +76,15 @@ pub(crate) struct Ja4Set {
 }
 
 /// JA4_a: transport, version, SNI, cipher count, extension count, ALPN (always 10 chars).
-fn part_a(hello: &ClientHello<'_>) -> String {
+fn part_a(hello: &ClientHello<'_>) -> Ascii {
     let exts = hello.extensions();
-    let mut a = String::with_capacity(10);
+    let mut a = Ascii::with_capacity(10);
     // Transport: `q` when the hello carries QUIC transport parameters (as FoxIO's Rust tool
     // decides it); an echo server on TCP otherwise sees `t`.
     let quic = exts
         .iter()
         .any(|e| e.kind == ExtensionType::QUIC_TRANSPORT_PARAMETERS);
-    a.push(if quic { 'q' } else { 't' });
+    a.byte(if quic { b'q' } else { b't' });
     let version = match hello.extension(ExtensionType::SUPPORTED_VERSIONS) {
         Some(ExtensionBody::SupportedVersions(list)) => {
             list.values().filter(|v| !is_grease(*v)).max()
@@ -121,9 +92,9 @@ fn part_a(hello: &ClientHello<'_>) -> String {
         _ => None,
     }
     .unwrap_or(hello.legacy_version.0);
-    a.push_str(version_code(version));
+    a.str(version_code(version));
     let sni = exts.iter().any(|e| e.kind == ExtensionType::SERVER_NAME);
-    a.push(if sni { 'd' } else { 'i' });
+    a.byte(if sni { b'd' } else { b'i' });
     push_count(
         &mut a,
         hello
@@ -137,42 +108,45 @@ fn part_a(hello: &ClientHello<'_>) -> String {
         Some(ExtensionBody::Alpn(names)) => names.iter().next(),
         _ => None,
     };
-    a.extend(alpn_chars(first_alpn));
+    for c in alpn_chars(first_alpn) {
+        // Alphanumeric ASCII or a hex digit.
+        a.byte(u8::try_from(c).unwrap_or(b'0'));
+    }
     a
 }
 
 /// Builds `a_ciphers_exts[_sigs]` and the hashed form from the same pieces.
 fn raw_and_hashed(
-    a: &str,
+    a: &Ascii,
     ciphers: impl Iterator<Item = u16>,
     exts: impl Iterator<Item = u16>,
     sigs: impl Iterator<Item = u16> + Clone,
 ) -> (String, String) {
-    let mut raw = String::with_capacity(a.len() + 256);
-    raw.push_str(a);
-    raw.push('_');
+    let mut raw = Ascii::with_capacity(a.len() + 320);
+    raw.bytes_from(a);
+    raw.byte(b'_');
     let b_start = raw.len();
     push_hex_list(&mut raw, ciphers);
     let b_end = raw.len();
-    raw.push('_');
+    raw.byte(b'_');
     let c_start = raw.len();
     push_hex_list(&mut raw, exts);
     let exts_empty = raw.len() == c_start;
     if sigs.clone().next().is_some() {
-        raw.push('_');
+        raw.byte(b'_');
         push_hex_list(&mut raw, sigs);
     }
-    let mut hashed = String::with_capacity(36);
-    hashed.push_str(a);
-    hashed.push('_');
-    push_hash12(&mut hashed, raw.get(b_start..b_end).unwrap_or_default());
-    hashed.push('_');
+    let mut hashed = Ascii::with_capacity(36);
+    hashed.bytes_from(a);
+    hashed.byte(b'_');
+    push_hash12(&mut hashed, raw.bytes(b_start..b_end));
+    hashed.byte(b'_');
     if exts_empty {
-        hashed.push_str("000000000000");
+        hashed.str("000000000000");
     } else {
-        push_hash12(&mut hashed, raw.get(c_start..).unwrap_or_default());
+        push_hash12(&mut hashed, raw.bytes(c_start..raw.len()));
     }
-    (raw, hashed)
+    (raw.into_string(), hashed.into_string())
 }
 
 /// JA4, JA4_r, JA4_o and JA4_ro of `hello`, given its non-GREASE cipher suites and extension
@@ -246,26 +220,29 @@ mod tests {
         assert_eq!(alpn_chars(None).iter().collect::<String>(), "00");
     }
 
+    fn hash12(input: &str) -> String {
+        let mut s = Ascii::with_capacity(12);
+        push_hash12(&mut s, input.as_bytes());
+        s.into_string()
+    }
+
     /// Spec examples for the hashed parts (fingerprints.md section 2).
     #[test]
     fn spec_hash_examples() {
-        let mut s = String::new();
-        push_hash12(
-            &mut s,
-            "002f,0035,009c,009d,1301,1302,1303,c013,c014,c02b,c02c,c02f,c030,cca8,cca9",
+        assert_eq!(
+            hash12("002f,0035,009c,009d,1301,1302,1303,c013,c014,c02b,c02c,c02f,c030,cca8,cca9"),
+            "8daaf6152771"
         );
-        assert_eq!(s, "8daaf6152771");
-        s.clear();
-        push_hash12(
-            &mut s,
-            "0005,000a,000b,000d,0012,0015,0017,001b,0023,002b,002d,0033,4469,ff01_0403,0804,0401,0503,0805,0501,0806,0601",
+        assert_eq!(
+            hash12(
+                "0005,000a,000b,000d,0012,0015,0017,001b,0023,002b,002d,0033,4469,ff01_0403,0804,0401,0503,0805,0501,0806,0601"
+            ),
+            "e5627efa2ab1"
         );
-        assert_eq!(s, "e5627efa2ab1");
-        s.clear();
-        push_hash12(
-            &mut s,
-            "0005,000a,000b,000d,0012,0015,0017,001b,0023,002b,002d,0033,4469,ff01",
+        assert_eq!(
+            hash12("0005,000a,000b,000d,0012,0015,0017,001b,0023,002b,002d,0033,4469,ff01"),
+            "6d807ffa2a79"
         );
-        assert_eq!(s, "6d807ffa2a79");
+        assert_eq!(hash12(""), "000000000000");
     }
 }

@@ -5,6 +5,7 @@
 //! [`scan`] (socket bytes → where the hello's records end) → [`parse_client_hello`] (records →
 //! [`ClientHello`]) → [`ClientHello::fingerprints`] / [`echo`].
 
+mod ascii;
 mod client_hello;
 mod enums;
 mod error;

@@ -8,11 +8,11 @@
 
 use sha2::{Digest, Sha256};
 
+use super::ascii::Ascii;
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
 use super::grease::is_grease;
-use super::ja4::push_hex_bytes;
 use super::list::U16List;
 
 /// Prefix of a TLS voice id; the `1` is the normalization version.
@@ -74,20 +74,23 @@ impl Feed {
         self.len = 0;
     }
 
-    fn u8(&mut self, v: u8) {
-        if self.len == FEED_BUF {
+    /// Appends a fixed-size group of bytes (constant size, so the copy is inlined).
+    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
+        if self.len + N > FEED_BUF {
             self.flush();
         }
-        if let Some(slot) = self.buf.get_mut(self.len) {
-            *slot = v;
-            self.len += 1;
+        if let Some(dst) = self.buf.get_mut(self.len..self.len + N) {
+            dst.copy_from_slice(&bytes);
+            self.len += N;
         }
     }
 
+    fn u8(&mut self, v: u8) {
+        self.put([v]);
+    }
+
     fn u16(&mut self, v: u16) {
-        let [hi, lo] = v.to_be_bytes();
-        self.u8(hi);
-        self.u8(lo);
+        self.put(v.to_be_bytes());
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
@@ -134,10 +137,10 @@ impl Feed {
     fn finish(mut self, prefix: &str) -> String {
         self.flush();
         let digest = self.hasher.finalize();
-        let mut out = String::with_capacity(prefix.len() + 24);
-        out.push_str(prefix);
-        push_hex_bytes(&mut out, digest.get(..12).unwrap_or_default());
-        out
+        let mut out = Ascii::with_capacity(prefix.len() + 24);
+        out.str(prefix);
+        out.hex(digest.get(..12).unwrap_or_default());
+        out.into_string()
     }
 }
 
