@@ -242,3 +242,73 @@ fn cleartext_http1_capture_gives_the_request_head() {
         .as_str()
         .is_some_and(|v| v.starts_with("h1v1_")));
 }
+
+#[test]
+fn several_inputs_give_one_object_each() {
+    let expected = first_expected();
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let hex_file = dir.path().join("hello.hex");
+    std::fs::write(
+        &hex_file,
+        expected["client_hello_hex"].as_str().expect("hex"),
+    )
+    .expect("write");
+    let capture = data("badcurveball.pcap");
+    let out = inspect_ok(&[hex_file.as_os_str(), capture.as_os_str()]);
+    let all = out.as_array().expect("an array");
+    assert_eq!(all.len(), 2);
+    assert_eq!(all[0]["input"], hex_file.to_string_lossy().as_ref());
+    assert_eq!(all[0]["tls"]["ja4"], expected["ja4_spec"]);
+    let conns = all[1]["connections"]
+        .as_array()
+        .expect("the capture's connections");
+    assert_eq!(conns.len(), 1);
+    assert_eq!(
+        conns[0]["tls"]["ja4"],
+        "t13d1615h2_46e7e9700bed_45f260be83e2"
+    );
+}
+
+/// `--keylog` decrypts a capture without embedded keys (the curl recording of
+/// `echo-server/tests/data/pcap/SOURCE.md`): every request line is the one tshark decodes.
+#[test]
+fn keylog_flag_decrypts_a_recording() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("echo-server/tests/data/pcap");
+    let capture = dir.join("curl-openssl-six-suites.pcapng");
+    let keys = dir.join("curl-openssl-six-suites.keys");
+    let tshark = std::fs::read_to_string(dir.join("tshark-requests.txt")).expect("tshark output");
+    let mut want: Vec<String> = tshark
+        .lines()
+        .map(|l| {
+            let request = l.split('\t').nth(2).expect("a request");
+            let mut parts = request.split('|');
+            let (method, target, version) = (
+                parts.next().expect("method"),
+                parts.next().expect("target"),
+                parts.next().expect("version"),
+            );
+            format!("{method} {target} {version}")
+        })
+        .collect();
+    want.sort();
+    let without = inspect_ok(&[capture.as_os_str()]);
+    assert!(without
+        .as_array()
+        .expect("connections")
+        .iter()
+        .all(|c| c["http1"].is_null()));
+    let out = inspect_ok(&["--keylog".as_ref(), keys.as_os_str(), capture.as_os_str()]);
+    let mut got: Vec<String> = out
+        .as_array()
+        .expect("connections")
+        .iter()
+        .map(|c| {
+            c["http1"]["request_line"]
+                .as_str()
+                .expect("a request line")
+                .to_owned()
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+}

@@ -150,3 +150,31 @@ fn classic_pcap_variants_read_like_the_original() {
         assert_eq!(hellos(&read(variant)), want, "{variant}");
     }
 }
+
+/// TLS 1.3 resumption whose 0-RTT early data the server rejected (`openssl s_server` logged
+/// "Early data was rejected"): the early record is skipped, and the client bytes are the request
+/// it sent after the handshake, as tshark decodes it (`tshark-early-data.txt`, frame 27; frame
+/// 19 is the rejected early data).
+#[test]
+fn rejected_early_data_is_not_client_application_data() {
+    let keys = String::from_utf8(read("openssl-rejected-early-data.keys")).expect("text");
+    let conns = pcap::connections(&read("openssl-rejected-early-data.pcapng"), Some(&keys))
+        .expect("a capture");
+    let tshark = String::from_utf8(read("tshark-early-data.txt")).expect("text");
+    let requests: Vec<Vec<&str>> = tshark.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(conns.len(), 2);
+    for conn in &conns {
+        let port = conn.client.port().to_string();
+        let mine: Vec<&Vec<&str>> = requests.iter().filter(|r| r[0] == port).collect();
+        // The last request tshark sees on the connection is the one after the handshake.
+        let last = mine.last().expect("a request on the connection");
+        let ClientData::Decrypted(bytes) = &conn.client_data else {
+            panic!("not decrypted: {:?}", conn.decrypt_error);
+        };
+        assert_eq!(
+            String::from_utf8_lossy(bytes),
+            format!("{} {} {}\r\n\r\n", last[2], last[3], last[4])
+        );
+    }
+}

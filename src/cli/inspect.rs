@@ -9,8 +9,9 @@
 //! - any of the above written as hex (whitespace allowed).
 //!
 //! A ClientHello input followed by a prefix input is one connection (`inspect HELLO PREFIX`).
-//! One input prints one JSON value (an object, or an array for a capture); several print an
-//! array with one value per input. Bad input ends with a message and a non-zero exit code.
+//! One input prints one JSON value (an object, or an array of connections for a capture); several
+//! print an array with one object per input, named by `input` (a capture's connections under
+//! `connections`). Bad input ends with a message and a non-zero exit code.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -83,11 +84,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         many => {
             let mut all = Vec::with_capacity(many.len());
             for (name, input) in many {
-                let mut value = analyse(name, input, keylog.as_deref(), args.extract.as_deref())?;
-                if let Value::Object(map) = &mut value {
-                    map.insert("input".into(), Value::from(*name));
-                }
-                all.push(value);
+                let value = analyse(name, input, keylog.as_deref(), args.extract.as_deref())?;
+                let mut map = match value {
+                    Value::Object(map) => map,
+                    connections => Map::from_iter([("connections".to_owned(), connections)]),
+                };
+                map.insert("input".into(), Value::from(*name));
+                all.push(Value::Object(map));
             }
             Value::Array(all)
         }
@@ -289,6 +292,8 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
             }
             Err(error) => errors.push(format!("http1: {error}")),
         },
+        // A connection opened and never used (browsers preconnect) sent no application data.
+        (_, Some([])) => {}
         (_, Some(_)) => {
             errors.push("client bytes are neither the HTTP/2 preface nor an HTTP/1 request".into());
         }
@@ -406,6 +411,10 @@ fn capture_connection(conn: &PcapConnection) -> Value {
         },
     };
     map.insert("client_data".into(), client_data);
+    map.insert(
+        "client_data_len".into(),
+        json!(conn.client_data.bytes().map(<[u8]>::len)),
+    );
     map.insert(
         "client_stream".into(),
         json!({

@@ -228,26 +228,18 @@ pub fn is_http_start(bytes: &[u8]) -> bool {
 }
 
 fn connection(flow: &tcp::Flow<'_>, keys: &KeyLog) -> Option<PcapConnection> {
-    let streams = [
-        flow.stream(0, MAX_CLIENT_BYTES),
-        flow.stream(1, MAX_CLIENT_BYTES),
-    ];
     let client = flow.client_by_handshake().unwrap_or_else(|| {
+        // No SYN captured: the client is the side that speaks TLS or HTTP first.
         let talks = |side: usize| {
-            streams.get(side).is_some_and(|s| {
-                handshake::client_flight(&s.bytes).is_some() || is_http_start(&s.bytes)
-            })
+            let bytes = flow.stream(side, MAX_SERVER_BYTES).bytes;
+            handshake::client_flight(&bytes).is_some() || is_http_start(&bytes)
         };
-        if !talks(0) && talks(1) {
-            1
-        } else {
-            0
-        }
+        usize::from(!talks(0) && talks(1))
     });
     let server = 1 - client;
-    let client_stream = streams.get(client)?;
-    let server_bytes = &streams.get(server)?.bytes;
-    let server_bytes = server_bytes.get(..MAX_SERVER_BYTES).unwrap_or(server_bytes);
+    let client_stream = flow.stream(client, MAX_CLIENT_BYTES);
+    let server_stream = flow.stream(server, MAX_SERVER_BYTES);
+    let server_bytes = &server_stream.bytes;
     let flight = handshake::client_flight(&client_stream.bytes);
     let cleartext_end = flight
         .as_ref()
