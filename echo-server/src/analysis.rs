@@ -85,7 +85,10 @@ struct H2Facts {
 /// that order; later header blocks on an already open stream are trailers and skipped).
 fn h2_facts(prefix: &[u8], index: u32, metrics: &Metrics) -> H2Facts {
     let parsed = h2::parse_prefix(prefix).unwrap_or_else(|error| {
-        metrics.parse_error("h2");
+        // Every request re-parses its connection's prefix: count the error once, on the first.
+        if index == 1 {
+            metrics.parse_error("h2");
+        }
         *error.partial
     });
     let wanted = usize::try_from(index).unwrap_or(usize::MAX);

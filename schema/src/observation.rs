@@ -30,11 +30,13 @@ pub struct Observation {
     pub failure: Option<String>,
     /// The parsed summary: the echo JSON for a request, the connection summary otherwise.
     pub summary: serde_json::Value,
-    /// The ClientHello records exactly as received (hex in JSON).
-    #[serde(with = "hex_bytes")]
+    /// The ClientHello records exactly as received (hex in JSON; left out when empty, e.g. when
+    /// `/api/observations` was asked without `raw=true`).
+    #[serde(with = "hex_bytes", default, skip_serializing_if = "Vec::is_empty")]
     pub hello: Vec<u8>,
-    /// The decrypted client bytes kept by the tap, up to the capture cap (hex in JSON).
-    #[serde(with = "hex_bytes")]
+    /// The decrypted client bytes kept by the tap, up to the capture cap (hex in JSON; left out
+    /// when empty).
+    #[serde(with = "hex_bytes", default, skip_serializing_if = "Vec::is_empty")]
     pub prefix: Vec<u8>,
 }
 
@@ -213,7 +215,7 @@ mod tests {
         };
         let json = serde_json::to_value(&observation).expect("serialize");
         assert_eq!(json["hello"], "160301ab");
-        assert_eq!(json["prefix"], "");
+        assert!(json.get("prefix").is_none(), "empty bytes are left out");
         let back: Observation = serde_json::from_value(json.clone()).expect("deserialize");
         assert_eq!(back, observation);
         for bad in ["abc", "zz"] {
