@@ -17,12 +17,18 @@
 //! name = "gateway"
 //! url = "http://customer-{session}:pw@gw.example:7777"
 //! sessions = 4                                 # 4 exits gateway#1..#4, ids minted by us
+//!
+//! [[exits]]
+//! name = "tls-proxy"
+//! url = "https://u:pw@proxy.example:8443"       # TLS to the proxy, then CONNECT
+//! proxy_ca = "/etc/exitvoice/proxy-ca.pem"     # optional; the system CA bundle otherwise
 //! ```
 //!
 //! Parsing never panics and never quotes credentials in its errors: TOML errors are reduced to
 //! their message and line number, URL errors to their kind.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 
 use base64::Engine;
 use serde::Deserialize;
@@ -174,6 +180,7 @@ struct RawExit {
     #[serde(default)]
     tags: BTreeMap<String, String>,
     sessions: Option<u32>,
+    proxy_ca: Option<PathBuf>,
 }
 
 impl AuditFile {
@@ -217,6 +224,7 @@ impl AuditFile {
                     proxy,
                     tags: raw_exit.tags,
                     session: None,
+                    proxy_ca: raw_exit.proxy_ca,
                 }),
                 Some(count) => {
                     let templated = proxy
@@ -235,6 +243,7 @@ impl AuditFile {
                                 slot,
                                 id: minter.mint(),
                             }),
+                            proxy_ca: raw_exit.proxy_ca.clone(),
                         });
                     }
                 }
@@ -273,12 +282,7 @@ fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
         if exits.iter().any(|exit: &Exit| exit.name == name) {
             name = format!("{name}#{}", index + 1);
         }
-        exits.push(Exit {
-            name,
-            proxy,
-            tags: BTreeMap::new(),
-            session: None,
-        });
+        exits.push(Exit::new(name, proxy));
     }
     check_names(&exits)?;
     Ok(AuditFile {
