@@ -278,8 +278,11 @@ pub async fn run_once(
                     let _guard = in_flight.enter(in_flight_key(&exit));
                     probe_with_retries(Some(&exit), &echo, &config, &token).await
                 };
-                match &outcome {
-                    Ok(_) => tracing::info!(exit = %exit.name, sample, "probe ok"),
+                let failed = match &outcome {
+                    Ok(_) => {
+                        tracing::info!(exit = %exit.name, sample, "probe ok");
+                        false
+                    }
                     Err(error) => {
                         tracing::warn!(
                             exit = %exit.name,
@@ -289,11 +292,9 @@ pub async fn run_once(
                             error = %error,
                             "probe failed"
                         );
-                        if let Ok(mut minter) = minter.lock() {
-                            minter.rotate(&mut exit);
-                        }
+                        true
                     }
-                }
+                };
                 records.push(record::record(
                     ProbeContext {
                         run_id: &run_id,
@@ -305,6 +306,12 @@ pub async fn run_once(
                     outcome,
                     baseline.as_deref(),
                 ));
+                // A failed gateway session is retired; the slot gets a fresh id.
+                if failed {
+                    if let Ok(mut minter) = minter.lock() {
+                        minter.rotate(&mut exit);
+                    }
+                }
             }
             (exit, records)
         }));
