@@ -409,4 +409,25 @@ sessions = 3
             assert!(!error.contains("s3cret"), "{error:?} leaks the password");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = AuditFile::parse(&bytes);
+        }
+
+        #[test]
+        fn arbitrary_exit_entries_never_panic(name in "\\PC{0,12}", url in "\\PC{0,60}", sessions in 0u32..3000) {
+            let text = format!("[[exits]]\nname = {name:?}\nurl = {url:?}\nsessions = {sessions}\n");
+            let _ = AuditFile::parse(text.as_bytes());
+        }
+
+        #[test]
+        fn any_password_survives_percent_encoding(password in "[ -~]{1,40}") {
+            let encoded = percent_encoding::utf8_percent_encode(&password, percent_encoding::NON_ALPHANUMERIC);
+            let url = ProxyUrl::parse(&format!("http://u:{encoded}@127.0.0.1:1")).unwrap();
+            proptest::prop_assert_eq!(url.password.as_ref().map(|p| p.expose()), Some(password.as_str()));
+            proptest::prop_assert_eq!(url.redacted(), "http://u:***@127.0.0.1:1");
+        }
+    }
 }
