@@ -53,6 +53,17 @@ pub struct RunConfig {
     pub drift: DriftConfig,
     /// The route rule.
     pub route: RouteRule,
+    /// Probe counters a progress display can read while the run goes on.
+    pub progress: Arc<Progress>,
+}
+
+/// Counters of the current run: probes planned and finished (baseline included).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Probes finished so far.
+    pub done: AtomicU64,
+    /// Probes planned.
+    pub total: AtomicU64,
 }
 
 impl Default for RunConfig {
@@ -69,6 +80,7 @@ impl Default for RunConfig {
             profile: H2Profile::chrome(),
             drift: DriftConfig::default(),
             route: RouteRule::default(),
+            progress: Arc::default(),
         }
     }
 }
@@ -229,9 +241,13 @@ pub async fn run_once(
     let run_id = new_run_id();
     let persona = config.persona();
 
+    let planned = 1 + u64::from(config.samples) * u64::try_from(exits.len()).unwrap_or(u64::MAX);
+    config.progress.total.store(planned, Ordering::Relaxed);
+    config.progress.done.store(0, Ordering::Relaxed);
     let token = probe::new_token();
     let started_at = now_rfc3339();
     let outcome = probe_with_retries(None, echo, config, &token).await;
+    config.progress.done.fetch_add(1, Ordering::Relaxed);
     if let Err(error) = &outcome {
         tracing::warn!(class = %error.class(), error = %error, "direct baseline failed");
     }
@@ -278,6 +294,7 @@ pub async fn run_once(
                     let _guard = in_flight.enter(in_flight_key(&exit));
                     probe_with_retries(Some(&exit), &echo, &config, &token).await
                 };
+                config.progress.done.fetch_add(1, Ordering::Relaxed);
                 let failed = match &outcome {
                     Ok(_) => {
                         tracing::info!(exit = %exit.name, sample, "probe ok");
