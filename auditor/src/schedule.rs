@@ -410,6 +410,68 @@ mod tests {
         assert_eq!(registry.violations.load(Ordering::Relaxed), 1);
     }
 
+    /// A loopback listener that counts connections and answers each with `reply` (or holds it
+    /// silent when `reply` is empty).
+    async fn counting_proxy(reply: &'static [u8]) -> (u16, Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let count = Arc::new(AtomicU64::new(0));
+        let counter = count.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::Relaxed);
+                if !reply.is_empty() {
+                    let mut buf = [0u8; 1024];
+                    let _ = socket.read(&mut buf).await;
+                    let _ = socket.write_all(reply).await;
+                }
+                held.push(socket);
+            }
+        });
+        (port, count)
+    }
+
+    #[tokio::test]
+    async fn only_transient_failures_are_retried() {
+        let config = RunConfig {
+            retries: 2,
+            backoff: Duration::from_millis(10),
+            timeouts: Timeouts {
+                tunnel: Duration::from_millis(150),
+                ..Timeouts::default()
+            },
+            ..RunConfig::default()
+        };
+        let echo = EchoTarget::new("https://127.0.0.1:9", &"00".repeat(32)).unwrap();
+        let exit_for = |port: u16| {
+            Exit::new(
+                "x",
+                crate::exits::ProxyUrl::parse(&format!("http://u:p@127.0.0.1:{port}")).unwrap(),
+            )
+        };
+
+        let (silent, attempts) = counting_proxy(b"").await;
+        let error = probe_with_retries(Some(&exit_for(silent)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
+        assert_eq!(attempts.load(Ordering::Relaxed), 3, "1 try + 2 retries");
+
+        let (auth, attempts) =
+            counting_proxy(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n").await;
+        let error = probe_with_retries(Some(&exit_for(auth)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::ProxyAuth);
+        assert_eq!(
+            attempts.load(Ordering::Relaxed),
+            1,
+            "auth failures are not retried"
+        );
+    }
+
     #[test]
     fn jitter_stays_in_range() {
         for _ in 0..100 {

@@ -115,6 +115,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn debug_of_an_exit_hides_the_password() {
+        let exit = Exit::new(
+            "e",
+            ProxyUrl::parse("socks5h://u:hunter2%40x@127.0.0.1:1").unwrap(),
+        );
+        let debug = format!("{exit:?} {exit:#?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("***"));
+        assert_eq!(exit.credentials().unwrap().1.unwrap().expose(), "hunter2@x");
+    }
+
+    #[test]
     fn rotated_session_ids_are_never_reused() {
         let minter_url = ProxyUrl::parse("http://user-{session}:pw@127.0.0.1:1").unwrap();
         let mut minter = SessionMinter::new();
