@@ -470,6 +470,22 @@ mod tests {
             1,
             "auth failures are not retried"
         );
+
+        // A tunnel that opens and then stays silent: a timeout of the TLS phase.
+        let (mute, _) = counting_proxy(b"HTTP/1.1 200 Connection established\r\n\r\n").await;
+        let config = RunConfig {
+            retries: 0,
+            timeouts: Timeouts {
+                tls: Duration::from_millis(150),
+                ..Timeouts::default()
+            },
+            ..RunConfig::default()
+        };
+        let error = probe_with_retries(Some(&exit_for(mute)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
+        assert_eq!(error.phase(), Some(crate::error::Phase::Tls));
     }
 
     #[test]
