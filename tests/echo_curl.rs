@@ -227,10 +227,27 @@ async fn record_dir_gets_the_file_trio_and_sslkeylogfile_the_secrets() {
     assert_eq!(hello, row.hello);
     assert!(prefix.starts_with(PREFACE));
     assert_eq!(json["sni"], "localhost");
-    assert_eq!(json["alpn"]["negotiated"], "h2");
-    assert_eq!(json["alpn"]["spoken"], "h2");
-    assert_eq!(json["tls_version"], "TLSv1_3");
-    assert!(json["server"]
+    assert_eq!(json["conn_id"], row.conn_id.as_str());
+    assert_eq!(json["alpn_offered"], serde_json::json!(["h2", "http/1.1"]));
+    assert_eq!(json["alpn_negotiated"], "h2");
+    assert_eq!(json["spoken"], "h2");
+    assert_eq!(json["tls_version"], "TLSv1.3");
+    assert!(
+        json["cipher"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("TLS_")),
+        "{json}"
+    );
+    assert_eq!(
+        json["first_request"],
+        serde_json::json!({"method": "GET", "path": "/api/all", "stream_id": 1})
+    );
+    assert_eq!(json["hello_len"], hello.len());
+    assert_eq!(json["prefix_len"], prefix.len());
+    assert!(json["peer"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("127.0.0.1:")));
+    assert!(json["recorder"]
         .as_str()
         .is_some_and(|s| s.starts_with("exitvoice/")));
     assert!(json["failure"].is_null());
@@ -241,4 +258,30 @@ async fn record_dir_gets_the_file_trio_and_sslkeylogfile_the_secrets() {
         "{secrets}"
     );
     assert!(secrets.contains("CLIENT_TRAFFIC_SECRET_0"));
+}
+
+#[tokio::test]
+async fn second_request_on_a_keep_alive_http1_connection_echoes_its_own_head() {
+    let server = EchoServer::start(&[]);
+    let out = curl(&[
+        "-sk",
+        "--http1.1",
+        &server.url("/probe/one"),
+        &server.url("/probe/two"),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let echoes = json_stream(&out.stdout);
+    assert_eq!(echoes.len(), 2);
+    assert_eq!(
+        echoes[1]["request"],
+        serde_json::json!({"stream_id": null, "index": 2})
+    );
+    assert_eq!(
+        echoes[1]["http1"]["request_line"],
+        "GET /probe/two HTTP/1.1"
+    );
+    assert_eq!(
+        echoes[0]["http1"]["voice_id"],
+        echoes[1]["http1"]["voice_id"]
+    );
 }

@@ -112,7 +112,7 @@ async fn observations_need_the_bearer_token_which_is_never_logged_or_stored() {
     let server = EchoServer::start(&["--api-token", secret]);
     let probe = curl(&["-sk", "--http2", &server.url("/probe/tok-api")]);
     assert!(probe.status.success());
-    let url = server.url("/api/observations?token=tok-api");
+    let url = server.url("/api/observations?token=tok-api&raw=true");
 
     let deadline = Instant::now() + Duration::from_secs(10);
     let listed = loop {
@@ -157,6 +157,19 @@ async fn observations_need_the_bearer_token_which_is_never_logged_or_stored() {
         let out = curl(&args);
         assert_eq!(String::from_utf8_lossy(&out.stdout), "401", "{auth:?}");
     }
+    let lean_url = server.url("/api/observations?token=tok-api");
+    let lean = curl(&[
+        "-sk",
+        "-H",
+        &format!("Authorization: Bearer {secret}"),
+        &lean_url,
+    ]);
+    let lean = json_stream(&lean.stdout).remove(0);
+    assert!(
+        lean["observations"][0].get("hello").is_none(),
+        "raw bytes only on request"
+    );
+    assert_eq!(lean["observations"][0]["token"], "tok-api");
     let since = curl(&[
         "-sk",
         "-H",

@@ -1,6 +1,7 @@
 //! SIGTERM under load loses no queued observation: the writer is told to hold its batch for a
 //! minute, so when SIGTERM arrives every observation is still queued (checked: the table is
-//! empty), and after the exit every one of them is in SQLite.
+//! empty), and after the exit every one of them is in SQLite. Stalled peers are cut at
+//! shutdown, not waited for, and stored too.
 //!
 //! Run with `cargo test --test echo_shutdown`.
 

@@ -3,8 +3,8 @@
 //! writer, never on the accept path — and where parse errors are counted.
 
 use exitvoice_schema::{
-    Alpn, ConnectionSummary, Echo, Http2Echo, Observation, Peer, RequestPosition, Spoken, TlsEcho,
-    ECHO_SCHEMA_VERSION, OBSERVATION_SCHEMA_VERSION,
+    Alpn, ConnectionRecord, ConnectionSummary, Echo, FirstRequest, Http2Echo, Observation, Peer,
+    RequestPosition, Spoken, TlsEcho, ECHO_SCHEMA_VERSION, OBSERVATION_SCHEMA_VERSION,
 };
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -85,7 +85,10 @@ struct H2Facts {
 /// that order; later header blocks on an already open stream are trailers and skipped).
 fn h2_facts(prefix: &[u8], index: u32, metrics: &Metrics) -> H2Facts {
     let parsed = h2::parse_prefix(prefix).unwrap_or_else(|error| {
-        metrics.parse_error("h2");
+        // Every request re-parses its connection's prefix: count the error once, on the first.
+        if index == 1 {
+            metrics.parse_error("h2");
+        }
         *error.partial
     });
     let wanted = usize::try_from(index).unwrap_or(usize::MAX);
@@ -110,6 +113,28 @@ fn h2_facts(prefix: &[u8], index: u32, metrics: &Metrics) -> H2Facts {
         own_settings: parsed.settings().is_some(),
         profile: classify::browser_profile(&parsed).map(|p| p.name.to_owned()),
     }
+}
+
+/// The bytes from the `index`-th (1-based) HTTP/1.x request head of a keep-alive connection on:
+/// skips each earlier head and its `Content-Length` body (RFC 9112 section 6.3). `None` when the
+/// tapped bytes end first or an earlier request had a chunked (or otherwise unsized) body.
+fn nth_http1_head(prefix: &[u8], index: u32) -> Option<&[u8]> {
+    let mut rest = prefix;
+    for _ in 1..index {
+        let head_len = rest.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+        let head = h1::parse_head(rest.get(..head_len)?).ok()?;
+        let mut body_len = 0_usize;
+        for (name, value) in &head.headers {
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                return None;
+            }
+            if name.eq_ignore_ascii_case("content-length") {
+                body_len = value.trim().parse().ok()?;
+            }
+        }
+        rest = rest.get(head_len.checked_add(body_len)?..)?;
+    }
+    (!rest.is_empty()).then_some(rest)
 }
 
 /// RFC 3339 UTC, to the millisecond precision of the clock.
@@ -151,9 +176,11 @@ pub(crate) fn request_echo(conn: &Connection, metrics: &Metrics, request: &Reque
             own_settings = h2.own_settings;
             profile = h2.profile;
         }
-        Spoken::Http1 => match h1::parse_head(&prefix) {
-            Ok(head) => http1 = Some(h1::echo(&head)),
-            Err(_) => metrics.parse_error("h1"),
+        Spoken::Http1 => match nth_http1_head(&prefix, request.index).map(h1::parse_head) {
+            Some(Ok(head)) => http1 = Some(h1::echo(&head)),
+            Some(Err(_)) => metrics.parse_error("h1"),
+            // Past the capture, or after a chunked body: not in the tapped bytes.
+            None => {}
         },
         _ => {}
     }
@@ -166,6 +193,13 @@ pub(crate) fn request_echo(conn: &Connection, metrics: &Metrics, request: &Reque
         earlier_other_probe: request.earlier_other_probe,
         browser_profile: profile.is_some(),
     });
+    if request.index == 1 {
+        let _ = conn.first_request.set(FirstRequest {
+            method: request.method.clone(),
+            path: request.path.clone(),
+            stream_id,
+        });
+    }
     Echo {
         schema_version: ECHO_SCHEMA_VERSION,
         time: rfc3339(OffsetDateTime::now_utc()),
@@ -225,8 +259,10 @@ pub(crate) fn connection_summary(
         sni: facts.sni.clone(),
         alpn: alpn(conn, facts),
         tls_version: conn.session.as_ref().and_then(|s| s.tls_version.clone()),
+        cipher: conn.session.as_ref().and_then(|s| s.cipher.clone()),
         failure: failure.map(str::to_owned),
         requests: conn.requests(),
+        first_request: conn.first_request.get().cloned(),
         hello_len: conn.hello.len(),
         prefix_len: conn.tap.snapshot().len(),
         prefix_truncated: conn.tap.truncated(),
@@ -234,6 +270,34 @@ pub(crate) fn connection_summary(
         tls_error: facts.error.clone(),
     };
     serde_json::to_value(summary).unwrap_or_default()
+}
+
+/// `<conn-id>.json` under `--record-dir`, in the captures/ recorder's format.
+pub(crate) fn connection_record(
+    conn: &Connection,
+    metrics: &Metrics,
+    failure: Option<&str>,
+) -> ConnectionRecord {
+    let facts = hello_facts(conn, metrics);
+    let session = conn.session.as_ref();
+    ConnectionRecord {
+        conn_id: conn.id.clone(),
+        time: rfc3339(conn.accepted),
+        peer: conn.peer.to_string(),
+        sni: facts.sni.clone(),
+        alpn_offered: facts.alpn_offered.clone(),
+        alpn_negotiated: session.and_then(|s| s.alpn.clone()),
+        spoken: conn.spoken(),
+        tls_version: session.and_then(|s| s.tls_version.clone()),
+        cipher: session.and_then(|s| s.cipher.clone()),
+        first_request: conn.first_request.get().cloned(),
+        requests: conn.requests(),
+        hello_len: conn.hello.len(),
+        prefix_len: conn.tap.snapshot().len(),
+        prefix_truncated: conn.tap.truncated(),
+        failure: failure.map(str::to_owned),
+        recorder: format!("{SERVER} serve --record-dir"),
+    }
 }
 
 /// The observation row of a connection that carried no request.
@@ -255,5 +319,21 @@ pub(crate) fn connection_observation(
         summary,
         hello: conn.hello.to_vec(),
         prefix: conn.tap.snapshot().to_vec(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_later_heads_past_sized_bodies_only() {
+        let wire = b"POST /a HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET /b HTTP/1.1\r\n\r\nGET /c";
+        assert_eq!(nth_http1_head(wire, 1), Some(&wire[..]));
+        assert!(nth_http1_head(wire, 2).is_some_and(|rest| rest.starts_with(b"GET /b ")));
+        assert!(nth_http1_head(wire, 3).is_some_and(|rest| rest.starts_with(b"GET /c")));
+        assert_eq!(nth_http1_head(wire, 4), None);
+        let chunked = b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /b";
+        assert_eq!(nth_http1_head(chunked, 2), None);
     }
 }

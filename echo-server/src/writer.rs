@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use exitvoice_schema::{Observation, Store};
+use exitvoice_schema::{ConnectionRecord, Observation, Store};
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -161,12 +161,14 @@ impl Writer {
             match job {
                 Job::Request(observation) => rows.push(*observation),
                 Job::Connection { conn, failure } => {
-                    let summary =
-                        analysis::connection_summary(&conn, &self.metrics, failure.as_deref());
                     if let Some(dir) = &self.record_dir {
-                        self.record(dir, &conn, &summary).await;
+                        let record =
+                            analysis::connection_record(&conn, &self.metrics, failure.as_deref());
+                        self.record(dir, &conn, &record).await;
                     }
                     if conn.observed() == 0 {
+                        let summary =
+                            analysis::connection_summary(&conn, &self.metrics, failure.as_deref());
                         rows.push(analysis::connection_observation(
                             &conn,
                             &self.metrics,
@@ -190,8 +192,8 @@ impl Writer {
     }
 
     /// Writes `<id>.hello.bin`, `<id>.prefix.bin` and `<id>.json` under `dir`.
-    async fn record(&self, dir: &std::path::Path, conn: &Connection, summary: &serde_json::Value) {
-        let json = match serde_json::to_vec_pretty(summary) {
+    async fn record(&self, dir: &std::path::Path, conn: &Connection, record: &ConnectionRecord) {
+        let json = match serde_json::to_vec_pretty(record) {
             Ok(json) => json,
             Err(_) => {
                 self.metrics.record_failure();

@@ -19,7 +19,8 @@ pub use label::{
     LABELS_SCHEMA_VERSION,
 };
 pub use observation::{
-    ConnectionSummary, Observation, ObservationQuery, StoredObservation, OBSERVATION_SCHEMA_VERSION,
+    ConnectionRecord, ConnectionSummary, FirstRequest, Observation, ObservationQuery,
+    StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
 pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use store::{Store, StoreError};

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::echo::{Alpn, Peer, TlsEcho};
+use crate::echo::{Alpn, Peer, Spoken, TlsEcho};
 
 /// Version of the observation JSON shape. Bump when a field changes meaning or is removed.
 pub const OBSERVATION_SCHEMA_VERSION: u32 = 1;
@@ -30,11 +30,13 @@ pub struct Observation {
     pub failure: Option<String>,
     /// The parsed summary: the echo JSON for a request, the connection summary otherwise.
     pub summary: serde_json::Value,
-    /// The ClientHello records exactly as received (hex in JSON).
-    #[serde(with = "hex_bytes")]
+    /// The ClientHello records exactly as received (hex in JSON; left out when empty, e.g. when
+    /// `/api/observations` was asked without `raw=true`).
+    #[serde(with = "hex_bytes", default, skip_serializing_if = "Vec::is_empty")]
     pub hello: Vec<u8>,
-    /// The decrypted client bytes kept by the tap, up to the capture cap (hex in JSON).
-    #[serde(with = "hex_bytes")]
+    /// The decrypted client bytes kept by the tap, up to the capture cap (hex in JSON; left out
+    /// when empty).
+    #[serde(with = "hex_bytes", default, skip_serializing_if = "Vec::is_empty")]
     pub prefix: Vec<u8>,
 }
 
@@ -56,12 +58,16 @@ pub struct ConnectionSummary {
     pub sni: Option<String>,
     /// ALPN offered, negotiated and spoken.
     pub alpn: Alpn,
-    /// The negotiated TLS version (`TLSv1_3`, …), when the handshake completed.
+    /// The negotiated TLS version (`TLSv1.3`, …), when the handshake completed.
     pub tls_version: Option<String>,
+    /// The negotiated cipher suite (IANA name, or hex when unnamed).
+    pub cipher: Option<String>,
     /// Why the connection failed, if it did.
     pub failure: Option<String>,
     /// Requests the connection carried.
     pub requests: u32,
+    /// The first request, when there was one.
+    pub first_request: Option<FirstRequest>,
     /// Bytes of ClientHello records captured.
     pub hello_len: usize,
     /// Bytes of decrypted client data captured.
@@ -72,6 +78,57 @@ pub struct ConnectionSummary {
     pub tls: Option<TlsEcho>,
     /// Why the ClientHello did not parse, when it did not.
     pub tls_error: Option<String>,
+}
+
+/// The first request of a connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstRequest {
+    /// Request method.
+    pub method: String,
+    /// Path and query as received.
+    pub path: String,
+    /// HTTP/2 stream id, when the connection spoke h2.
+    pub stream_id: Option<u32>,
+}
+
+/// `<conn-id>.json` under `--record-dir`: the provenance of one recorded connection, in the flat
+/// format of the captures/ recorder (`tests/tools/record.py`), so captures/ can be recorded by
+/// the echo server itself. Beside it: `<conn-id>.hello.bin` (the ClientHello records as
+/// received) and `<conn-id>.prefix.bin` (the decrypted client bytes, up to the capture cap).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionRecord {
+    /// Connection id (the file stem).
+    pub conn_id: String,
+    /// When the connection was accepted, RFC 3339 UTC.
+    pub time: String,
+    /// The TCP peer as `ip:port` (`[ip]:port` for IPv6).
+    pub peer: String,
+    /// The server name the ClientHello asked for.
+    pub sni: Option<String>,
+    /// ALPN protocol names offered, wire order.
+    pub alpn_offered: Vec<String>,
+    /// The ALPN protocol the server selected.
+    pub alpn_negotiated: Option<String>,
+    /// What the client's first decrypted bytes were.
+    pub spoken: Spoken,
+    /// The negotiated TLS version (`TLSv1.3`, …).
+    pub tls_version: Option<String>,
+    /// The negotiated cipher suite (IANA name).
+    pub cipher: Option<String>,
+    /// The first request, when there was one.
+    pub first_request: Option<FirstRequest>,
+    /// Requests the connection carried.
+    pub requests: u32,
+    /// Bytes in `<conn-id>.hello.bin`.
+    pub hello_len: usize,
+    /// Bytes in `<conn-id>.prefix.bin`.
+    pub prefix_len: usize,
+    /// The client sent more than the capture cap kept.
+    pub prefix_truncated: bool,
+    /// Why the connection failed, if it did.
+    pub failure: Option<String>,
+    /// What recorded it: `exitvoice/<version> serve --record-dir`.
+    pub recorder: String,
 }
 
 /// An observation read back from the store, with its row id.
@@ -158,7 +215,7 @@ mod tests {
         };
         let json = serde_json::to_value(&observation).expect("serialize");
         assert_eq!(json["hello"], "160301ab");
-        assert_eq!(json["prefix"], "");
+        assert!(json.get("prefix").is_none(), "empty bytes are left out");
         let back: Observation = serde_json::from_value(json.clone()).expect("deserialize");
         assert_eq!(back, observation);
         for bad in ["abc", "zz"] {

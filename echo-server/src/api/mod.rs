@@ -1,9 +1,24 @@
 //! The HTTP API: routes, the per-connection capture extractor, JSON echo, errors as responses.
 //!
-//! Every route answers JSON. The echo routes (`/api/all`, `/api/tls`, `/api/http2`,
-//! `/api/http1`, `/api/clean`, `/probe/<token>`, and the JSON 404 of every unknown path) describe
-//! the request's own connection, which the connection task hands in as a request extension, and
-//! queue the request's observation. `/healthz` and `/api/observations` are read-only.
+//! Every route answers JSON. The echo routes describe the request's own connection, which the
+//! connection task hands in as request extensions ([`crate::capture::Connection`] and
+//! [`crate::capture::Arrival`]), and queue the request's observation. `/healthz` and
+//! `/api/observations` only read.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /api/all` (also `POST`) | the full [`exitvoice_schema::Echo`] (`schema_version` 1): `time`, `peer {ip, port}`, `token`, `method`, `path`, `alpn {offered, negotiated, spoken}`, `tls {ja3, ja3_hash, ja3n, ja3n_hash, ja4, ja4_r, ja4_o, ja4_ro, voice_id, order_id, resumed, detail}`, `http2 {akamai_fingerprint, akamai_fingerprint_hash, voice_id, pseudo_header_order, header_order, detail}` or `http1 {request_line, header_order, voice_id}`, `request {stream_id, index}`, `bucket` (`A`–`D` or null), `profile` |
+//! | `GET /probe/<token>`, any echo route with `?token=` | the same, stored under the token (1–128 of `A-Za-z0-9-_.`) |
+//! | `GET /api/tls` | `schema_version, time, peer, alpn, tls, request` |
+//! | `GET /api/http2` | `schema_version, time, alpn, http2, request, bucket, profile` |
+//! | `GET /api/http1` | `schema_version, time, alpn, http1, request, bucket` |
+//! | `GET /api/clean` | hashes and ids only: `ja3_hash, ja3n_hash, ja4, tls_voice_id, order_id, akamai_fingerprint_hash, http2_voice_id, http1_voice_id, spoken, stream_id, index, bucket, profile` |
+//! | any other path | 404 `{api_version, error: "not_found", path, fingerprint: <clean>}` |
+//! | `GET /api/observations?token=&since=&limit=&raw=` | `{schema_version, observations: [StoredObservation]}`, oldest first; `since` is RFC 3339 or Unix ms; `limit` ≤ 1000 (default 100); `hello`/`prefix` hex only with `raw=true`; bearer `--api-token` when set |
+//! | `GET /healthz` | `{api_version, status ("ok" / "degraded" while the store refuses writes), server, uptime_s, queue {depth, capacity}, connections {open, accepted, rejected_max_connections, rejected_per_ip, idle_closed}, handshakes {completed, failures {reason: n}}, parse_errors {tls/h2/h1: n}, requests, observations {queued, queue_drops, written, write_failures, store_failing, record_failures}}` |
+//!
+//! Errors are `{api_version, error, message}` with 400 (`bad_token`, `bad_query`), 401
+//! (`unauthorized`), 413 (`body_too_large`) or 503 (`store_unavailable`).
 
 mod echo;
 mod error;

@@ -1,4 +1,5 @@
-//! `GET /api/observations?token=…&since=…&limit=…`: stored observations, oldest first,
+//! `GET /api/observations?token=…&since=…&limit=…&raw=true`: stored observations, oldest first
+//! (the raw bytes only with `raw=true`),
 //! optionally behind a bearer token (`--api-token`, compared in constant time, never logged).
 
 use axum::extract::{Query, State};
@@ -22,6 +23,9 @@ pub(super) struct Params {
     /// RFC 3339 time, or milliseconds since the Unix epoch.
     since: Option<String>,
     limit: Option<u32>,
+    /// Include the raw `hello` and `prefix` bytes (hex; up to 128 KiB per observation).
+    #[serde(default)]
+    raw: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -50,10 +54,16 @@ pub(super) async fn list(
         since_unix_ms,
         limit: params.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
     };
-    let observations = state.store.observations(&query).await.map_err(|error| {
+    let mut observations = state.store.observations(&query).await.map_err(|error| {
         tracing::error!(%error, "observations query failed");
         ApiError::Store
     })?;
+    if !params.raw {
+        for stored in &mut observations {
+            stored.observation.hello = Vec::new();
+            stored.observation.prefix = Vec::new();
+        }
+    }
     Ok(Json(Observations {
         schema_version: OBSERVATION_SCHEMA_VERSION,
         observations,

@@ -3,7 +3,7 @@
 //! hyper's HTTP/1 or HTTP/2 server, and queue what was seen.
 //!
 //! Nothing here parses: the hello records and the tapped bytes are kept raw, and the handlers
-//! and the writer parse them when they need to ([`crate::analysis`]).
+//! and the writer parse them when they need to (`analysis.rs`).
 
 use std::net::SocketAddr;
 use std::pin::pin;
@@ -25,7 +25,7 @@ use crate::analysis::HelloFacts;
 use crate::h2::PREFACE;
 use crate::server::Shared;
 use crate::writer::Job;
-use exitvoice_schema::Spoken;
+use exitvoice_schema::{FirstRequest, Spoken};
 
 /// What the server knows about one connection; handlers get it as a request extension.
 #[derive(Debug)]
@@ -48,10 +48,12 @@ pub struct Connection {
     requests: AtomicU32,
     /// Request observations queued for this connection.
     observed: AtomicU32,
-    /// Probe tokens of the requests so far, arrival order.
+    /// The first distinct probe tokens of the requests so far (at most two).
     tokens: Mutex<Vec<String>>,
     /// The parsed hello, computed on first use.
     pub(crate) facts: OnceLock<HelloFacts>,
+    /// The first request, once it was answered.
+    pub(crate) first_request: OnceLock<FirstRequest>,
 }
 
 /// How one request arrived on its connection; handlers get it as a request extension.
@@ -70,11 +72,37 @@ pub struct Arrival {
 pub struct Session {
     /// The ALPN protocol the server selected.
     pub alpn: Option<String>,
-    /// The TLS version, e.g. `TLSv1_3`.
+    /// The TLS version, e.g. `TLSv1.3`.
     pub tls_version: Option<String>,
+    /// The cipher suite (IANA name, or hex when unnamed).
+    pub cipher: Option<String>,
 }
 
 impl Connection {
+    fn new(
+        id: String,
+        peer: SocketAddr,
+        accepted: OffsetDateTime,
+        hello: Bytes,
+        session: Option<Session>,
+        tap: Arc<TapBuffer>,
+    ) -> Self {
+        Self {
+            id,
+            peer,
+            accepted,
+            hello,
+            session,
+            tap,
+            spoken: OnceLock::new(),
+            requests: AtomicU32::new(0),
+            observed: AtomicU32::new(0),
+            tokens: Mutex::new(Vec::new()),
+            facts: OnceLock::new(),
+            first_request: OnceLock::new(),
+        }
+    }
+
     /// What the client spoke after the handshake (`Unknown` until it said something).
     pub fn spoken(&self) -> Spoken {
         self.spoken.get().copied().unwrap_or(Spoken::Unknown)
@@ -102,8 +130,12 @@ impl Connection {
     pub fn note_token(&self, token: Option<&str>) -> bool {
         let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
         let earlier_other = tokens.iter().any(|seen| Some(seen.as_str()) != token);
+        // Two distinct tokens are enough to answer for any later request, so a connection
+        // carrying thousands of probes holds at most two.
         if let Some(token) = token {
-            tokens.push(token.to_owned());
+            if tokens.len() < DISTINCT_TOKENS_KEPT && !tokens.iter().any(|seen| seen == token) {
+                tokens.push(token.to_owned());
+            }
         }
         earlier_other
     }
@@ -113,6 +145,9 @@ impl Connection {
         self.observed.load(Ordering::Relaxed)
     }
 }
+
+/// Distinct probe tokens remembered per connection (see [`Connection::note_token`]).
+const DISTINCT_TOKENS_KEPT: usize = 2;
 
 /// Longest method token waited for before calling the bytes neither HTTP/2 nor HTTP/1.
 const MAX_METHOD_LEN: usize = 32;
@@ -152,34 +187,39 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
     let _ = tcp.set_nodelay(true);
 
     let mut raw = Vec::new();
-    let hello_read = timeout_at(
-        deadline,
-        read_client_hello(&mut tcp, limits.hello_cap, &mut raw),
-    )
-    .await;
+    let mut shutdown = shared.shutdown.clone();
+    // Only a stalling peer keeps the hello read waiting: at shutdown it is cut, not waited for.
+    let hello_read = tokio::select! {
+        read = timeout_at(deadline, read_client_hello(&mut tcp, limits.hello_cap, &mut raw)) => {
+            Some(read)
+        }
+        () = stopping(&mut shutdown) => None,
+    };
     let failed = |reason: &'static str, detail: String, hello: Bytes| {
         shared.metrics.handshake_failure(reason);
-        let conn = Arc::new(Connection {
-            id: id.clone(),
+        let conn = Arc::new(Connection::new(
+            id.clone(),
             peer,
             accepted,
             hello,
-            session: None,
-            tap: Arc::clone(&tap),
-            spoken: OnceLock::new(),
-            requests: AtomicU32::new(0),
-            observed: AtomicU32::new(0),
-            tokens: Mutex::new(Vec::new()),
-            facts: OnceLock::new(),
-        });
+            None,
+            Arc::clone(&tap),
+        ));
         shared.writer.submit(Job::Connection {
             conn,
             failure: Some(detail),
         });
     };
     let hello_len = match hello_read {
-        Ok(Ok(len)) => len,
-        Ok(Err(error)) => {
+        None => {
+            return failed(
+                "shutdown",
+                "shutdown: the server stopped before a complete ClientHello".to_owned(),
+                raw.into(),
+            );
+        }
+        Some(Ok(Ok(len))) => len,
+        Some(Ok(Err(error))) => {
             tracing::debug!(conn = %id, %peer, reason = error.reason(), "ClientHello not read");
             return failed(
                 error.reason(),
@@ -187,7 +227,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
                 raw.into(),
             );
         }
-        Err(_) => {
+        Some(Err(_)) => {
             return failed(
                 "hello_timeout",
                 "hello_timeout: no complete ClientHello before the handshake deadline".to_owned(),
@@ -220,21 +260,25 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         alpn: server_conn
             .alpn_protocol()
             .map(|p| String::from_utf8_lossy(p).into_owned()),
-        tls_version: server_conn.protocol_version().map(|v| format!("{v:?}")),
+        // rustls spells versions `TLSv1_3`; the captures format (OpenSSL's) says `TLSv1.3`.
+        tls_version: server_conn
+            .protocol_version()
+            .map(|v| format!("{v:?}").replace('_', ".")),
+        cipher: server_conn.negotiated_cipher_suite().map(|suite| {
+            let code = u16::from(suite.suite());
+            crate::tls::CipherSuite(code)
+                .name()
+                .map_or_else(|| format!("0x{code:04x}"), str::to_owned)
+        }),
     };
-    let conn = Arc::new(Connection {
+    let conn = Arc::new(Connection::new(
         id,
         peer,
         accepted,
         hello,
-        session: Some(session),
-        tap: Arc::clone(&tap),
-        spoken: OnceLock::new(),
-        requests: AtomicU32::new(0),
-        observed: AtomicU32::new(0),
-        tokens: Mutex::new(Vec::new()),
-        facts: OnceLock::new(),
-    });
+        Some(session),
+        Arc::clone(&tap),
+    ));
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
     shared.writer.submit(Job::Connection { conn, failure });
 }
@@ -283,7 +327,14 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let idle = shared.limits.idle_timeout;
-    let spoken = match timeout(idle, tap.peek(sniff)).await {
+    let mut shutdown = shared.shutdown.clone();
+    let peeked = tokio::select! {
+        peeked = timeout(idle, tap.peek(sniff)) => peeked,
+        () = stopping(&mut shutdown) => {
+            return Some("shutdown: the server stopped before a request".into());
+        }
+    };
+    let spoken = match peeked {
         Ok(Ok(Some(spoken))) => spoken,
         Ok(Ok(None)) => return Some("no_request: client closed before sending a request".into()),
         Ok(Err(error)) => return Some(format!("read_error: {error}")),
@@ -310,7 +361,6 @@ where
         async move { router.oneshot(request).await }
     });
     let io = TokioIo::new(tap);
-    let mut shutdown = shared.shutdown.clone();
     let buffer = Arc::clone(&conn.tap);
     // Served by what the client speaks, not by ALPN: this is how a client that negotiated h2
     // and then sent HTTP/1.1 (bucket D) still gets its answer.
@@ -331,6 +381,11 @@ where
         Ended::Error(error) if conn.requests() == 0 => Some(format!("http_error: {error}")),
         Ended::Error(_) => None,
     }
+}
+
+/// Resolves once shutdown has started (or the server is gone).
+async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
 /// Resolves once the tapped stream has seen no bytes either way for `idle`.
