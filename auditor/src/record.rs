@@ -57,6 +57,10 @@ pub fn record(
         run_id: context.run_id.to_owned(),
         exit: context.exit.map(|e| e.name.clone()),
         exit_url: context.exit.map(Exit::redacted_url),
+        session: context
+            .exit
+            .and_then(|e| e.session.as_ref())
+            .map(|s| s.id.clone()),
         token: context.token.to_owned(),
         persona: context.persona.to_owned(),
         started_at: context.started_at,

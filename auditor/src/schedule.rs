@@ -53,6 +53,17 @@ pub struct RunConfig {
     pub drift: DriftConfig,
     /// The route rule.
     pub route: RouteRule,
+    /// Probe counters a progress display can read while the run goes on.
+    pub progress: Arc<Progress>,
+}
+
+/// Counters of the current run: probes planned and finished (baseline included).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Probes finished so far.
+    pub done: AtomicU64,
+    /// Probes planned.
+    pub total: AtomicU64,
 }
 
 impl Default for RunConfig {
@@ -69,6 +80,7 @@ impl Default for RunConfig {
             profile: H2Profile::chrome(),
             drift: DriftConfig::default(),
             route: RouteRule::default(),
+            progress: Arc::default(),
         }
     }
 }
@@ -229,9 +241,13 @@ pub async fn run_once(
     let run_id = new_run_id();
     let persona = config.persona();
 
+    let planned = 1 + u64::from(config.samples) * u64::try_from(exits.len()).unwrap_or(u64::MAX);
+    config.progress.total.store(planned, Ordering::Relaxed);
+    config.progress.done.store(0, Ordering::Relaxed);
     let token = probe::new_token();
     let started_at = now_rfc3339();
     let outcome = probe_with_retries(None, echo, config, &token).await;
+    config.progress.done.fetch_add(1, Ordering::Relaxed);
     if let Err(error) = &outcome {
         tracing::warn!(class = %error.class(), error = %error, "direct baseline failed");
     }
@@ -278,8 +294,12 @@ pub async fn run_once(
                     let _guard = in_flight.enter(in_flight_key(&exit));
                     probe_with_retries(Some(&exit), &echo, &config, &token).await
                 };
-                match &outcome {
-                    Ok(_) => tracing::info!(exit = %exit.name, sample, "probe ok"),
+                config.progress.done.fetch_add(1, Ordering::Relaxed);
+                let failed = match &outcome {
+                    Ok(_) => {
+                        tracing::info!(exit = %exit.name, sample, "probe ok");
+                        false
+                    }
                     Err(error) => {
                         tracing::warn!(
                             exit = %exit.name,
@@ -289,11 +309,9 @@ pub async fn run_once(
                             error = %error,
                             "probe failed"
                         );
-                        if let Ok(mut minter) = minter.lock() {
-                            minter.rotate(&mut exit);
-                        }
+                        true
                     }
-                }
+                };
                 records.push(record::record(
                     ProbeContext {
                         run_id: &run_id,
@@ -305,6 +323,12 @@ pub async fn run_once(
                     outcome,
                     baseline.as_deref(),
                 ));
+                // A failed gateway session is retired; the slot gets a fresh id.
+                if failed {
+                    if let Ok(mut minter) = minter.lock() {
+                        minter.rotate(&mut exit);
+                    }
+                }
             }
             (exit, records)
         }));
@@ -384,6 +408,84 @@ mod tests {
         assert_eq!(registry.violations.load(Ordering::Relaxed), 0);
         let _d = registry.enter("x".into());
         assert_eq!(registry.violations.load(Ordering::Relaxed), 1);
+    }
+
+    /// A loopback listener that counts connections and answers each with `reply` (or holds it
+    /// silent when `reply` is empty).
+    async fn counting_proxy(reply: &'static [u8]) -> (u16, Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let count = Arc::new(AtomicU64::new(0));
+        let counter = count.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::Relaxed);
+                if !reply.is_empty() {
+                    let mut buf = [0u8; 1024];
+                    let _ = socket.read(&mut buf).await;
+                    let _ = socket.write_all(reply).await;
+                }
+                held.push(socket);
+            }
+        });
+        (port, count)
+    }
+
+    #[tokio::test]
+    async fn only_transient_failures_are_retried() {
+        let config = RunConfig {
+            retries: 2,
+            backoff: Duration::from_millis(10),
+            timeouts: Timeouts {
+                tunnel: Duration::from_millis(150),
+                ..Timeouts::default()
+            },
+            ..RunConfig::default()
+        };
+        let echo = EchoTarget::new("https://127.0.0.1:9", &"00".repeat(32)).unwrap();
+        let exit_for = |port: u16| {
+            Exit::new(
+                "x",
+                crate::exits::ProxyUrl::parse(&format!("http://u:p@127.0.0.1:{port}")).unwrap(),
+            )
+        };
+
+        let (silent, attempts) = counting_proxy(b"").await;
+        let error = probe_with_retries(Some(&exit_for(silent)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
+        assert_eq!(attempts.load(Ordering::Relaxed), 3, "1 try + 2 retries");
+
+        let (auth, attempts) =
+            counting_proxy(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n").await;
+        let error = probe_with_retries(Some(&exit_for(auth)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::ProxyAuth);
+        assert_eq!(
+            attempts.load(Ordering::Relaxed),
+            1,
+            "auth failures are not retried"
+        );
+
+        // A tunnel that opens and then stays silent: a timeout of the TLS phase.
+        let (mute, _) = counting_proxy(b"HTTP/1.1 200 Connection established\r\n\r\n").await;
+        let config = RunConfig {
+            retries: 0,
+            timeouts: Timeouts {
+                tls: Duration::from_millis(150),
+                ..Timeouts::default()
+            },
+            ..RunConfig::default()
+        };
+        let error = probe_with_retries(Some(&exit_for(mute)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
+        assert_eq!(error.phase(), Some(crate::error::Phase::Tls));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -119,8 +120,14 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn init_logs() {
+    // On a TTY the progress line replaces the per-probe info logs.
+    let default = if std::io::stderr().is_terminal() {
+        "warn"
+    } else {
+        "info"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -221,7 +228,24 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut exits = file.exits;
     let mut minter = SessionMinter::new();
     loop {
-        let report = schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await?;
+        // A progress line on a TTY; structured logs carry the same facts otherwise.
+        let ticker = std::io::stderr().is_terminal().then(|| {
+            let progress = config.progress.clone();
+            tokio::spawn(async move {
+                loop {
+                    let done = progress.done.load(Ordering::Relaxed);
+                    let total = progress.total.load(Ordering::Relaxed);
+                    eprint!("\r\x1b[2Kprobes {done}/{total}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        });
+        let result = schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await;
+        if let Some(ticker) = ticker {
+            ticker.abort();
+            eprintln!("\r\x1b[2Kprobes done");
+        }
+        let report = result?;
         tracing::info!(
             run = %report.run_id,
             probes = report.records.len(),

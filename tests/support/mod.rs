@@ -91,12 +91,22 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// The name `proxy.sh stop` knows the daemon by.
+    fn pid_name(&self) -> &'static str {
+        match self.name {
+            "haproxy-tls" => "haproxy",
+            name => name,
+        }
+    }
+}
+
 impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = Command::new(script())
             .arg("stop")
             .arg(self.dir.path())
-            .arg(self.name)
+            .arg(self.pid_name())
             .status();
     }
 }

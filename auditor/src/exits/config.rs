@@ -17,12 +17,18 @@
 //! name = "gateway"
 //! url = "http://customer-{session}:pw@gw.example:7777"
 //! sessions = 4                                 # 4 exits gateway#1..#4, ids minted by us
+//!
+//! [[exits]]
+//! name = "tls-proxy"
+//! url = "https://u:pw@proxy.example:8443"       # TLS to the proxy, then CONNECT
+//! proxy_ca = "/etc/exitvoice/proxy-ca.pem"     # optional; the system CA bundle otherwise
 //! ```
 //!
 //! Parsing never panics and never quotes credentials in its errors: TOML errors are reduced to
 //! their message and line number, URL errors to their kind.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 
 use base64::Engine;
 use serde::Deserialize;
@@ -174,6 +180,7 @@ struct RawExit {
     #[serde(default)]
     tags: BTreeMap<String, String>,
     sessions: Option<u32>,
+    proxy_ca: Option<PathBuf>,
 }
 
 impl AuditFile {
@@ -217,6 +224,7 @@ impl AuditFile {
                     proxy,
                     tags: raw_exit.tags,
                     session: None,
+                    proxy_ca: raw_exit.proxy_ca,
                 }),
                 Some(count) => {
                     let templated = proxy
@@ -235,6 +243,7 @@ impl AuditFile {
                                 slot,
                                 id: minter.mint(),
                             }),
+                            proxy_ca: raw_exit.proxy_ca.clone(),
                         });
                     }
                 }
@@ -273,12 +282,7 @@ fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
         if exits.iter().any(|exit: &Exit| exit.name == name) {
             name = format!("{name}#{}", index + 1);
         }
-        exits.push(Exit {
-            name,
-            proxy,
-            tags: BTreeMap::new(),
-            session: None,
-        });
+        exits.push(Exit::new(name, proxy));
     }
     check_names(&exits)?;
     Ok(AuditFile {
@@ -403,6 +407,27 @@ sessions = 3
                 error.unwrap_or_else(|| panic!("accepted {:?}", String::from_utf8_lossy(&bytes)));
             assert!(error.contains(expected), "{error:?} lacks {expected:?}");
             assert!(!error.contains("s3cret"), "{error:?} leaks the password");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = AuditFile::parse(&bytes);
+        }
+
+        #[test]
+        fn arbitrary_exit_entries_never_panic(name in "\\PC{0,12}", url in "\\PC{0,60}", sessions in 0u32..3000) {
+            let text = format!("[[exits]]\nname = {name:?}\nurl = {url:?}\nsessions = {sessions}\n");
+            let _ = AuditFile::parse(text.as_bytes());
+        }
+
+        #[test]
+        fn any_password_survives_percent_encoding(password in "[ -~]{1,40}") {
+            let encoded = percent_encoding::utf8_percent_encode(&password, percent_encoding::NON_ALPHANUMERIC);
+            let url = ProxyUrl::parse(&format!("http://u:{encoded}@127.0.0.1:1")).unwrap();
+            proptest::prop_assert_eq!(url.password.as_ref().map(|p| p.expose()), Some(password.as_str()));
+            proptest::prop_assert_eq!(url.redacted(), "http://u:***@127.0.0.1:1");
         }
     }
 }

@@ -45,12 +45,6 @@ pub struct Handshake {
     pub cert: CertView,
 }
 
-/// sha256 of a certificate's SPKI, or `None` if the DER does not parse.
-pub fn spki_sha256(cert_der: &[u8]) -> Option<[u8; 32]> {
-    let (_, cert) = x509_parser::parse_x509_certificate(cert_der).ok()?;
-    Some(Sha256::digest(cert.tbs_certificate.subject_pki.raw).into())
-}
-
 #[derive(Debug)]
 struct PinVerifier {
     pin: [u8; 32],
