@@ -18,11 +18,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the echo server.
-    Serve(cli::serve::Args),
+    Serve(Box<cli::serve::Args>),
     /// Analyse ClientHellos, HTTP/2 or HTTP/1 prefixes, or pcap files, and print JSON.
     Inspect(cli::inspect::Args),
     /// Probe the configured exits and label them.
-    Audit(cli::audit::Args),
+    Audit(Box<cli::audit::Args>),
     /// Print the current labels as JSON.
     Labels(cli::audit::LabelsArgs),
 }
@@ -41,9 +41,9 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Serve(args) => cli::serve::run(args).await,
+            Command::Serve(args) => cli::serve::run(*args).await,
             Command::Inspect(args) => cli::inspect::run(args).await,
-            Command::Audit(args) => cli::audit::run(args).await,
+            Command::Audit(args) => cli::audit::run(*args).await,
             Command::Labels(args) => cli::audit::labels(args).await,
         }
     });

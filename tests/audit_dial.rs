@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use exitvoice_auditor::dial::{dial, Timeouts};
@@ -16,12 +15,7 @@ use support::{Proxy, PASSWORD, PASSWORD_ENCODED, SOCKS_USER, TINY_PASSWORD, USER
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn exit(url: &str) -> Exit {
-    Exit {
-        name: "test".into(),
-        proxy: ProxyUrl::parse(url).expect("proxy url"),
-        tags: BTreeMap::new(),
-        session: None,
-    }
+    Exit::new("test", ProxyUrl::parse(url).expect("proxy url"))
 }
 
 /// A TCP listener on loopback that echoes every byte; returns its port.
@@ -207,4 +201,35 @@ async fn silent_proxy_times_out_in_the_tunnel_phase() {
             "hung past the limit"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_proxy_tls_then_connect() {
+    // haproxy terminates TLS (a certificate for localhost) in front of squid.
+    let squid = Proxy::squid();
+    let pki = tempfile::tempdir().unwrap();
+    let own = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let ca = pki.path().join("proxy-ca.pem");
+    std::fs::write(&ca, own.cert.pem()).unwrap();
+    let combined = pki.path().join("proxy.pem");
+    std::fs::write(&combined, own.cert.pem() + &own.signing_key.serialize_pem()).unwrap();
+    let front = Proxy::start(
+        "haproxy-tls",
+        &[combined.to_str().unwrap(), &squid.port.to_string()],
+    );
+    let target = echo_listener().await;
+    let url = format!("https://{USER}:{PASSWORD_ENCODED}@localhost:{}", front.port);
+    let mut trusted = exit(&url);
+    trusted.proxy_ca = Some(ca.clone());
+    roundtrip(&trusted, target).await;
+
+    let mut wrong = exit(&format!("https://{USER}:bad@localhost:{}", front.port));
+    wrong.proxy_ca = Some(ca);
+    let error = failure(&wrong, "127.0.0.1", target, &Timeouts::default()).await;
+    assert_eq!(error.class(), ErrorClass::ProxyAuth, "{error}");
+
+    // Without the proxy's CA (system bundle only) the proxy's certificate is refused.
+    let untrusted = exit(&url);
+    let error = failure(&untrusted, "127.0.0.1", target, &Timeouts::default()).await;
+    assert!(matches!(error, ProbeError::ProxyTls(_)), "{error}");
 }

@@ -137,6 +137,9 @@ pub enum ProbeError {
     /// The TLS handshake failed.
     #[error("TLS handshake failed: {0}")]
     Tls(String),
+    /// The TLS handshake with an `https://` proxy failed.
+    #[error("TLS to the proxy failed: {0}")]
+    ProxyTls(String),
     /// The echo answer was malformed, had the wrong token, or a non-200 status.
     #[error("bad echo response: {0}")]
     BadEcho(String),
@@ -167,7 +170,7 @@ impl ProbeError {
             Self::ConnectStatus { .. } | Self::SocksReply { .. } | Self::ProxyProtocol(_) => {
                 ErrorClass::ProxyRefused
             }
-            Self::Tls(_) => ErrorClass::Tls,
+            Self::Tls(_) | Self::ProxyTls(_) => ErrorClass::Tls,
             Self::BadEcho(_) | Self::H2(_) => ErrorClass::BadEcho,
             Self::Io { .. } | Self::Unsupported(_) => ErrorClass::Io,
         }

@@ -262,6 +262,7 @@ mod tests {
             run_id: "r".into(),
             exit: Some("x".into()),
             exit_url: None,
+            session: None,
             token: format!("t{at}"),
             persona: "p".into(),
             started_at: format!("2026-01-01T00:00:{at:02}Z"),

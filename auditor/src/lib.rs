@@ -15,4 +15,7 @@ pub mod drift;
 pub mod error;
 pub mod exits;
 pub mod labels;
+pub mod probe;
+pub mod record;
+pub mod schedule;
 pub mod secret;

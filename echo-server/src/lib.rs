@@ -5,12 +5,21 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
+mod analysis;
 mod codec;
 
 pub mod api;
 pub mod capture;
+pub mod cert;
 pub mod classify;
+pub mod config;
 pub mod h1;
 pub mod h2;
+pub mod metrics;
 pub mod pcap;
+pub mod server;
 pub mod tls;
+mod writer;
+
+pub use config::Config;
+pub use server::{Server, ServerError};

@@ -6,6 +6,7 @@
 
 pub mod echo;
 pub mod label;
+pub mod observation;
 pub mod probe;
 pub mod store;
 pub mod voice;
@@ -16,6 +17,10 @@ pub use echo::{
 pub use label::{
     Baseline, DriftState, ExitLabel, Flags, HistoryEntry, LabelsDoc, Latency, Route,
     LABELS_SCHEMA_VERSION,
+};
+pub use observation::{
+    ConnectionRecord, ConnectionSummary, FirstRequest, Observation, ObservationQuery,
+    StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
 pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use store::{Store, StoreError};

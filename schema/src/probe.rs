@@ -22,6 +22,9 @@ pub struct ProbeRecord {
     pub exit: Option<String>,
     /// Redacted exit URL (password `***`); `None` for the baseline.
     pub exit_url: Option<String>,
+    /// The gateway session id the probe used (minted by the auditor), for session exits.
+    #[serde(default)]
+    pub session: Option<String>,
     /// The unique token the request carried.
     pub token: String,
     /// Persona that sent the probe, e.g. `rustls/chrome`.

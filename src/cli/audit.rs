@@ -1,21 +1,300 @@
 //! `exitvoice audit` and `exitvoice labels`.
+//!
+//! `audit` reads the exits file, probes every exit (after a direct baseline), stores the probes
+//! and a labels snapshot in the database, prints a one-screen summary table, and writes the
+//! labels JSON with `--labels-out`. `--once` runs once (cron, systemd timers); `--every 1h`
+//! runs forever with ±10% jitter between runs. Logs go to stderr: human-readable on a TTY,
+//! JSON lines otherwise. Passwords never reach logs, labels or the database (exit URLs are
+//! redacted everywhere).
 
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use exitvoice_auditor::dial::Timeouts;
+use exitvoice_auditor::drift::DriftConfig;
+use exitvoice_auditor::exits::{AuditFile, EchoTarget, SessionMinter};
+use exitvoice_auditor::probe::chromium::ChromiumConfig;
+use exitvoice_auditor::probe::H2Profile;
+use exitvoice_auditor::schedule::{self, Persona, RunConfig};
+use exitvoice_schema::{LabelsDoc, Store};
+use rand::Rng;
 
 /// Flags of `exitvoice audit`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Exits file: TOML (`[echo]`, `[route]`, `[[exits]]`) or one proxy URL per line.
+    #[arg(long, value_name = "FILE")]
+    exits: PathBuf,
+    /// SQLite database for probes and labels (created if missing).
+    #[arg(long, value_name = "FILE", default_value = "exitvoice.db")]
+    db: PathBuf,
+    /// Run once and exit (the default).
+    #[arg(long, conflicts_with = "every")]
+    once: bool,
+    /// Run forever, one run every DURATION (±10% jitter): `30m`, `1h`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    every: Option<Duration>,
+    /// Write the labels JSON here after each run.
+    #[arg(long, value_name = "FILE")]
+    labels_out: Option<PathBuf>,
+    /// Samples per exit per run.
+    #[arg(long, value_name = "K", default_value_t = 4)]
+    samples: u32,
+    /// Most probes in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    concurrency: usize,
+    /// Who probes: `rustls` (built-in client with --profile) or `chromium` (headless Chromium
+    /// through a loopback shim that adds the exit's credentials).
+    #[arg(long, value_name = "NAME", default_value = "rustls")]
+    persona: String,
+    /// Chromium binary for `--persona chromium`.
+    #[arg(long, value_name = "PATH", default_value = "chromium")]
+    chromium: PathBuf,
+    /// HTTP/2 profile of the built-in persona: `chrome` or `rustls-default`.
+    #[arg(long, value_name = "NAME", default_value = "chrome")]
+    profile: String,
+    /// Echo server URL (overrides the exits file; needed for a plain list).
+    #[arg(long, value_name = "URL", requires = "echo_pin")]
+    echo_url: Option<String>,
+    /// Echo certificate SPKI pin: `sha256//<base64>` (as `serve` prints it) or 64 hex digits.
+    #[arg(long, value_name = "PIN", requires = "echo_url")]
+    echo_pin: Option<String>,
+    /// TCP connect limit.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    connect_timeout: Duration,
+    /// Proxy handshake (CONNECT / SOCKS5) limit.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    tunnel_timeout: Duration,
+    /// TLS handshake limit.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    tls_timeout: Duration,
+    /// Request + echo response limit.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
+    response_timeout: Duration,
+    /// Gap between two samples of one exit (plus jitter).
+    #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration)]
+    spacing: Duration,
+    /// Largest random extra gap between samples.
+    #[arg(long, value_name = "DURATION", default_value = "300ms", value_parser = parse_duration)]
+    jitter: Duration,
+    /// Retries of transient failures (timeouts, resets, DNS).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    retries: u32,
+    /// Fewer successful samples in the window than this → drift state `unknown`.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    min_samples: usize,
+}
 
 /// Flags of `exitvoice labels`.
 #[derive(Debug, clap::Args)]
-pub struct LabelsArgs {}
+pub struct LabelsArgs {
+    /// The database `audit` wrote.
+    #[arg(long, value_name = "FILE", default_value = "exitvoice.db")]
+    db: PathBuf,
+    /// Write the JSON here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// `250ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a duration like 250ms, 10s, 2m or 1h"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("`{text}`: unit must be ms, s, m or h")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|error| format!("`{text}`: {error}"))
+}
+
+fn init_logs() {
+    // On a TTY the progress line replaces the per-probe info logs.
+    let default = if std::io::stderr().is_terminal() {
+        "warn"
+    } else {
+        "info"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if std::io::stderr().is_terminal() {
+        builder.try_init()
+    } else {
+        builder.json().try_init()
+    };
+}
+
+fn write_labels(doc: &LabelsDoc, path: &std::path::Path) -> anyhow::Result<()> {
+    let json = serde_json::to_vec_pretty(doc)?;
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, json).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+fn summary(doc: &LabelsDoc, violations: u64) -> String {
+    let mut out = format!(
+        "{:<28} {:<11} {:<6} {:<10} {:<4} {:<4} {:<4} {:>7} {:>6} {:>7}\n",
+        "exit", "state", "bucket", "route", "tls", "h2", "mitm", "samples", "errors", "p50 ms"
+    );
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    for label in &doc.exits {
+        let name: String = label.name.chars().take(28).collect();
+        out.push_str(&format!(
+            "{:<28} {:<11} {:<6} {:<10} {:<4} {:<4} {:<4} {:>7} {:>6} {:>7}\n",
+            name,
+            label.state.to_string(),
+            label.bucket.map_or("-".to_owned(), |b| b.to_string()),
+            label.route.to_string(),
+            yes(label.flags.tls_preserved),
+            yes(label.flags.h2_preserved),
+            yes(label.flags.tls_intercepted),
+            label.samples,
+            label.errors.values().sum::<u32>(),
+            label
+                .latency
+                .p50_ms
+                .map_or("-".to_owned(), |v| v.to_string()),
+        ));
+    }
+    out.push_str(&format!("same-exit overlaps (must be 0): {violations}\n"));
+    out
+}
 
 /// Runs `exitvoice audit`.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`audit` is not implemented yet")
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    init_logs();
+    let bytes =
+        std::fs::read(&args.exits).with_context(|| format!("reading {}", args.exits.display()))?;
+    let file = AuditFile::parse(&bytes)?;
+    let echo = match (&args.echo_url, &args.echo_pin) {
+        (Some(url), Some(pin)) => EchoTarget::new(url, pin)?,
+        _ => file.echo.clone().context(
+            "no echo server: add [echo] to the exits file or pass --echo-url/--echo-pin",
+        )?,
+    };
+    let profile = H2Profile::named(&args.profile).with_context(|| {
+        format!(
+            "unknown profile {:?} (chrome, rustls-default)",
+            args.profile
+        )
+    })?;
+    let persona = match args.persona.as_str() {
+        "rustls" => Persona::Rustls,
+        "chromium" => Persona::Chromium(ChromiumConfig {
+            binary: args.chromium.clone(),
+            ..ChromiumConfig::default()
+        }),
+        other => anyhow::bail!("unknown persona {other:?} (rustls, chromium)"),
+    };
+    let config = RunConfig {
+        persona,
+        samples: args.samples.max(1),
+        concurrency: args.concurrency.max(1),
+        timeouts: Timeouts {
+            connect: args.connect_timeout,
+            tunnel: args.tunnel_timeout,
+            tls: args.tls_timeout,
+            response: args.response_timeout,
+        },
+        spacing: args.spacing,
+        jitter: args.jitter,
+        retries: args.retries,
+        profile,
+        drift: DriftConfig {
+            min_samples: args.min_samples,
+            ..DriftConfig::default()
+        },
+        route: file.route.clone(),
+        ..RunConfig::default()
+    };
+    let store = Store::open(&args.db)
+        .await
+        .with_context(|| format!("opening {}", args.db.display()))?;
+    let mut exits = file.exits;
+    let mut minter = SessionMinter::new();
+    loop {
+        // A progress line on a TTY; structured logs carry the same facts otherwise.
+        let ticker = std::io::stderr().is_terminal().then(|| {
+            let progress = config.progress.clone();
+            tokio::spawn(async move {
+                loop {
+                    let done = progress.done.load(Ordering::Relaxed);
+                    let total = progress.total.load(Ordering::Relaxed);
+                    eprint!("\r\x1b[2Kprobes {done}/{total}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        });
+        let result = schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await;
+        if let Some(ticker) = ticker {
+            ticker.abort();
+            eprintln!("\r\x1b[2Kprobes done");
+        }
+        let report = result?;
+        tracing::info!(
+            run = %report.run_id,
+            probes = report.records.len(),
+            violations = report.violations,
+            "audit run finished"
+        );
+        if let Some(path) = &args.labels_out {
+            write_labels(&report.labels, path)?;
+        }
+        print!("{}", summary(&report.labels, report.violations));
+        if report.violations > 0 {
+            return Ok(ExitCode::FAILURE);
+        }
+        let Some(every) = args.every else {
+            return Ok(ExitCode::SUCCESS);
+        };
+        let spread = every.as_secs_f64() * 0.1;
+        let wait = every.as_secs_f64() + rand::rng().random_range(-spread..=spread);
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs_f64(wait.max(1.0))) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        }
+    }
 }
 
 /// Runs `exitvoice labels`.
-pub async fn labels(_args: LabelsArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`labels` is not implemented yet")
+pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
+    let store = Store::open(&args.db)
+        .await
+        .with_context(|| format!("opening {}", args.db.display()))?;
+    let doc = store
+        .latest_labels()
+        .await?
+        .context("no labels yet: run `exitvoice audit` first")?;
+    match &args.out {
+        Some(path) => write_labels(&doc, path)?,
+        None => println!("{}", serde_json::to_string_pretty(&doc)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("1d").is_err());
+    }
 }

@@ -1,12 +1,189 @@
-//! `exitvoice serve`.
+//! `exitvoice serve`: flags → [`exitvoice_echo::Config`] → run until SIGINT/SIGTERM.
+//!
+//! With no flags it runs on the embedded defaults: `127.0.0.1:8443`, `./exitvoice.db`, and a
+//! self-signed certificate generated beside the database on first start.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use exitvoice_echo::cert::CertSource;
+use exitvoice_echo::config::{self, ApiToken, Limits, WriterConfig};
+use exitvoice_echo::{Config, Server};
 
 /// Flags of `exitvoice serve`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Address to listen on, IPv4 or IPv6 (`[::1]:8443`); repeat for several.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
+    listen: Vec<SocketAddr>,
+    /// SQLite database file (created if missing); a generated certificate is kept beside it.
+    #[arg(long, value_name = "FILE", default_value = config::DEFAULT_DB)]
+    db: PathBuf,
+    /// PEM certificate chain (leaf first); needs --key. Without both, a self-signed certificate
+    /// is generated on first start and reused.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// PEM private key of --cert.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Also write each connection's raw bytes as DIR/<conn-id>.hello.bin, .prefix.bin and .json.
+    #[arg(long, value_name = "DIR")]
+    record_dir: Option<PathBuf>,
+    /// Bearer token required by /api/observations (never logged); the environment variable
+    /// EXITVOICE_API_TOKEN is used when the flag is absent (keeps it out of `ps`).
+    #[arg(long, value_name = "TOKEN")]
+    api_token: Option<String>,
+    /// Most open connections; more are closed at once.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Most open connections from one IP address.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_PER_IP_CONNECTIONS)]
+    per_ip_connections: usize,
+    /// Deadline for the whole TLS handshake, ClientHello read included (`10s`, `500ms`).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    handshake_timeout: Duration,
+    /// Close a connection with no bytes either way for this long.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    idle_timeout: Duration,
+    /// Most bytes of ClientHello records read before the handshake.
+    #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_HELLO_CAP)]
+    hello_cap: usize,
+    /// Most decrypted client bytes kept per connection.
+    #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_CAPTURE_BYTES)]
+    capture_bytes: usize,
+    /// Most request body bytes read per request (larger bodies get 413).
+    #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_BODY_CAP)]
+    body_cap: usize,
+    /// Observation queue capacity; when full, observations are dropped (counted), never waited on.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_QUEUE_SIZE)]
+    queue_size: usize,
+    /// Most observations committed per transaction.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_BATCH_SIZE)]
+    batch_size: usize,
+    /// Longest time an observation waits before its batch is committed.
+    #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration)]
+    flush_interval: Duration,
+    /// Time open connections get to finish after SIGINT/SIGTERM before the queue is drained.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    shutdown_grace: Duration,
+}
+
+/// Environment variable read for the API token when `--api-token` is absent.
+const API_TOKEN_ENV: &str = "EXITVOICE_API_TOKEN";
+
+/// `250ms`, `10s`, `2m`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a duration like 250ms, 10s or 2m"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("`{text}`: unit must be ms, s or m")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|error| format!("`{text}`: {error}"))
+}
+
+impl Args {
+    fn into_config(self) -> Config {
+        Config {
+            listen: self.listen,
+            db: self.db,
+            cert: self.cert,
+            key: self.key,
+            record_dir: self.record_dir,
+            api_token: self
+                .api_token
+                .or_else(|| std::env::var(API_TOKEN_ENV).ok())
+                .and_then(ApiToken::new),
+            limits: Limits {
+                max_connections: self.max_connections,
+                per_ip_connections: self.per_ip_connections,
+                handshake_timeout: self.handshake_timeout,
+                idle_timeout: self.idle_timeout,
+                hello_cap: self.hello_cap,
+                capture_bytes: self.capture_bytes,
+                body_cap: self.body_cap,
+            },
+            writer: WriterConfig {
+                queue_size: self.queue_size,
+                batch_size: self.batch_size,
+                flush_interval: self.flush_interval,
+            },
+            shutdown_grace: self.shutdown_grace,
+        }
+    }
+}
 
 /// Runs `exitvoice serve`.
-pub async fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`serve` is not implemented yet")
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let server = Server::bind(args.into_config()).await?;
+    // stdout carries the facts a user (or a test) needs, one per line.
+    for addr in server.local_addrs() {
+        println!("exitvoice serve: listening on https://{addr}");
+    }
+    let origin = match server.cert_source() {
+        CertSource::Generated(path) => format!("generated {}", path.display()),
+        CertSource::Reused(path) => format!("self-signed {}", path.display()),
+        _ => "from --cert".to_owned(),
+    };
+    println!(
+        "exitvoice serve: certificate pin {} ({origin})",
+        server.pin()
+    );
+    server.run(shutdown_signal()).await;
+    println!("exitvoice serve: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_bare_seconds() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("10h").is_err());
+        assert!(parse_duration("fast").is_err());
+    }
 }

@@ -6,8 +6,9 @@
 #   proxy.sh start squid     DIR PORT USER PASS      # HTTP CONNECT, Basic auth (htpasswd)
 #   proxy.sh start tinyproxy DIR PORT [USER PASS]    # HTTP CONNECT, optional BasicAuth
 #   proxy.sh start dante     DIR PORT USER PASS      # SOCKS5, RFC 1929 (system account USER)
-#   proxy.sh start mitmproxy DIR PORT                # intercepting proxy (mitmdump)
+#   proxy.sh start mitmproxy DIR PORT [MITMDUMP_ARGS…]  # intercepting proxy (mitmdump)
 #   proxy.sh start haproxy   DIR PORT BACKEND_PORT…  # TCP round robin over the backends
+#   proxy.sh start haproxy-tls DIR PORT PEM BACKEND_PORT  # TLS (cert+key PEM) in front of a backend
 #   proxy.sh stop DIR NAME                           # TERM (then KILL) exactly the started PID
 #
 # Needs root (squid/tinyproxy user switch, dante's account) and the packages squid,
@@ -114,7 +115,7 @@ CONF
   mitmproxy)
     mitmdump="${MITMDUMP:-$REPO/.tools/venv-mitm/bin/mitmdump}"
     start_bg mitmproxy "$dir" "$mitmdump" --mode regular --listen-host 127.0.0.1 \
-      --listen-port "$port" --ssl-insecure --set confdir="$dir/conf" --set flow_detail=0
+      --listen-port "$port" --ssl-insecure --set confdir="$dir/conf" --set flow_detail=0 "$@"
     wait_listen mitmproxy "$port" "$dir"
     ;;
   haproxy)
@@ -126,6 +127,19 @@ CONF
       echo "backend rr"; echo "  balance roundrobin"
       n=0
       for backend in "$@"; do n=$((n + 1)); echo "  server b$n 127.0.0.1:$backend"; done
+    } >"$dir/haproxy.cfg"
+    haproxy -c -q -f "$dir/haproxy.cfg"
+    start_bg haproxy "$dir" haproxy -db -f "$dir/haproxy.cfg"
+    wait_listen haproxy "$port" "$dir"
+    ;;
+  haproxy-tls)
+    pem="$1"; backend="$2"
+    {
+      echo "global"; echo "  maxconn 256"
+      echo "defaults"; echo "  mode tcp"; echo "  timeout connect 5s"
+      echo "  timeout client 60s"; echo "  timeout server 60s"
+      echo "frontend tls"; echo "  bind 127.0.0.1:$port ssl crt $pem"; echo "  default_backend b"
+      echo "backend b"; echo "  server b1 127.0.0.1:$backend"
     } >"$dir/haproxy.cfg"
     haproxy -c -q -f "$dir/haproxy.cfg"
     start_bg haproxy "$dir" haproxy -db -f "$dir/haproxy.cfg"

@@ -91,12 +91,146 @@ impl Proxy {
     }
 }
 
+impl Proxy {
+    /// The name `proxy.sh stop` knows the daemon by.
+    fn pid_name(&self) -> &'static str {
+        match self.name {
+            "haproxy-tls" => "haproxy",
+            name => name,
+        }
+    }
+}
+
 impl Drop for Proxy {
     fn drop(&mut self) {
         let _ = Command::new(script())
             .arg("stop")
             .arg(self.dir.path())
-            .arg(self.name)
+            .arg(self.pid_name())
             .status();
+    }
+}
+
+/// `exitvoice serve` on a free loopback port with a generated certificate; killed on drop.
+pub struct EchoServer {
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+    /// Its certificate pin, `sha256//<base64>`.
+    pub pin: String,
+    child: std::process::Child,
+    /// Holds the echo database and certificate.
+    pub dir: tempfile::TempDir,
+}
+
+impl EchoServer {
+    /// Starts the echo server and waits for its pin line.
+    pub fn start() -> Self {
+        use std::io::BufRead;
+        let dir = tempfile::Builder::new()
+            .prefix("exitvoice-echo-")
+            .tempdir()
+            .expect("tempdir");
+        let port = free_port();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+            .arg("serve")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--db")
+            .arg(dir.path().join("echo.db"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn exitvoice serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut pin = None;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.expect("serve stdout");
+            if let Some(rest) = line.split("certificate pin ").nth(1) {
+                pin = rest.split_whitespace().next().map(str::to_owned);
+                break;
+            }
+        }
+        let pin = pin.expect("serve printed no pin");
+        Self {
+            port,
+            pin,
+            child,
+            dir,
+        }
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What one `exitvoice audit --once` run left behind.
+pub struct AuditRun {
+    /// The labels JSON (`--labels-out`).
+    pub labels: serde_json::Value,
+    /// stdout (the summary table).
+    pub stdout: String,
+    /// stderr (the JSON logs).
+    pub stderr: String,
+}
+
+impl AuditRun {
+    /// The label of exit `name`.
+    pub fn exit(&self, name: &str) -> &serde_json::Value {
+        self.labels["exits"]
+            .as_array()
+            .and_then(|exits| exits.iter().find(|e| e["name"] == name))
+            .unwrap_or_else(|| panic!("no label for {name}: {}", self.labels))
+    }
+}
+
+/// Writes an exits file for `echo` and `exits` (name, url) into `dir`.
+pub fn exits_file(dir: &Path, echo: &EchoServer, exits: &[(&str, String)]) -> PathBuf {
+    let mut text = format!(
+        "[echo]\nurl = \"https://localhost:{}\"\nspki_sha256 = \"{}\"\n",
+        echo.port, echo.pin
+    );
+    for (name, url) in exits {
+        text.push_str(&format!(
+            "\n[[exits]]\nname = \"{name}\"\nurl = \"{url}\"\n"
+        ));
+    }
+    let path = dir.join("exits.toml");
+    std::fs::write(&path, text).expect("write exits file");
+    path
+}
+
+/// Runs `exitvoice audit --once` with `extra` flags; asserts it exits 0 unless `may_fail`.
+pub fn audit(exits: &Path, db: &Path, extra: &[&str]) -> AuditRun {
+    let labels_path = db.with_extension("labels.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .arg("audit")
+        .arg("--exits")
+        .arg(exits)
+        .arg("--db")
+        .arg(db)
+        .arg("--once")
+        .arg("--labels-out")
+        .arg(&labels_path)
+        .args(["--spacing", "50ms", "--jitter", "50ms"])
+        .args(extra)
+        .output()
+        .expect("run exitvoice audit");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "audit failed:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("same-exit overlaps (must be 0): 0"),
+        "overlap count missing or non-zero:\n{stdout}"
+    );
+    let labels = serde_json::from_slice(&std::fs::read(&labels_path).expect("labels file"))
+        .expect("labels JSON");
+    AuditRun {
+        labels,
+        stdout,
+        stderr,
     }
 }

@@ -1,11 +1,13 @@
 //! Dialers: a byte stream to the echo server, directly or through an exit.
 //!
-//! [`http_connect`] opens an HTTP `CONNECT` tunnel with pre-emptive Basic auth; [`socks5`]
+//! [`http_connect`] opens an HTTP `CONNECT` tunnel with pre-emptive Basic auth (over TLS to the
+//! proxy for `https://`, see [`proxy_tls`]); [`socks5`]
 //! opens a SOCKS5 tunnel (no auth or RFC 1929 username/password) with `tokio-socks`. Both run
 //! the TCP connect under [`Timeouts::connect`] and the proxy handshake under
 //! [`Timeouts::tunnel`].
 
 pub mod http_connect;
+pub mod proxy_tls;
 pub mod socks5;
 
 use std::time::Duration;
@@ -93,9 +95,19 @@ pub async fn dial(
             .await?;
             Ok(Box::new(tunnel))
         }
-        ProxyScheme::Https => Err(ProbeError::Unsupported(
-            "https:// proxies (TLS to the proxy) are not supported yet",
-        )),
+        ProxyScheme::Https => {
+            let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
+            let credentials = exit.credentials();
+            let auth = credentials
+                .as_ref()
+                .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
+            let tunnel = within(Phase::Tunnel, timeouts.tunnel, async {
+                let tls = proxy_tls::connect(tcp, &proxy.host, exit.proxy_ca.as_deref()).await?;
+                http_connect::connect(tls, host, port, auth).await
+            })
+            .await?;
+            Ok(Box::new(tunnel))
+        }
     }
 }
 
@@ -120,25 +132,33 @@ pub async fn resolve(
     within(Phase::Connect, limit, lookup).await
 }
 
-/// Connects TCP to `host:port` (resolving names first), with `TCP_NODELAY`, under `limit`.
+/// Connects TCP to `host:port` (resolving names first, trying each address in turn), with
+/// `TCP_NODELAY`, under `limit`.
 ///
 /// # Errors
 /// DNS, refused, timeout or other I/O errors of the connect phase.
 pub async fn connect_tcp(host: &str, port: u16, limit: Duration) -> Result<TcpStream, ProbeError> {
     let connect = async {
-        let addr = tokio::net::lookup_host((host, port))
+        let addrs: Vec<_> = tokio::net::lookup_host((host, port))
             .await
-            .ok()
-            .and_then(|mut addrs| addrs.next())
-            .ok_or_else(|| ProbeError::Dns {
+            .map_err(|_| ProbeError::Dns {
                 host: host.to_owned(),
-            })?;
-        let stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| ProbeError::io(Phase::Connect, &addr.to_string(), &e))?;
-        // Nagle would hold back the small CONNECT and HTTP/2 frames; best effort.
-        stream.set_nodelay(true).ok();
-        Ok(stream)
+            })?
+            .collect();
+        let mut last = ProbeError::Dns {
+            host: host.to_owned(),
+        };
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(stream) => {
+                    // Nagle would hold back the small CONNECT and HTTP/2 frames; best effort.
+                    stream.set_nodelay(true).ok();
+                    return Ok(stream);
+                }
+                Err(e) => last = ProbeError::io(Phase::Connect, &addr.to_string(), &e),
+            }
+        }
+        Err(last)
     };
     within(Phase::Connect, limit, connect).await
 }

@@ -17,13 +17,20 @@
 //! name = "gateway"
 //! url = "http://customer-{session}:pw@gw.example:7777"
 //! sessions = 4                                 # 4 exits gateway#1..#4, ids minted by us
+//!
+//! [[exits]]
+//! name = "tls-proxy"
+//! url = "https://u:pw@proxy.example:8443"       # TLS to the proxy, then CONNECT
+//! proxy_ca = "/etc/exitvoice/proxy-ca.pem"     # optional; the system CA bundle otherwise
 //! ```
 //!
 //! Parsing never panics and never quotes credentials in its errors: TOML errors are reduced to
 //! their message and line number, URL errors to their kind.
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 
+use base64::Engine;
 use serde::Deserialize;
 
 use super::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
@@ -46,7 +53,8 @@ pub struct EchoTarget {
 }
 
 impl EchoTarget {
-    /// Builds a target from an `https://host[:port][/]` URL and a hex SPKI pin.
+    /// Builds a target from an `https://host[:port][/]` URL and an SPKI pin: 64 hex digits or
+    /// `sha256//<base64>`.
     ///
     /// # Errors
     /// [`ConfigError::EchoUrl`] or [`ConfigError::Pin`].
@@ -61,7 +69,15 @@ impl EchoTarget {
         }
         let parsed = ProxyUrl::parse(&format!("https://{rest}"))
             .map_err(|_| ConfigError::EchoUrl("expected https://host[:port]"))?;
-        let pin = hex::decode(pin_hex.trim()).map_err(|_| ConfigError::Pin)?;
+        let pin_text = pin_hex.trim();
+        // Either hex, or the `sha256//<base64>` form `exitvoice serve` prints (curl's
+        // --pinnedpubkey syntax).
+        let pin = match pin_text.strip_prefix("sha256//") {
+            Some(b64) => base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|_| ConfigError::Pin)?,
+            None => hex::decode(pin_text).map_err(|_| ConfigError::Pin)?,
+        };
         let spki_sha256 = <[u8; 32]>::try_from(pin.as_slice()).map_err(|_| ConfigError::Pin)?;
         Ok(Self {
             host: parsed.host,
@@ -121,7 +137,7 @@ pub enum ConfigError {
     #[error("echo url: {0}")]
     EchoUrl(&'static str),
     /// The SPKI pin is not 64 hex digits.
-    #[error("echo spki_sha256 must be 64 hex digits (sha256)")]
+    #[error("echo spki_sha256 must be a sha256: 64 hex digits or sha256//<base64>")]
     Pin,
     /// Two exits share a name.
     #[error("duplicate exit name {0:?}")]
@@ -164,6 +180,7 @@ struct RawExit {
     #[serde(default)]
     tags: BTreeMap<String, String>,
     sessions: Option<u32>,
+    proxy_ca: Option<PathBuf>,
 }
 
 impl AuditFile {
@@ -207,6 +224,7 @@ impl AuditFile {
                     proxy,
                     tags: raw_exit.tags,
                     session: None,
+                    proxy_ca: raw_exit.proxy_ca,
                 }),
                 Some(count) => {
                     let templated = proxy
@@ -225,6 +243,7 @@ impl AuditFile {
                                 slot,
                                 id: minter.mint(),
                             }),
+                            proxy_ca: raw_exit.proxy_ca.clone(),
                         });
                     }
                 }
@@ -263,12 +282,7 @@ fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
         if exits.iter().any(|exit: &Exit| exit.name == name) {
             name = format!("{name}#{}", index + 1);
         }
-        exits.push(Exit {
-            name,
-            proxy,
-            tags: BTreeMap::new(),
-            session: None,
-        });
+        exits.push(Exit::new(name, proxy));
     }
     check_names(&exits)?;
     Ok(AuditFile {
@@ -342,6 +356,18 @@ sessions = 3
     }
 
     #[test]
+    fn pin_in_curl_form() {
+        // sha256//<base64> of the same 32 bytes as PIN.
+        let echo = EchoTarget::new(
+            "https://127.0.0.1:1",
+            "sha256//ABEiM0RVZneImaq7zN3u/wARIjNEVWZ3iJmqu8zd7v8=",
+        )
+        .unwrap();
+        assert_eq!(hex::encode(echo.spki_sha256), PIN);
+        assert!(EchoTarget::new("https://h", "sha256//AAAA").is_err());
+    }
+
+    #[test]
     fn plain_list_of_urls() {
         let text = "# exits\nhttp://zoo:zoopass@127.0.0.1:13128\n\nsocks5h://127.0.0.1:11080\n";
         let file = AuditFile::parse(text.as_bytes()).unwrap();
@@ -371,7 +397,7 @@ sessions = 3
             (b"[[exits]]\nname=\"g\"\nurl=\"http://u:s3cret@h:2\"\nsessions=2\n".to_vec(), "sessions"),
             (b"[[exits]]\nname=\"g\"\nurl=\"http://u-{session}:s3cret@h:2\"\nsessions=0\n".to_vec(), "sessions"),
             (b"[echo]\nurl=\"http://h\"\nspki_sha256=\"00\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "https"),
-            (b"[echo]\nurl=\"https://h\"\nspki_sha256=\"zz\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "64 hex"),
+            (b"[echo]\nurl=\"https://h\"\nspki_sha256=\"zz\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "sha256"),
             (b"http://u:s3cret@h:99999\n".to_vec(), "line 1"),
             (b"exits = 5\n".to_vec(), "line"),
         ];
@@ -381,6 +407,27 @@ sessions = 3
                 error.unwrap_or_else(|| panic!("accepted {:?}", String::from_utf8_lossy(&bytes)));
             assert!(error.contains(expected), "{error:?} lacks {expected:?}");
             assert!(!error.contains("s3cret"), "{error:?} leaks the password");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
+            let _ = AuditFile::parse(&bytes);
+        }
+
+        #[test]
+        fn arbitrary_exit_entries_never_panic(name in "\\PC{0,12}", url in "\\PC{0,60}", sessions in 0u32..3000) {
+            let text = format!("[[exits]]\nname = {name:?}\nurl = {url:?}\nsessions = {sessions}\n");
+            let _ = AuditFile::parse(text.as_bytes());
+        }
+
+        #[test]
+        fn any_password_survives_percent_encoding(password in "[ -~]{1,40}") {
+            let encoded = percent_encoding::utf8_percent_encode(&password, percent_encoding::NON_ALPHANUMERIC);
+            let url = ProxyUrl::parse(&format!("http://u:{encoded}@127.0.0.1:1")).unwrap();
+            proptest::prop_assert_eq!(url.password.as_ref().map(|p| p.expose()), Some(password.as_str()));
+            proptest::prop_assert_eq!(url.redacted(), "http://u:***@127.0.0.1:1");
         }
     }
 }

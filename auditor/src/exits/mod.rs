@@ -7,6 +7,7 @@ pub mod config;
 pub mod proxy_url;
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
 
 use rand::Rng;
 
@@ -29,6 +30,9 @@ pub struct Exit {
     pub tags: BTreeMap<String, String>,
     /// The gateway session, when the exit is one.
     pub session: Option<Session>,
+    /// PEM file of the CA(s) that sign an `https://` proxy's certificate; the system bundle when
+    /// `None`.
+    pub proxy_ca: Option<PathBuf>,
 }
 
 /// A gateway sticky session: a slot number and the id currently minted for it.
@@ -41,6 +45,17 @@ pub struct Session {
 }
 
 impl Exit {
+    /// A plain exit: no tags, no session, system CAs.
+    pub fn new(name: impl Into<String>, proxy: ProxyUrl) -> Self {
+        Self {
+            name: name.into(),
+            proxy,
+            tags: BTreeMap::new(),
+            session: None,
+            proxy_ca: None,
+        }
+    }
+
     /// The user name and password to send, with the session id substituted.
     pub fn credentials(&self) -> Option<(String, Option<&Secret>)> {
         let user = self.proxy.username.as_ref()?;
@@ -100,6 +115,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn debug_of_an_exit_hides_the_password() {
+        let exit = Exit::new(
+            "e",
+            ProxyUrl::parse("socks5h://u:hunter2%40x@127.0.0.1:1").unwrap(),
+        );
+        let debug = format!("{exit:?} {exit:#?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("***"));
+        assert_eq!(exit.credentials().unwrap().1.unwrap().expose(), "hunter2@x");
+    }
+
+    #[test]
     fn rotated_session_ids_are_never_reused() {
         let minter_url = ProxyUrl::parse("http://user-{session}:pw@127.0.0.1:1").unwrap();
         let mut minter = SessionMinter::new();
@@ -111,6 +138,7 @@ mod tests {
                 slot: 1,
                 id: minter.mint(),
             }),
+            proxy_ca: None,
         };
         let mut seen = HashSet::new();
         for _ in 0..50 {

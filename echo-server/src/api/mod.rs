@@ -1,1 +1,83 @@
 //! The HTTP API: routes, the per-connection capture extractor, JSON echo, errors as responses.
+//!
+//! Every route answers JSON. The echo routes describe the request's own connection, which the
+//! connection task hands in as request extensions ([`crate::capture::Connection`] and
+//! [`crate::capture::Arrival`]), and queue the request's observation. `/healthz` and
+//! `/api/observations` only read.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /api/all` (also `POST`) | the full [`exitvoice_schema::Echo`] (`schema_version` 1): `time`, `peer {ip, port}`, `token`, `method`, `path`, `alpn {offered, negotiated, spoken}`, `tls {ja3, ja3_hash, ja3n, ja3n_hash, ja4, ja4_r, ja4_o, ja4_ro, voice_id, order_id, resumed, detail}`, `http2 {akamai_fingerprint, akamai_fingerprint_hash, voice_id, pseudo_header_order, header_order, detail}` or `http1 {request_line, header_order, voice_id}`, `request {stream_id, index}`, `bucket` (`A`–`D` or null), `profile` |
+//! | `GET /probe/<token>`, any echo route with `?token=` | the same, stored under the token (1–128 of `A-Za-z0-9-_.`) |
+//! | `GET /api/tls` | `schema_version, time, peer, alpn, tls, request` |
+//! | `GET /api/http2` | `schema_version, time, alpn, http2, request, bucket, profile` |
+//! | `GET /api/http1` | `schema_version, time, alpn, http1, request, bucket` |
+//! | `GET /api/clean` | hashes and ids only: `ja3_hash, ja3n_hash, ja4, tls_voice_id, order_id, akamai_fingerprint_hash, http2_voice_id, http1_voice_id, spoken, stream_id, index, bucket, profile` |
+//! | any other path | 404 `{api_version, error: "not_found", path, fingerprint: <clean>}` |
+//! | `GET /api/observations?token=&since=&limit=&raw=` | `{schema_version, observations: [StoredObservation]}`, oldest first; `since` is RFC 3339 or Unix ms; `limit` ≤ 1000 (default 100); `hello`/`prefix` hex only with `raw=true`; bearer `--api-token` when set |
+//! | `GET /healthz` | `{api_version, status ("ok" / "degraded" while the store refuses writes), server, uptime_s, queue {depth, capacity}, connections {open, accepted, rejected_max_connections, rejected_per_ip, idle_closed}, handshakes {completed, failures {reason: n}}, parse_errors {tls/h2/h1: n}, requests, observations {queued, queue_drops, written, write_failures, store_failing, record_failures}}` |
+//!
+//! Errors are `{api_version, error, message}` with 400 (`bad_token`, `bad_query`), 401
+//! (`unauthorized`), 413 (`body_too_large`) or 503 (`store_unavailable`).
+
+mod echo;
+mod error;
+mod health;
+mod observations;
+
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::Router;
+use exitvoice_schema::Store;
+use time::OffsetDateTime;
+
+use crate::config::ApiToken;
+use crate::metrics::Metrics;
+use crate::writer::WriterHandle;
+
+pub use error::ApiError;
+
+/// Version of the API's JSON shapes other than the echo itself (which carries its own).
+pub const API_VERSION: u32 = 1;
+
+/// What the handlers share.
+#[derive(Clone, Debug)]
+pub(crate) struct ApiState {
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) store: Store,
+    pub(crate) writer: WriterHandle,
+    pub(crate) api_token: Option<ApiToken>,
+    pub(crate) body_cap: usize,
+    pub(crate) started: OffsetDateTime,
+}
+
+/// All routes.
+pub(crate) fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/api/all", get(echo::all).post(echo::all))
+        .route("/api/tls", get(echo::tls))
+        .route("/api/http2", get(echo::http2))
+        .route("/api/http1", get(echo::http1))
+        .route("/api/clean", get(echo::clean))
+        .route("/api/observations", get(observations::list))
+        .route("/probe/{token}", get(echo::probe).post(echo::probe))
+        .route("/healthz", get(health::healthz))
+        .fallback(echo::not_found)
+        .with_state(state)
+}
+
+/// The probe token of a request, unchecked: the segment after `/probe/`, else the `token`
+/// query parameter. Checked by the handler (see [`echo`]).
+pub(crate) fn probe_token(uri: &axum::http::Uri) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct TokenParam {
+        token: Option<String>,
+    }
+    if let Some(rest) = uri.path().strip_prefix("/probe/") {
+        return Some(rest.split('/').next().unwrap_or_default().to_owned());
+    }
+    axum::extract::Query::<TokenParam>::try_from_uri(uri)
+        .ok()
+        .and_then(|query| query.0.token)
+}

@@ -1,5 +1,7 @@
 //! The SQLite store: one file, WAL, migrations embedded from `schema/migrations` and run at open.
 
+mod observations;
+
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;

@@ -101,3 +101,90 @@ impl Store {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::label::LABELS_SCHEMA_VERSION;
+    use crate::probe::{ProbeFailure, PROBE_SCHEMA_VERSION};
+
+    fn record(exit: Option<&str>, persona: &str, token: &str) -> ProbeRecord {
+        ProbeRecord {
+            schema_version: PROBE_SCHEMA_VERSION,
+            run_id: "r".into(),
+            exit: exit.map(str::to_owned),
+            exit_url: exit.map(|_| "http://u:***@h:1".to_owned()),
+            session: None,
+            token: token.into(),
+            persona: persona.into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            latency_ms: None,
+            error: Some(ProbeFailure {
+                class: "timeout".into(),
+                phase: Some("tunnel".into()),
+                message: "tunnel timed out".into(),
+            }),
+            sample: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn probes_round_trip_per_exit_and_persona_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).await.unwrap();
+        for token in ["a", "b", "c"] {
+            store
+                .insert_probe(&record(Some("x"), "p", token))
+                .await
+                .unwrap();
+        }
+        store
+            .insert_probe(&record(Some("y"), "p", "d"))
+            .await
+            .unwrap();
+        store
+            .insert_probe(&record(Some("x"), "q", "e"))
+            .await
+            .unwrap();
+        store
+            .insert_probe(&record(None, "p", "base"))
+            .await
+            .unwrap();
+
+        let tokens = |records: Vec<ProbeRecord>| -> Vec<String> {
+            records.into_iter().map(|r| r.token).collect()
+        };
+        assert_eq!(
+            tokens(store.recent_probes(Some("x"), "p", 2).await.unwrap()),
+            ["b", "c"]
+        );
+        assert_eq!(
+            tokens(store.recent_probes(Some("x"), "q", 9).await.unwrap()),
+            ["e"]
+        );
+        assert_eq!(
+            tokens(store.recent_probes(None, "p", 9).await.unwrap()),
+            ["base"]
+        );
+        let back = store.recent_probes(Some("y"), "p", 1).await.unwrap();
+        assert_eq!(back, vec![record(Some("y"), "p", "d")]);
+    }
+
+    #[tokio::test]
+    async fn latest_labels_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.db")).await.unwrap();
+        assert!(store.latest_labels().await.unwrap().is_none());
+        for at in ["1", "2"] {
+            let doc = LabelsDoc {
+                schema_version: LABELS_SCHEMA_VERSION,
+                generated_at: at.into(),
+                baseline: None,
+                exits: vec![],
+            };
+            store.insert_labels(&doc).await.unwrap();
+        }
+        let latest = store.latest_labels().await.unwrap().unwrap();
+        assert_eq!(latest.generated_at, "2");
+    }
+}

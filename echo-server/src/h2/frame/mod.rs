@@ -70,7 +70,7 @@ impl FrameType {
     /// Whether this is a GREASE frame type, `0x0b + 0x1f * N` (draft-bishop-httpbis-grease
     /// section 2.1).
     pub fn is_grease(self) -> bool {
-        self.0 >= 0x0b && (self.0 - 0x0b) % 0x1f == 0
+        self.0 >= 0x0b && (self.0 - 0x0b).is_multiple_of(0x1f)
     }
 }
 

@@ -56,7 +56,7 @@ impl Settings {
         // "A SETTINGS frame with a length other than a multiple of 6 octets MUST be treated as a
         // connection error of type FRAME_SIZE_ERROR"; an ACK with a payload likewise
         // (section 6.5).
-        if length % 6 != 0 || (ack && length != 0) {
+        if !length.is_multiple_of(6) || (ack && length != 0) {
             return Err(H2ErrorKind::BadLength { frame: "SETTINGS" });
         }
         let mut entries = Vec::with_capacity(length as usize / 6);

@@ -1,0 +1,103 @@
+//! From a probe's outcome to the [`ProbeRecord`] that is stored and labelled.
+
+use exitvoice_schema::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
+
+use crate::error::ProbeError;
+use crate::exits::Exit;
+use crate::probe::ProbeOutcome;
+
+/// Now, RFC 3339 UTC with milliseconds.
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let format = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    now.format(&format).unwrap_or_default()
+}
+
+/// Everything about a probe except its outcome.
+#[derive(Clone, Debug)]
+pub struct ProbeContext<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The exit; `None` for the baseline.
+    pub exit: Option<&'a Exit>,
+    /// The token sent.
+    pub token: &'a str,
+    /// The persona, e.g. `rustls/chrome`.
+    pub persona: &'a str,
+    /// When the probe started.
+    pub started_at: String,
+}
+
+/// Builds the record of one probe, comparing a sample with the baseline's.
+pub fn record(
+    context: ProbeContext<'_>,
+    outcome: Result<ProbeOutcome, ProbeError>,
+    baseline: Option<&Sample>,
+) -> ProbeRecord {
+    let (latency_ms, error, sample) = match outcome {
+        Ok(outcome) => (
+            Some(u64::try_from(outcome.latency.as_millis()).unwrap_or(u64::MAX)),
+            None,
+            Some(sample(outcome, baseline)),
+        ),
+        Err(error) => (
+            None,
+            Some(ProbeFailure {
+                class: error.class().as_str().to_owned(),
+                phase: error.phase().map(|p| p.to_string()),
+                message: error.to_string(),
+            }),
+            None,
+        ),
+    };
+    ProbeRecord {
+        schema_version: PROBE_SCHEMA_VERSION,
+        run_id: context.run_id.to_owned(),
+        exit: context.exit.map(|e| e.name.clone()),
+        exit_url: context.exit.map(Exit::redacted_url),
+        session: context
+            .exit
+            .and_then(|e| e.session.as_ref())
+            .map(|s| s.id.clone()),
+        token: context.token.to_owned(),
+        persona: context.persona.to_owned(),
+        started_at: context.started_at,
+        latency_ms,
+        error,
+        sample,
+    }
+}
+
+fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
+    let echo = outcome.echo;
+    let tls_voice = echo.tls.as_ref().map(|t| t.voice_id.clone());
+    let h2_voice = echo.http2.as_ref().map(|h| h.voice_id.clone());
+    let h1_voice = echo.http1.as_ref().map(|h| h.voice_id.clone());
+    let http_voice = h2_voice.clone().or_else(|| h1_voice.clone());
+    Sample {
+        egress_ip: echo.peer.ip.clone(),
+        tls_preserved: baseline.map(|b| b.tls_voice.is_some() && b.tls_voice == tls_voice),
+        h2_preserved: baseline.map(|b| {
+            let base = b.h2_voice.clone().or_else(|| b.h1_voice.clone());
+            base.is_some() && base == http_voice
+        }),
+        tls_voice,
+        h2_voice,
+        h1_voice,
+        bucket: echo.bucket,
+        profile: echo.profile.clone(),
+        alpn: outcome.alpn,
+        stream_id: echo.request.stream_id,
+        request_index: echo.request.index,
+        tls_intercepted: outcome.cert.as_ref().is_some_and(|c| !c.pinned),
+        cert_spki_sha256: outcome
+            .cert
+            .as_ref()
+            .map(|c| hex::encode(c.spki_sha256))
+            .unwrap_or_default(),
+        cert_issuer: outcome.cert.map(|c| c.issuer),
+        echo,
+    }
+}

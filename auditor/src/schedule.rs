@@ -1,0 +1,498 @@
+//! Runs: a direct baseline, then K samples per exit, under limits.
+//!
+//! - Every sample is its own probe (new connection, new token), spaced by
+//!   [`RunConfig::spacing`] plus up to [`RunConfig::jitter`] of random delay.
+//! - The samples of one exit run one after another, so no two probes ever share an exit (or a
+//!   gateway session) at once; an in-flight registry counts violations anyway, and the count is
+//!   reported (it must be 0).
+//! - A global semaphore caps concurrent probes ([`RunConfig::concurrency`]).
+//! - Transient failures (timeouts, resets, DNS) are retried with exponential backoff, at most
+//!   [`RunConfig::retries`] times; auth, refusals, TLS and bad echoes are not.
+//! - A gateway session that fails gets a fresh session id; the failed id is never used again.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use exitvoice_schema::{LabelsDoc, ProbeRecord, Sample, Store, StoreError, LABELS_SCHEMA_VERSION};
+use rand::Rng;
+use tokio::sync::Semaphore;
+
+use crate::dial::Timeouts;
+use crate::drift::DriftConfig;
+use crate::error::ProbeError;
+use crate::exits::{EchoTarget, Exit, SessionMinter};
+use crate::labels::{self, ExitInfo, RouteRule};
+use crate::probe::chromium::ChromiumConfig;
+use crate::probe::{self, H2Profile, ProbeOutcome};
+use crate::record::{self, now_rfc3339, ProbeContext};
+
+/// Tunables of a run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Samples per exit per run (default 4).
+    pub samples: u32,
+    /// Most probes in flight at once, over all exits.
+    pub concurrency: usize,
+    /// Per-phase limits.
+    pub timeouts: Timeouts,
+    /// Gap between two samples of the same exit.
+    pub spacing: Duration,
+    /// Random extra gap, uniform in `0..=jitter`.
+    pub jitter: Duration,
+    /// Retries of a transient failure.
+    pub retries: u32,
+    /// First retry delay; doubles each retry.
+    pub backoff: Duration,
+    /// Who sends the probes.
+    pub persona: Persona,
+    /// The h2 profile the built-in persona sends.
+    pub profile: H2Profile,
+    /// Drift classifier tunables.
+    pub drift: DriftConfig,
+    /// The route rule.
+    pub route: RouteRule,
+    /// Probe counters a progress display can read while the run goes on.
+    pub progress: Arc<Progress>,
+}
+
+/// Counters of the current run: probes planned and finished (baseline included).
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Probes finished so far.
+    pub done: AtomicU64,
+    /// Probes planned.
+    pub total: AtomicU64,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            samples: 4,
+            concurrency: 8,
+            timeouts: Timeouts::default(),
+            spacing: Duration::from_millis(200),
+            jitter: Duration::from_millis(300),
+            retries: 2,
+            backoff: Duration::from_millis(250),
+            persona: Persona::Rustls,
+            profile: H2Profile::chrome(),
+            drift: DriftConfig::default(),
+            route: RouteRule::default(),
+            progress: Arc::default(),
+        }
+    }
+}
+
+impl RunConfig {
+    /// The persona name stored with each probe: `rustls/<profile>` or `chromium`.
+    pub fn persona(&self) -> String {
+        match self.persona {
+            Persona::Rustls => format!("rustls/{}", self.profile.name),
+            Persona::Chromium(_) => "chromium".to_owned(),
+        }
+    }
+}
+
+/// Who sends the probes. Labels are kept per persona.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Persona {
+    /// The built-in rustls client with the run's [`H2Profile`].
+    Rustls,
+    /// Real headless Chromium through a forwarding shim.
+    Chromium(ChromiumConfig),
+}
+
+/// What a run did.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// The run id.
+    pub run_id: String,
+    /// The baseline probe.
+    pub baseline: ProbeRecord,
+    /// Every exit probe of the run, exit by exit.
+    pub records: Vec<ProbeRecord>,
+    /// Times two probes were in flight through the same exit or session. Must be 0.
+    pub violations: u64,
+    /// The labels after the run.
+    pub labels: LabelsDoc,
+}
+
+/// Why a run could not complete.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A probe task panicked or was cancelled.
+    #[error("a probe task ended abnormally")]
+    Task,
+}
+
+/// Keys of the exits (and gateway sessions) with a probe in flight.
+#[derive(Debug, Default)]
+struct InFlight {
+    keys: Mutex<HashSet<String>>,
+    violations: AtomicU64,
+}
+
+struct InFlightGuard<'a> {
+    registry: &'a InFlight,
+    key: String,
+}
+
+impl InFlight {
+    fn enter(&self, key: String) -> InFlightGuard<'_> {
+        let fresh = self
+            .keys
+            .lock()
+            .map(|mut keys| keys.insert(key.clone()))
+            .unwrap_or(true);
+        if !fresh {
+            self.violations.fetch_add(1, Ordering::Relaxed);
+        }
+        InFlightGuard {
+            registry: self,
+            key,
+        }
+    }
+}
+
+impl Drop for InFlightGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut keys) = self.registry.keys.lock() {
+            keys.remove(&self.key);
+        }
+    }
+}
+
+fn in_flight_key(exit: &Exit) -> String {
+    match &exit.session {
+        Some(session) => format!("{}\u{0}{}", exit.redacted_url(), session.id),
+        None => exit.name.clone(),
+    }
+}
+
+/// A run id: UTC time and 32 random bits.
+pub fn new_run_id() -> String {
+    format!(
+        "{}-{:08x}",
+        time::OffsetDateTime::now_utc().unix_timestamp(),
+        rand::rng().random::<u32>()
+    )
+}
+
+async fn probe_with_retries(
+    exit: Option<&Exit>,
+    echo: &EchoTarget,
+    config: &RunConfig,
+    token: &str,
+) -> Result<ProbeOutcome, ProbeError> {
+    let mut attempt = 0;
+    loop {
+        let result = match &config.persona {
+            Persona::Rustls => {
+                probe::probe(exit, echo, &config.profile, token, &config.timeouts).await
+            }
+            Persona::Chromium(chromium) => {
+                probe::chromium::probe(exit, echo, token, &config.timeouts, chromium).await
+            }
+        };
+        match result {
+            Err(error) if error.class().is_transient() && attempt < config.retries => {
+                let delay = config.backoff.saturating_mul(1 << attempt.min(16));
+                tracing::debug!(
+                    exit = exit.map_or("direct", |e| e.name.as_str()),
+                    class = %error.class(),
+                    attempt,
+                    "transient probe failure, retrying"
+                );
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn jittered(base: Duration, jitter: Duration) -> Duration {
+    let extra = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
+    base + Duration::from_millis(if extra == 0 {
+        0
+    } else {
+        rand::rng().random_range(0..=extra)
+    })
+}
+
+/// Runs one audit: baseline, samples, store, labels.
+///
+/// # Errors
+/// Store failures; probe failures are recorded, not returned.
+pub async fn run_once(
+    exits: &mut [Exit],
+    echo: &EchoTarget,
+    config: &RunConfig,
+    store: &Store,
+    minter: &mut SessionMinter,
+) -> Result<RunReport, RunError> {
+    let run_id = new_run_id();
+    let persona = config.persona();
+
+    let planned = 1 + u64::from(config.samples) * u64::try_from(exits.len()).unwrap_or(u64::MAX);
+    config.progress.total.store(planned, Ordering::Relaxed);
+    config.progress.done.store(0, Ordering::Relaxed);
+    let token = probe::new_token();
+    let started_at = now_rfc3339();
+    let outcome = probe_with_retries(None, echo, config, &token).await;
+    config.progress.done.fetch_add(1, Ordering::Relaxed);
+    if let Err(error) = &outcome {
+        tracing::warn!(class = %error.class(), error = %error, "direct baseline failed");
+    }
+    let baseline = record::record(
+        ProbeContext {
+            run_id: &run_id,
+            exit: None,
+            token: &token,
+            persona: &persona,
+            started_at,
+        },
+        outcome,
+        None,
+    );
+    store.insert_probe(&baseline).await?;
+    let baseline_sample: Option<Arc<Sample>> = baseline.sample.clone().map(Arc::new);
+
+    let semaphore = Arc::new(Semaphore::new(config.concurrency.max(1)));
+    let in_flight = Arc::new(InFlight::default());
+    let shared_minter = Arc::new(Mutex::new(std::mem::take(minter)));
+    let mut tasks = Vec::new();
+    for exit in exits.iter() {
+        let mut exit = exit.clone();
+        let echo = echo.clone();
+        let config = config.clone();
+        let run_id = run_id.clone();
+        let persona = persona.clone();
+        let baseline = baseline_sample.clone();
+        let semaphore = semaphore.clone();
+        let in_flight = in_flight.clone();
+        let minter = shared_minter.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut records = Vec::new();
+            for sample in 0..config.samples {
+                if sample > 0 {
+                    tokio::time::sleep(jittered(config.spacing, config.jitter)).await;
+                }
+                let Ok(_permit) = semaphore.acquire().await else {
+                    break;
+                };
+                let token = probe::new_token();
+                let started_at = now_rfc3339();
+                let outcome = {
+                    let _guard = in_flight.enter(in_flight_key(&exit));
+                    probe_with_retries(Some(&exit), &echo, &config, &token).await
+                };
+                config.progress.done.fetch_add(1, Ordering::Relaxed);
+                let failed = match &outcome {
+                    Ok(_) => {
+                        tracing::info!(exit = %exit.name, sample, "probe ok");
+                        false
+                    }
+                    Err(error) => {
+                        tracing::warn!(
+                            exit = %exit.name,
+                            url = %exit.redacted_url(),
+                            sample,
+                            class = %error.class(),
+                            error = %error,
+                            "probe failed"
+                        );
+                        true
+                    }
+                };
+                records.push(record::record(
+                    ProbeContext {
+                        run_id: &run_id,
+                        exit: Some(&exit),
+                        token: &token,
+                        persona: &persona,
+                        started_at,
+                    },
+                    outcome,
+                    baseline.as_deref(),
+                ));
+                // A failed gateway session is retired; the slot gets a fresh id.
+                if failed {
+                    if let Ok(mut minter) = minter.lock() {
+                        minter.rotate(&mut exit);
+                    }
+                }
+            }
+            (exit, records)
+        }));
+    }
+    let mut records = Vec::new();
+    for (slot, task) in exits.iter_mut().zip(tasks) {
+        let (exit, exit_records) = task.await.map_err(|_| RunError::Task)?;
+        *slot = exit;
+        for record in &exit_records {
+            store.insert_probe(record).await?;
+        }
+        records.extend(exit_records);
+    }
+    if let Ok(mut shared) = shared_minter.lock() {
+        *minter = std::mem::take(&mut *shared);
+    }
+    let labels = compute_labels(exits, config, store).await?;
+    store.insert_labels(&labels).await?;
+    Ok(RunReport {
+        run_id,
+        baseline,
+        records,
+        violations: in_flight.violations.load(Ordering::Relaxed),
+        labels,
+    })
+}
+
+/// Labels of `exits` from the stored history (the last `drift.window` probes of each).
+///
+/// # Errors
+/// Store failures.
+pub async fn compute_labels(
+    exits: &[Exit],
+    config: &RunConfig,
+    store: &Store,
+) -> Result<LabelsDoc, StoreError> {
+    let persona = config.persona();
+    let window = u32::try_from(config.drift.window.max(labels::HISTORY_LEN)).unwrap_or(u32::MAX);
+    let baseline = store
+        .recent_probes(None, &persona, 8)
+        .await?
+        .iter()
+        .rev()
+        .find_map(labels::baseline_of);
+    let mut out = Vec::with_capacity(exits.len());
+    for exit in exits {
+        let records = store
+            .recent_probes(Some(&exit.name), &persona, window)
+            .await?;
+        let info = ExitInfo {
+            name: exit.name.clone(),
+            url: exit.redacted_url(),
+            tags: exit.tags.clone(),
+        };
+        out.push(labels::label(&info, &records, &config.route, config.drift));
+    }
+    Ok(LabelsDoc {
+        schema_version: LABELS_SCHEMA_VERSION,
+        generated_at: now_rfc3339(),
+        baseline,
+        exits: out,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_flight_counts_overlaps_only() {
+        let registry = InFlight::default();
+        {
+            let _a = registry.enter("x".into());
+            let _b = registry.enter("y".into());
+        }
+        let _c = registry.enter("x".into());
+        assert_eq!(registry.violations.load(Ordering::Relaxed), 0);
+        let _d = registry.enter("x".into());
+        assert_eq!(registry.violations.load(Ordering::Relaxed), 1);
+    }
+
+    /// A loopback listener that counts connections and answers each with `reply` (or holds it
+    /// silent when `reply` is empty).
+    async fn counting_proxy(reply: &'static [u8]) -> (u16, Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let count = Arc::new(AtomicU64::new(0));
+        let counter = count.clone();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::Relaxed);
+                if !reply.is_empty() {
+                    let mut buf = [0u8; 1024];
+                    let _ = socket.read(&mut buf).await;
+                    let _ = socket.write_all(reply).await;
+                }
+                held.push(socket);
+            }
+        });
+        (port, count)
+    }
+
+    #[tokio::test]
+    async fn only_transient_failures_are_retried() {
+        let config = RunConfig {
+            retries: 2,
+            backoff: Duration::from_millis(10),
+            timeouts: Timeouts {
+                tunnel: Duration::from_millis(150),
+                ..Timeouts::default()
+            },
+            ..RunConfig::default()
+        };
+        let echo = EchoTarget::new("https://127.0.0.1:9", &"00".repeat(32)).unwrap();
+        let exit_for = |port: u16| {
+            Exit::new(
+                "x",
+                crate::exits::ProxyUrl::parse(&format!("http://u:p@127.0.0.1:{port}")).unwrap(),
+            )
+        };
+
+        let (silent, attempts) = counting_proxy(b"").await;
+        let error = probe_with_retries(Some(&exit_for(silent)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
+        assert_eq!(attempts.load(Ordering::Relaxed), 3, "1 try + 2 retries");
+
+        let (auth, attempts) =
+            counting_proxy(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n").await;
+        let error = probe_with_retries(Some(&exit_for(auth)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::ProxyAuth);
+        assert_eq!(
+            attempts.load(Ordering::Relaxed),
+            1,
+            "auth failures are not retried"
+        );
+
+        // A tunnel that opens and then stays silent: a timeout of the TLS phase.
+        let (mute, _) = counting_proxy(b"HTTP/1.1 200 Connection established\r\n\r\n").await;
+        let config = RunConfig {
+            retries: 0,
+            timeouts: Timeouts {
+                tls: Duration::from_millis(150),
+                ..Timeouts::default()
+            },
+            ..RunConfig::default()
+        };
+        let error = probe_with_retries(Some(&exit_for(mute)), &echo, &config, "t")
+            .await
+            .unwrap_err();
+        assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
+        assert_eq!(error.phase(), Some(crate::error::Phase::Tls));
+    }
+
+    #[test]
+    fn jitter_stays_in_range() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_millis(100), Duration::from_millis(50));
+            assert!(d >= Duration::from_millis(100) && d <= Duration::from_millis(150));
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! One connection from accept to close: read the ClientHello under the handshake deadline,
+//! replay it into rustls, tap the decrypted stream, sniff what the client speaks, serve it with
+//! hyper's HTTP/1 or HTTP/2 server, and queue what was seen.
+//!
+//! Nothing here parses: the hello records and the tapped bytes are kept raw, and the handlers
+//! and the writer parse them when they need to (`analysis.rs`).
+
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use time::OffsetDateTime;
+use tokio::net::TcpStream;
+use tokio::time::{timeout, timeout_at, Instant};
+use tower::ServiceExt as _;
+
+use super::hello::{read_client_hello, Replay};
+use super::tap::{Tap, TapBuffer};
+use crate::analysis::HelloFacts;
+use crate::h2::PREFACE;
+use crate::server::Shared;
+use crate::writer::Job;
+use exitvoice_schema::{FirstRequest, Spoken};
+
+/// What the server knows about one connection; handlers get it as a request extension.
+#[derive(Debug)]
+pub struct Connection {
+    /// Connection id, unique per server start.
+    pub id: String,
+    /// The TCP peer.
+    pub peer: SocketAddr,
+    /// When the connection was accepted.
+    pub accepted: OffsetDateTime,
+    /// The ClientHello records as received (a partial hello when reading it failed).
+    pub hello: Bytes,
+    /// The negotiated session, when the handshake completed.
+    pub session: Option<Session>,
+    /// The decrypted client bytes kept so far.
+    pub tap: Arc<TapBuffer>,
+    /// What the client's first decrypted bytes were.
+    spoken: OnceLock<Spoken>,
+    /// Requests started on this connection.
+    requests: AtomicU32,
+    /// Request observations queued for this connection.
+    observed: AtomicU32,
+    /// The first distinct probe tokens of the requests so far (at most two).
+    tokens: Mutex<Vec<String>>,
+    /// The parsed hello, computed on first use.
+    pub(crate) facts: OnceLock<HelloFacts>,
+    /// The first request, once it was answered.
+    pub(crate) first_request: OnceLock<FirstRequest>,
+}
+
+/// How one request arrived on its connection; handlers get it as a request extension.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// 1 for the first request on the connection, 2 for the second, … in arrival order.
+    pub index: u32,
+    /// The probe token as sent (`/probe/<token>` or `?token=`), not yet checked.
+    pub token: Option<String>,
+    /// An earlier request on the connection carried a different probe token.
+    pub earlier_other_probe: bool,
+}
+
+/// The parameters rustls negotiated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// The ALPN protocol the server selected.
+    pub alpn: Option<String>,
+    /// The TLS version, e.g. `TLSv1.3`.
+    pub tls_version: Option<String>,
+    /// The cipher suite (IANA name, or hex when unnamed).
+    pub cipher: Option<String>,
+}
+
+impl Connection {
+    fn new(
+        id: String,
+        peer: SocketAddr,
+        accepted: OffsetDateTime,
+        hello: Bytes,
+        session: Option<Session>,
+        tap: Arc<TapBuffer>,
+    ) -> Self {
+        Self {
+            id,
+            peer,
+            accepted,
+            hello,
+            session,
+            tap,
+            spoken: OnceLock::new(),
+            requests: AtomicU32::new(0),
+            observed: AtomicU32::new(0),
+            tokens: Mutex::new(Vec::new()),
+            facts: OnceLock::new(),
+            first_request: OnceLock::new(),
+        }
+    }
+
+    /// What the client spoke after the handshake (`Unknown` until it said something).
+    pub fn spoken(&self) -> Spoken {
+        self.spoken.get().copied().unwrap_or(Spoken::Unknown)
+    }
+
+    /// Counts a new request and returns its index on the connection (1 for the first).
+    pub fn next_request(&self) -> u32 {
+        self.requests
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1)
+    }
+
+    /// Requests started so far.
+    pub fn requests(&self) -> u32 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Notes that a request observation of this connection was queued.
+    pub(crate) fn mark_observed(&self) {
+        self.observed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records the probe token of a request and says whether an earlier request on this
+    /// connection carried a different one (the re-mux evidence of bucket C).
+    pub fn note_token(&self, token: Option<&str>) -> bool {
+        let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        let earlier_other = tokens.iter().any(|seen| Some(seen.as_str()) != token);
+        // Two distinct tokens are enough to answer for any later request, so a connection
+        // carrying thousands of probes holds at most two.
+        if let Some(token) = token {
+            if tokens.len() < DISTINCT_TOKENS_KEPT && !tokens.iter().any(|seen| seen == token) {
+                tokens.push(token.to_owned());
+            }
+        }
+        earlier_other
+    }
+
+    /// Request observations queued so far; with none, the connection is stored on its own.
+    pub fn observed(&self) -> u32 {
+        self.observed.load(Ordering::Relaxed)
+    }
+}
+
+/// Distinct probe tokens remembered per connection (see [`Connection::note_token`]).
+const DISTINCT_TOKENS_KEPT: usize = 2;
+
+/// Longest method token waited for before calling the bytes neither HTTP/2 nor HTTP/1.
+const MAX_METHOD_LEN: usize = 32;
+
+/// What the first decrypted bytes say about the protocol, once they say enough: the HTTP/2
+/// preface, an HTTP/1.x request line (a method token and a space, RFC 9112 section 3), or
+/// neither.
+fn sniff(seen: &[u8]) -> Option<Spoken> {
+    let common = seen.len().min(PREFACE.len());
+    if seen.get(..common) == PREFACE.get(..common) {
+        return (seen.len() >= PREFACE.len()).then_some(Spoken::H2);
+    }
+    let token_len = seen
+        .iter()
+        .take_while(|b| b.is_ascii_uppercase() || **b == b'-' || **b == b'_')
+        .count();
+    match seen.get(token_len) {
+        Some(b' ') if token_len > 0 => Some(Spoken::Http1),
+        None if token_len < MAX_METHOD_LEN => None,
+        _ => Some(Spoken::Unknown),
+    }
+}
+
+/// Builds the connection id: server start time and a sequence number.
+fn connection_id(shared: &Shared) -> String {
+    format!("{}-{:06}", shared.boot_id, shared.next_connection())
+}
+
+/// Serves one accepted TCP connection to its end. Never panics on peer input; every way out
+/// queues one connection record.
+pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketAddr) {
+    let id = connection_id(&shared);
+    let accepted = OffsetDateTime::now_utc();
+    let limits = &shared.limits;
+    let tap = Arc::new(TapBuffer::new(limits.capture_bytes));
+    let deadline = Instant::now() + limits.handshake_timeout;
+    let _ = tcp.set_nodelay(true);
+
+    let mut raw = Vec::new();
+    let mut shutdown = shared.shutdown.clone();
+    // Only a stalling peer keeps the hello read waiting: at shutdown it is cut, not waited for.
+    let hello_read = tokio::select! {
+        read = timeout_at(deadline, read_client_hello(&mut tcp, limits.hello_cap, &mut raw)) => {
+            Some(read)
+        }
+        () = stopping(&mut shutdown) => None,
+    };
+    let failed = |reason: &'static str, detail: String, hello: Bytes| {
+        shared.metrics.handshake_failure(reason);
+        let conn = Arc::new(Connection::new(
+            id.clone(),
+            peer,
+            accepted,
+            hello,
+            None,
+            Arc::clone(&tap),
+        ));
+        shared.writer.submit(Job::Connection {
+            conn,
+            failure: Some(detail),
+        });
+    };
+    let hello_len = match hello_read {
+        None => {
+            return failed(
+                "shutdown",
+                "shutdown: the server stopped before a complete ClientHello".to_owned(),
+                raw.into(),
+            );
+        }
+        Some(Ok(Ok(len))) => len,
+        Some(Ok(Err(error))) => {
+            tracing::debug!(conn = %id, %peer, reason = error.reason(), "ClientHello not read");
+            return failed(
+                error.reason(),
+                format!("{}: {error}", error.reason()),
+                raw.into(),
+            );
+        }
+        Some(Err(_)) => {
+            return failed(
+                "hello_timeout",
+                "hello_timeout: no complete ClientHello before the handshake deadline".to_owned(),
+                raw.into(),
+            );
+        }
+    };
+    let raw = Bytes::from(raw);
+    let hello = raw.slice(..hello_len.min(raw.len()));
+
+    let accept = shared.acceptor.accept(Replay::new(raw, tcp));
+    let tls = match timeout_at(deadline, accept).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(error)) => {
+            let (reason, detail) = handshake_failure(&error);
+            tracing::debug!(conn = %id, %peer, reason, "TLS handshake failed");
+            return failed(reason, detail, hello);
+        }
+        Err(_) => {
+            return failed(
+                "handshake_timeout",
+                "handshake_timeout: TLS handshake not done before the deadline".to_owned(),
+                hello,
+            );
+        }
+    };
+    shared.metrics.handshake();
+    let (_, server_conn) = tls.get_ref();
+    let session = Session {
+        alpn: server_conn
+            .alpn_protocol()
+            .map(|p| String::from_utf8_lossy(p).into_owned()),
+        // rustls spells versions `TLSv1_3`; the captures format (OpenSSL's) says `TLSv1.3`.
+        tls_version: server_conn
+            .protocol_version()
+            .map(|v| format!("{v:?}").replace('_', ".")),
+        cipher: server_conn.negotiated_cipher_suite().map(|suite| {
+            let code = u16::from(suite.suite());
+            crate::tls::CipherSuite(code)
+                .name()
+                .map_or_else(|| format!("0x{code:04x}"), str::to_owned)
+        }),
+    };
+    let conn = Arc::new(Connection::new(
+        id,
+        peer,
+        accepted,
+        hello,
+        Some(session),
+        Arc::clone(&tap),
+    ));
+    let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
+    shared.writer.submit(Job::Connection { conn, failure });
+}
+
+/// How a served connection ended.
+enum Ended {
+    /// hyper finished it (client closed, or graceful shutdown completed).
+    Done,
+    /// No bytes either way for the idle timeout.
+    Idle,
+    /// hyper reported a protocol or I/O error.
+    Error(hyper::Error),
+}
+
+/// Runs a hyper connection against the idle timeout and the shutdown signal. A macro because
+/// hyper's HTTP/1 and HTTP/2 connections share `graceful_shutdown` by name, not by trait.
+macro_rules! drive {
+    ($connection:expr, $buffer:expr, $idle:expr, $shutdown:expr, $metrics:expr) => {{
+        let mut connection = pin!($connection);
+        let mut shutting_down = *$shutdown.borrow();
+        if shutting_down {
+            connection.as_mut().graceful_shutdown();
+        }
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => break match result {
+                    Ok(()) => Ended::Done,
+                    Err(error) => Ended::Error(error),
+                },
+                () = idle_expired(&$buffer, $idle) => {
+                    $metrics.idle_closed();
+                    break Ended::Idle;
+                }
+                _ = $shutdown.changed(), if !shutting_down => {
+                    shutting_down = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }};
+}
+
+/// Sniffs the protocol and runs hyper until the connection ends; returns why it ended badly.
+async fn serve_http<S>(shared: &Shared, conn: Arc<Connection>, mut tap: Tap<S>) -> Option<String>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let idle = shared.limits.idle_timeout;
+    let mut shutdown = shared.shutdown.clone();
+    let peeked = tokio::select! {
+        peeked = timeout(idle, tap.peek(sniff)) => peeked,
+        () = stopping(&mut shutdown) => {
+            return Some("shutdown: the server stopped before a request".into());
+        }
+    };
+    let spoken = match peeked {
+        Ok(Ok(Some(spoken))) => spoken,
+        Ok(Ok(None)) => return Some("no_request: client closed before sending a request".into()),
+        Ok(Err(error)) => return Some(format!("read_error: {error}")),
+        Err(_) => {
+            shared.metrics.idle_closed();
+            return Some("idle_timeout: no request before the idle timeout".into());
+        }
+    };
+    let _ = conn.spoken.set(spoken);
+    let router = shared.router.clone();
+    let service_conn = Arc::clone(&conn);
+    let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+        // hyper calls the service synchronously as each request arrives (on HTTP/2 in the order
+        // of the HEADERS frames), so numbering here, not in the handler, keeps arrival order.
+        let token = crate::api::probe_token(request.uri());
+        let arrival = Arrival {
+            index: service_conn.next_request(),
+            earlier_other_probe: service_conn.note_token(token.as_deref()),
+            token,
+        };
+        request.extensions_mut().insert(arrival);
+        request.extensions_mut().insert(Arc::clone(&service_conn));
+        let router = router.clone();
+        async move { router.oneshot(request).await }
+    });
+    let io = TokioIo::new(tap);
+    let buffer = Arc::clone(&conn.tap);
+    // Served by what the client speaks, not by ALPN: this is how a client that negotiated h2
+    // and then sent HTTP/1.1 (bucket D) still gets its answer.
+    let outcome = if spoken == Spoken::H2 {
+        let connection = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service);
+        drive!(connection, buffer, idle, shutdown, shared.metrics)
+    } else {
+        let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+        drive!(connection, buffer, idle, shutdown, shared.metrics)
+    };
+    match outcome {
+        Ended::Done => None,
+        Ended::Idle if conn.requests() == 0 => {
+            Some("idle_timeout: no request before the idle timeout".into())
+        }
+        Ended::Idle => None,
+        Ended::Error(error) if conn.requests() == 0 => Some(format!("http_error: {error}")),
+        Ended::Error(_) => None,
+    }
+}
+
+/// Resolves once shutdown has started (or the server is gone).
+async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
+}
+
+/// Resolves once the tapped stream has seen no bytes either way for `idle`.
+async fn idle_expired(buffer: &TapBuffer, idle: Duration) {
+    loop {
+        let quiet = buffer.idle_for();
+        if quiet >= idle {
+            return;
+        }
+        tokio::time::sleep(idle - quiet).await;
+    }
+}
+
+/// Counter reason and stored detail for a failed rustls handshake.
+fn handshake_failure(error: &std::io::Error) -> (&'static str, String) {
+    let tls = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match tls {
+        // The client refused us: most often our certificate (unknown CA, bad certificate).
+        Some(rustls::Error::AlertReceived(alert)) => (
+            "tls_alert_received",
+            format!("tls_alert_received: {alert:?}"),
+        ),
+        Some(other) => ("tls_error", format!("tls_error: {other}")),
+        None if error.kind() == std::io::ErrorKind::UnexpectedEof => (
+            "tls_closed",
+            "tls_closed: peer closed during the handshake".to_owned(),
+        ),
+        None => ("tls_io", format!("tls_io: {error}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniff_decides_on_the_preface_or_the_first_divergence() {
+        assert_eq!(sniff(b""), None);
+        assert_eq!(sniff(b"PRI * HTTP/2"), None);
+        assert_eq!(sniff(PREFACE), Some(Spoken::H2));
+        assert_eq!(sniff(b"GET / HTTP/1.1\r\n"), Some(Spoken::Http1));
+        assert_eq!(sniff(b"POST"), None);
+        assert_eq!(sniff(b"POST /x"), Some(Spoken::Http1));
+        assert_eq!(sniff(b"post /x"), Some(Spoken::Unknown));
+        assert_eq!(sniff(b"\x00\x01garbage"), Some(Spoken::Unknown));
+    }
+}

@@ -1,0 +1,172 @@
+//! Configuration of the echo server: where it listens, its certificate, its database, and every
+//! limit that keeps one peer from hurting the others.
+//!
+//! The defaults are the ones `exitvoice serve` uses with no flags; each is a named constant so the
+//! CLI help and the docs can quote it.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default listen address: loopback only, so a fresh checkout exposes nothing.
+pub const DEFAULT_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8443);
+/// Default database file, relative to the working directory.
+pub const DEFAULT_DB: &str = "exitvoice.db";
+/// Default deadline for the whole TLS handshake, ClientHello read included.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default idle timeout: a connection with no bytes either way for this long is closed.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default cap on the raw ClientHello records read before the handshake: 64 KiB.
+pub const DEFAULT_HELLO_CAP: usize = 64 * 1024;
+/// Default cap on the decrypted client bytes kept by the tap: 64 KiB.
+pub const DEFAULT_CAPTURE_BYTES: usize = 64 * 1024;
+/// Default maximum number of open connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// Default maximum number of open connections from one IP address.
+pub const DEFAULT_PER_IP_CONNECTIONS: usize = 64;
+/// Default cap on a request body the server reads (and discards): 64 KiB.
+pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
+/// Default capacity of the observation queue between connections and the writer.
+pub const DEFAULT_QUEUE_SIZE: usize = 8192;
+/// Default largest batch the writer commits in one transaction.
+pub const DEFAULT_BATCH_SIZE: usize = 256;
+/// Default longest time an observation waits in the writer before its batch is committed.
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+/// Default time in-flight connections get to finish after SIGINT/SIGTERM.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Everything `exitvoice serve` needs to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Addresses to listen on (IPv4 and IPv6).
+    pub listen: Vec<SocketAddr>,
+    /// SQLite database file; a generated certificate is kept beside it.
+    pub db: PathBuf,
+    /// PEM certificate chain; with `key`, replaces the generated self-signed certificate.
+    pub cert: Option<PathBuf>,
+    /// PEM private key for `cert`.
+    pub key: Option<PathBuf>,
+    /// When set, each connection's raw bytes and provenance are also written here.
+    pub record_dir: Option<PathBuf>,
+    /// Bearer token protecting `/api/observations`, if any.
+    pub api_token: Option<ApiToken>,
+    /// Connection and capture limits.
+    pub limits: Limits,
+    /// Observation queue and writer settings.
+    pub writer: WriterConfig,
+    /// Time in-flight connections get to finish at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: vec![DEFAULT_LISTEN],
+            db: PathBuf::from(DEFAULT_DB),
+            cert: None,
+            key: None,
+            record_dir: None,
+            api_token: None,
+            limits: Limits::default(),
+            writer: WriterConfig::default(),
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+        }
+    }
+}
+
+/// Limits that bound what one peer (or all of them) can make the server hold.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Open connections at most; beyond this new connections are closed at once.
+    pub max_connections: usize,
+    /// Open connections from one IP address at most.
+    pub per_ip_connections: usize,
+    /// Deadline for the whole handshake, ClientHello read included.
+    pub handshake_timeout: Duration,
+    /// Close a connection idle (no bytes either way) for this long.
+    pub idle_timeout: Duration,
+    /// Cap on the raw ClientHello records read before rustls sees them.
+    pub hello_cap: usize,
+    /// Bytes of decrypted client data the tap keeps per connection. The HTTP/2 parser's own
+    /// caps (frames, header blocks, PRIORITY frames) are [`crate::h2::MAX_FRAMES`],
+    /// [`crate::h2::MAX_HEADER_BLOCKS`] and [`crate::h2::MAX_PRIORITY_FRAMES`].
+    pub capture_bytes: usize,
+    /// Cap on the request body read per request.
+    pub body_cap: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            per_ip_connections: DEFAULT_PER_IP_CONNECTIONS,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            hello_cap: DEFAULT_HELLO_CAP,
+            capture_bytes: DEFAULT_CAPTURE_BYTES,
+            body_cap: DEFAULT_BODY_CAP,
+        }
+    }
+}
+
+/// The observation queue and its batching writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriterConfig {
+    /// Queue capacity; a connection finding it full drops its observation (counted).
+    pub queue_size: usize,
+    /// Most observations per transaction.
+    pub batch_size: usize,
+    /// Longest time the first observation of a batch waits before the batch is committed.
+    pub flush_interval: Duration,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        Self {
+            queue_size: DEFAULT_QUEUE_SIZE,
+            batch_size: DEFAULT_BATCH_SIZE,
+            flush_interval: DEFAULT_FLUSH_INTERVAL,
+        }
+    }
+}
+
+/// The bearer token of the observations endpoint. Its `Debug` never shows the secret.
+#[derive(Clone)]
+pub struct ApiToken(String);
+
+impl ApiToken {
+    /// Wraps a token; `None` when it is empty (an empty token would protect nothing).
+    pub fn new(token: String) -> Option<Self> {
+        (!token.is_empty()).then_some(Self(token))
+    }
+
+    /// Whether `presented` equals the token, compared in constant time (the time depends only on
+    /// the lengths, never on where the bytes first differ).
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        use subtle::ConstantTimeEq;
+        bool::from(self.0.as_bytes().ct_eq(presented))
+    }
+}
+
+impl fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiToken(<redacted>)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_token_matches_only_itself_and_never_prints() {
+        let token = ApiToken::new("s3cret-token".to_owned()).expect("non-empty");
+        assert!(token.matches(b"s3cret-token"));
+        assert!(!token.matches(b"s3cret-tokeN"));
+        assert!(!token.matches(b"s3cret"));
+        assert!(!format!("{token:?}").contains("s3cret"));
+        assert!(ApiToken::new(String::new()).is_none());
+    }
+}

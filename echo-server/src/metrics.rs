@@ -1,0 +1,240 @@
+//! Counters and gauges of the running server, served by `/healthz`.
+//!
+//! Everything is a relaxed atomic or a small map behind a mutex: counting must never make a
+//! connection wait on another.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+
+/// All counters of one server.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    accepted: AtomicU64,
+    open: AtomicI64,
+    rejected_max_connections: AtomicU64,
+    rejected_per_ip: AtomicU64,
+    handshakes: AtomicU64,
+    handshake_failures: Mutex<BTreeMap<&'static str, u64>>,
+    parse_errors: Mutex<BTreeMap<&'static str, u64>>,
+    requests: AtomicU64,
+    idle_closed: AtomicU64,
+    queued: AtomicU64,
+    queue_drops: AtomicU64,
+    written: AtomicU64,
+    write_failures: AtomicU64,
+    /// Whether the last batch failed to commit (the store is refusing writes right now).
+    store_failing: AtomicBool,
+    record_failures: AtomicU64,
+}
+
+/// Keeps the open-connection gauge up while alive; dropping it brings the gauge back down, so
+/// every way out of a connection task (including a panic unwinding) is counted.
+#[derive(Debug)]
+pub struct OpenConnection(Arc<Metrics>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn bump(map: &Mutex<BTreeMap<&'static str, u64>>, key: &'static str) {
+    let mut map = map.lock().unwrap_or_else(PoisonError::into_inner);
+    *map.entry(key).or_insert(0) += 1;
+}
+
+fn snapshot(map: &Mutex<BTreeMap<&'static str, u64>>) -> BTreeMap<&'static str, u64> {
+    map.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+impl Metrics {
+    /// Counts an accepted connection and raises the open gauge until the guard drops.
+    pub fn accept(self: &Arc<Self>) -> OpenConnection {
+        self.accepted.fetch_add(1, Ordering::Relaxed);
+        self.open.fetch_add(1, Ordering::Relaxed);
+        OpenConnection(Arc::clone(self))
+    }
+
+    /// Counts a connection closed at once because `--max-connections` was reached.
+    pub fn reject_max_connections(&self) {
+        self.rejected_max_connections
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed at once because its IP reached `--per-ip-connections`.
+    pub fn reject_per_ip(&self) {
+        self.rejected_per_ip.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a completed TLS handshake.
+    pub fn handshake(&self) {
+        self.handshakes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a failed handshake by reason.
+    pub fn handshake_failure(&self, reason: &'static str) {
+        bump(&self.handshake_failures, reason);
+    }
+
+    /// Counts a parse error by kind (`tls`, `h2`, `h1`).
+    pub fn parse_error(&self, kind: &'static str) {
+        bump(&self.parse_errors, kind);
+    }
+
+    /// Counts a request answered.
+    pub fn request(&self) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed by the idle timeout.
+    pub fn idle_closed(&self) {
+        self.idle_closed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an observation put on the queue.
+    pub fn queued(&self) {
+        self.queued.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an observation dropped because the queue was full or closed.
+    pub fn queue_drop(&self) {
+        self.queue_drops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts observations committed to the store.
+    pub fn written(&self, count: usize) {
+        self.store_failing.store(false, Ordering::Relaxed);
+        self.written
+            .fetch_add(u64::try_from(count).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Counts observations whose batch failed to commit.
+    pub fn write_failure(&self, count: usize) {
+        self.store_failing.store(true, Ordering::Relaxed);
+        self.write_failures
+            .fetch_add(u64::try_from(count).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    /// Counts a `--record-dir` file that could not be written.
+    pub fn record_failure(&self) {
+        self.record_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections open right now.
+    pub fn open(&self) -> i64 {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// A consistent-enough copy of every counter, for `/healthz`.
+    pub fn report(&self) -> MetricsReport {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        MetricsReport {
+            connections: ConnectionsReport {
+                open: self.open(),
+                accepted: load(&self.accepted),
+                rejected_max_connections: load(&self.rejected_max_connections),
+                rejected_per_ip: load(&self.rejected_per_ip),
+                idle_closed: load(&self.idle_closed),
+            },
+            handshakes: HandshakesReport {
+                completed: load(&self.handshakes),
+                failures: snapshot(&self.handshake_failures),
+            },
+            parse_errors: snapshot(&self.parse_errors),
+            requests: load(&self.requests),
+            observations: ObservationsReport {
+                queued: load(&self.queued),
+                queue_drops: load(&self.queue_drops),
+                written: load(&self.written),
+                write_failures: load(&self.write_failures),
+                store_failing: self.store_failing.load(Ordering::Relaxed),
+                record_failures: load(&self.record_failures),
+            },
+        }
+    }
+}
+
+/// The counters as `/healthz` shows them.
+#[derive(Clone, Debug, Serialize)]
+pub struct MetricsReport {
+    /// Connection gauge and counters.
+    pub connections: ConnectionsReport,
+    /// TLS handshakes.
+    pub handshakes: HandshakesReport,
+    /// Parse errors by kind (`tls`, `h2`, `h1`).
+    pub parse_errors: BTreeMap<&'static str, u64>,
+    /// Requests answered.
+    pub requests: u64,
+    /// The observation queue and the store.
+    pub observations: ObservationsReport,
+}
+
+/// Connection gauge and counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConnectionsReport {
+    /// Open right now; returns to zero when every connection has ended.
+    pub open: i64,
+    /// Accepted since start.
+    pub accepted: u64,
+    /// Closed at once: `--max-connections` reached.
+    pub rejected_max_connections: u64,
+    /// Closed at once: the peer's IP reached `--per-ip-connections`.
+    pub rejected_per_ip: u64,
+    /// Closed by the idle timeout.
+    pub idle_closed: u64,
+}
+
+/// TLS handshakes.
+#[derive(Clone, Debug, Serialize)]
+pub struct HandshakesReport {
+    /// Completed.
+    pub completed: u64,
+    /// Failed, by reason.
+    pub failures: BTreeMap<&'static str, u64>,
+}
+
+/// The observation queue and the store.
+#[derive(Clone, Debug, Serialize)]
+pub struct ObservationsReport {
+    /// Put on the queue.
+    pub queued: u64,
+    /// Dropped: the queue was full (the connection never waits) or already closed.
+    pub queue_drops: u64,
+    /// Committed to the store.
+    pub written: u64,
+    /// Lost because their batch failed to commit.
+    pub write_failures: u64,
+    /// The last batch failed: the store refuses writes right now (clears on the next success).
+    pub store_failing: bool,
+    /// `--record-dir` files that could not be written.
+    pub record_failures: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_gauge_follows_guards_and_maps_count_by_key() {
+        let metrics = Arc::new(Metrics::default());
+        let first = metrics.accept();
+        let second = metrics.accept();
+        assert_eq!(metrics.open(), 2);
+        drop(first);
+        drop(second);
+        metrics.handshake_failure("handshake_timeout");
+        metrics.handshake_failure("handshake_timeout");
+        metrics.parse_error("tls");
+        let report = metrics.report();
+        assert_eq!(report.connections.open, 0);
+        assert_eq!(report.connections.accepted, 2);
+        assert_eq!(
+            report.handshakes.failures.get("handshake_timeout"),
+            Some(&2)
+        );
+        assert_eq!(report.parse_errors.get("tls"), Some(&1));
+    }
+}

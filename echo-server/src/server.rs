@@ -1,0 +1,235 @@
+//! The echo server as a whole: certificate, rustls configuration, store, writer, API router and
+//! listeners, and the orderly shutdown (stop accepting, let connections finish, drain the queue).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use exitvoice_schema::{Store, StoreError};
+use time::OffsetDateTime;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+use crate::api::{self, ApiState};
+use crate::capture::listener::{accept_loop, Limiter};
+use crate::cert::{self, CertError, CertSource};
+use crate::config::{Config, Limits};
+use crate::metrics::Metrics;
+use crate::writer::{self, WriterHandle};
+
+/// How often shutdown checks whether every connection has ended.
+const DRAIN_POLL: Duration = Duration::from_millis(20);
+
+/// Errors that stop the server from starting.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The certificate could not be loaded or generated.
+    #[error(transparent)]
+    Cert(#[from] CertError),
+    /// rustls refused the certificate, key or settings.
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+    /// The database could not be opened or migrated.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `--record-dir` could not be created.
+    #[error("cannot create the record directory: {0}")]
+    RecordDir(std::io::Error),
+}
+
+/// State every connection task shares.
+pub(crate) struct Shared {
+    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) router: axum::Router,
+    pub(crate) limits: Limits,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) writer: WriterHandle,
+    pub(crate) limiter: Arc<Limiter>,
+    /// Flips to `true` once shutdown starts.
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// Start time of this server in ms since the epoch: the first part of connection ids.
+    pub(crate) boot_id: String,
+    next_connection: AtomicU64,
+}
+
+impl Shared {
+    /// The next connection sequence number (1, 2, …).
+    pub(crate) fn next_connection(&self) -> u64 {
+        self.next_connection.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
+
+/// A bound, ready-to-run echo server.
+pub struct Server {
+    shared: Arc<Shared>,
+    listeners: Vec<TcpListener>,
+    local_addrs: Vec<SocketAddr>,
+    shutdown_tx: watch::Sender<bool>,
+    writer_task: JoinHandle<()>,
+    store: Store,
+    pin: String,
+    cert_source: CertSource,
+    shutdown_grace: Duration,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addrs", &self.local_addrs)
+            .field("pin", &self.pin)
+            .field("cert_source", &self.cert_source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Loads or generates the certificate, opens the store, starts the writer and binds every
+    /// listen address.
+    ///
+    /// # Errors
+    /// [`ServerError`] when any of those fails.
+    pub async fn bind(config: Config) -> Result<Self, ServerError> {
+        let identity =
+            cert::load_or_generate(config.cert.as_deref(), config.key.as_deref(), &config.db)?;
+        let pin = identity.pin.clone();
+        let cert_source = identity.source.clone();
+        let acceptor = TlsAcceptor::from(Arc::new(tls_config(identity)?));
+        if let Some(dir) = &config.record_dir {
+            std::fs::create_dir_all(dir).map_err(ServerError::RecordDir)?;
+        }
+        let store = Store::open(&config.db).await?;
+        let metrics = Arc::new(Metrics::default());
+        let (writer, writer_task) = writer::spawn(
+            store.clone(),
+            config.writer,
+            config.record_dir.clone(),
+            Arc::clone(&metrics),
+        );
+        let mut listeners = Vec::with_capacity(config.listen.len());
+        let mut local_addrs = Vec::with_capacity(config.listen.len());
+        for addr in &config.listen {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    addr: *addr,
+                    source,
+                })?;
+            let local = listener.local_addr().map_err(|source| ServerError::Bind {
+                addr: *addr,
+                source,
+            })?;
+            local_addrs.push(local);
+            listeners.push(listener);
+        }
+        let router = api::router(ApiState {
+            metrics: Arc::clone(&metrics),
+            store: store.clone(),
+            writer: writer.clone(),
+            api_token: config.api_token.clone(),
+            body_cap: config.limits.body_cap,
+            started: OffsetDateTime::now_utc(),
+        });
+        let (shutdown_tx, shutdown) = watch::channel(false);
+        let boot_ms = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
+        let shared = Arc::new(Shared {
+            acceptor,
+            router,
+            limiter: Arc::new(Limiter::new(
+                config.limits.max_connections,
+                config.limits.per_ip_connections,
+            )),
+            limits: config.limits,
+            metrics,
+            writer,
+            shutdown,
+            boot_id: boot_ms.to_string(),
+            next_connection: AtomicU64::new(0),
+        });
+        Ok(Self {
+            shared,
+            listeners,
+            local_addrs,
+            shutdown_tx,
+            writer_task,
+            store,
+            pin,
+            cert_source,
+            shutdown_grace: config.shutdown_grace,
+        })
+    }
+
+    /// The addresses actually bound (port 0 resolved).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// The certificate pin, `sha256//<base64>`.
+    pub fn pin(&self) -> &str {
+        &self.pin
+    }
+
+    /// Where the certificate came from.
+    pub fn cert_source(&self) -> &CertSource {
+        &self.cert_source
+    }
+
+    /// The server's counters.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        Arc::clone(&self.shared.metrics)
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, gives open connections the
+    /// shutdown grace to finish, drains the observation queue into the store and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let loops: Vec<_> = self
+            .listeners
+            .into_iter()
+            .map(|listener| tokio::spawn(accept_loop(Arc::clone(&self.shared), listener)))
+            .collect();
+        shutdown.await;
+        tracing::info!("shutting down: no new connections");
+        let _ = self.shutdown_tx.send(true);
+        for accept in loops {
+            let _ = accept.await;
+        }
+        let grace = tokio::time::Instant::now() + self.shutdown_grace;
+        while self.shared.metrics.open() > 0 && tokio::time::Instant::now() < grace {
+            tokio::time::sleep(DRAIN_POLL).await;
+        }
+        let open = self.shared.metrics.open();
+        if open > 0 {
+            tracing::warn!(open, "connections still open after the shutdown grace");
+        }
+        self.shared.writer.close();
+        let _ = self.writer_task.await;
+        self.store.pool().close().await;
+        tracing::info!("observations flushed; stopped");
+    }
+}
+
+/// rustls as a real origin would run it: TLS 1.2 and 1.3, ALPN `h2` then `http/1.1`, session
+/// tickets (TLS 1.3 tickets and TLS 1.2 stateless tickets), and `SSLKEYLOGFILE` honoured.
+fn tls_config(identity: cert::Identity) -> Result<rustls::ServerConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(identity.chain, identity.key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.key_log = Arc::new(rustls::KeyLogFile::new());
+    config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
+    Ok(config)
+}

@@ -1,0 +1,353 @@
+//! Whole client prefixes: python-hyper fixtures (tests/tools/h2_vectors.py; expected values are
+//! what hyperframe/hpack decoded and the spec's Akamai strings), hostile input, caps, truncation.
+
+use exitvoice_echo::classify::browser_profile;
+use exitvoice_echo::h2::{
+    self, akamai_fingerprint, akamai_fingerprint_hash, akamai_variant, parse_prefix, AkamaiVariant,
+    H2ErrorKind, Payload, PREFACE,
+};
+use serde_json::Value;
+
+fn fixture(name: &str) -> (Vec<u8>, Value) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/h2/");
+    let bin = std::fs::read(format!("{dir}{name}.bin")).expect("fixture bin");
+    let json = std::fs::read_to_string(format!("{dir}{name}.json")).expect("fixture json");
+    (
+        bin,
+        serde_json::from_str(&json).expect("fixture json parses"),
+    )
+}
+
+/// Frames and decoded fields equal what hyperframe/hpack decoded.
+fn check_against_python(name: &str) {
+    let (bin, want) = fixture(name);
+    let p = parse_prefix(&bin).expect("fixture parses");
+    assert!(!p.truncated, "{name}");
+    let frames = want["frames"].as_array().expect("frames");
+    assert_eq!(p.frames.len(), frames.len(), "{name}: frame count");
+    for (got, want) in p.frames.iter().zip(frames) {
+        assert_eq!(u64::from(got.header.kind.0), want["type"], "{name}");
+        assert_eq!(u64::from(got.header.flags), want["flags"], "{name}");
+        assert_eq!(u64::from(got.header.stream_id), want["stream_id"], "{name}");
+        assert_eq!(u64::from(got.header.length), want["length"], "{name}");
+        match &got.payload {
+            Payload::Settings(s) => {
+                let pairs: Vec<Value> = s
+                    .entries
+                    .iter()
+                    .map(|e| serde_json::json!([e.id, e.value]))
+                    .collect();
+                assert_eq!(Value::from(pairs), want["settings"], "{name}");
+            }
+            Payload::WindowUpdate(w) => assert_eq!(u64::from(w.increment), want["increment"]),
+            Payload::Priority(pr) => {
+                let f = pr.fields;
+                assert_eq!(
+                    serde_json::json!([f.exclusive, f.dependency, f.weight_byte]),
+                    want["priority"]
+                );
+            }
+            Payload::Headers(h) => {
+                if let Some(f) = h.priority {
+                    assert_eq!(
+                        serde_json::json!([f.exclusive, f.dependency, f.weight_byte]),
+                        want["priority"]
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    let requests = want["requests"].as_array().expect("requests");
+    assert_eq!(p.requests.len(), requests.len(), "{name}: request count");
+    for (got, want) in p.requests.iter().zip(requests) {
+        assert_eq!(u64::from(got.stream_id), want["stream_id"]);
+        let fields: Vec<Value> = got
+            .block
+            .fields()
+            .map(|f| {
+                serde_json::json!([
+                    String::from_utf8_lossy(f.name),
+                    String::from_utf8_lossy(f.value)
+                ])
+            })
+            .collect();
+        assert_eq!(Value::from(fields), want["fields"], "{name}");
+    }
+    assert_eq!(akamai_fingerprint(&p), want["akamai"], "{name}");
+}
+
+#[test]
+fn python_fixtures_decode_as_hyperframe_and_hpack_do() {
+    for name in [
+        "chrome_shaped",
+        "chrome_grease",
+        "firefox_shaped",
+        "firefox_legacy_tree",
+        "continuation_two_requests",
+        "python_h2_client",
+    ] {
+        check_against_python(name);
+    }
+}
+
+#[test]
+fn chrome_shaped_prefix_gives_the_spec_akamai_string() {
+    let (bin, _) = fixture("chrome_shaped");
+    let p = parse_prefix(&bin).expect("parses");
+    let fp = akamai_fingerprint(&p);
+    // Shared spec section 5, Chrome 119-150.
+    assert_eq!(fp, "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p");
+    // The same string and md5 as tls.browserleaks.com reports for Chrome 143 (akamai_hash).
+    assert_eq!(
+        akamai_fingerprint_hash(&fp),
+        "52d84b11737d980aef856699f885ca86"
+    );
+    let prio = p
+        .first_request()
+        .and_then(|r| r.priority)
+        .expect("priority");
+    assert!(prio.exclusive);
+    assert_eq!((prio.weight_byte, prio.weight), (255, 256));
+    assert_eq!(browser_profile(&p).map(|b| b.name), Some("chrome-119+"));
+}
+
+#[test]
+fn firefox_shaped_prefixes_give_the_spec_akamai_strings() {
+    let (bin, _) = fixture("firefox_shaped");
+    let p = parse_prefix(&bin).expect("parses");
+    assert_eq!(
+        akamai_fingerprint(&p),
+        "1:65536;2:0;4:131072;5:16384|12517377|0|m,p,a,s"
+    );
+    assert_eq!(browser_profile(&p).map(|b| b.name), Some("firefox-133+"));
+    // Paper example, Firefox 53 (shared spec section 4).
+    let (bin, _) = fixture("firefox_legacy_tree");
+    let p = parse_prefix(&bin).expect("parses");
+    assert_eq!(
+        akamai_fingerprint(&p),
+        "1:65536;4:131072;5:16384|12517377|3:0:0:201,5:0:0:101,7:0:0:1,9:0:7:1,11:0:3:1|m,p,a,s"
+    );
+    assert_eq!(
+        akamai_variant(&p, AkamaiVariant::PriorityWireWeight),
+        "1:65536;4:131072;5:16384|12517377|3:0:0:200,5:0:0:100,7:0:0:0,9:0:7:0,11:0:3:0|m,p,a,s"
+    );
+    assert!(browser_profile(&p).is_none());
+}
+
+#[test]
+fn grease_setting_is_kept_canonically_and_dropped_by_the_variant() {
+    let (bin, _) = fixture("chrome_grease");
+    let p = parse_prefix(&bin).expect("parses");
+    assert_eq!(
+        akamai_fingerprint(&p),
+        "1:65536;2:0;4:6291456;6:262144;6682:2829099|15663105|0|m,a,s,p"
+    );
+    assert_eq!(
+        akamai_variant(&p, AkamaiVariant::GreaseSettingsDropped),
+        "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p"
+    );
+    // The GREASE frame type 0x2a is logged with its number.
+    assert_eq!(p.frames.last().map(|f| f.header.kind.0), Some(0x2a));
+    assert!(p.frames.last().is_some_and(|f| f.header.kind.is_grease()));
+    // GREASE settings do not change the voice's identity of the stack, nor the profile.
+    let (plain, _) = fixture("chrome_shaped");
+    let plain = parse_prefix(&plain).expect("parses");
+    assert_eq!(browser_profile(&p).map(|b| b.name), Some("chrome-119+"));
+    assert_ne!(
+        h2::voice_id(&p),
+        h2::voice_id(&plain),
+        "GREASE position is a trait"
+    );
+}
+
+#[test]
+fn library_clients_are_not_browsers() {
+    for name in ["python_h2_client", "continuation_two_requests"] {
+        let (bin, _) = fixture(name);
+        let p = parse_prefix(&bin).expect("parses");
+        assert!(browser_profile(&p).is_none(), "{name}");
+    }
+    let (bin, _) = fixture("python_h2_client");
+    let p = parse_prefix(&bin).expect("parses");
+    assert_eq!(
+        akamai_variant(&p, AkamaiVariant::WindowUpdateSingleZero),
+        "1:4096;2:1;4:65535;5:16384;8:0;3:100;6:65536|0|0|m,p,s,a"
+    );
+}
+
+#[test]
+fn continuation_and_dynamic_table_span_requests() {
+    let (bin, _) = fixture("continuation_two_requests");
+    let p = parse_prefix(&bin).expect("parses");
+    assert_eq!(p.requests.len(), 2);
+    assert_eq!(p.requests[1].stream_id, 3);
+    let auth = p.requests[0]
+        .block
+        .fields()
+        .find(|f| f.name == b"authorization")
+        .expect("authorization");
+    assert_eq!(auth.representation.kind, h2::FieldKind::NeverIndexed);
+    // The second request's :authority comes from the dynamic table.
+    let a = p.requests[1]
+        .block
+        .fields()
+        .find(|f| f.name == b":authority")
+        .expect(":authority");
+    assert_eq!(a.representation.kind, h2::FieldKind::Indexed);
+    assert!(a.representation.index.is_some_and(|i| i > 61));
+    let e = h2::echo(&p, 1);
+    assert_eq!(
+        e.pseudo_header_order,
+        [":method", ":scheme", ":path", ":authority"]
+    );
+    assert_eq!(e.header_order, ["x-token"]);
+    assert_eq!(e.detail["request"]["stream_id"], 3);
+}
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len() as u32;
+    let mut f = len.to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend(payload);
+    f
+}
+
+fn prefix(frames: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = PREFACE.to_vec();
+    for f in frames {
+        b.extend(f);
+    }
+    b
+}
+
+fn settings() -> Vec<u8> {
+    frame(4, 0, 0, &[0, 4, 0, 0, 0xff, 0xff])
+}
+
+#[test]
+fn hostile_frames_are_typed_errors_with_partial_results() {
+    // Frame length 16 MiB - 1 (the largest the field can say).
+    let mut b = prefix(&[settings()]);
+    b.extend([0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0]);
+    let e = parse_prefix(&b).expect_err("too large");
+    assert_eq!(e.kind, H2ErrorKind::FrameTooLarge { length: 0xff_ffff });
+    assert_eq!(e.offset, 24 + 15);
+    assert_eq!(e.partial.frames.len(), 1, "the SETTINGS before it is kept");
+
+    // HPACK index past the table.
+    let b = prefix(&[settings(), frame(1, 0x5, 1, &[0x82, 0xff, 0x10])]);
+    let e = parse_prefix(&b).expect_err("index");
+    assert!(matches!(e.kind, H2ErrorKind::Hpack(_)));
+    assert_eq!(e.partial.requests.len(), 1);
+    assert_eq!(
+        e.partial.requests[0].block.len(),
+        1,
+        ":method decoded first"
+    );
+
+    // CONTINUATION without HEADERS.
+    let b = prefix(&[settings(), frame(9, 0x4, 1, &[0x82])]);
+    assert_eq!(
+        parse_prefix(&b).expect_err("continuation").kind,
+        H2ErrorKind::UnexpectedContinuation
+    );
+    // HEADERS without END_HEADERS followed by something else.
+    let b = prefix(&[frame(1, 0, 1, &[0x82]), settings()]);
+    assert_eq!(
+        parse_prefix(&b).expect_err("interrupted").kind,
+        H2ErrorKind::ContinuationExpected
+    );
+    // SETTINGS length not a multiple of 6.
+    let b = prefix(&[frame(4, 0, 0, &[0, 4, 0, 0, 0xff])]);
+    assert_eq!(
+        parse_prefix(&b).expect_err("settings").kind,
+        H2ErrorKind::BadLength { frame: "SETTINGS" }
+    );
+    // Garbage after the preface: a header claiming a 0x616263 byte frame.
+    let b = prefix(&[b"abcdefghijklmnop".to_vec()]);
+    assert!(matches!(
+        parse_prefix(&b).expect_err("garbage").kind,
+        H2ErrorKind::FrameTooLarge { .. }
+    ));
+    // Bad preface.
+    assert_eq!(
+        parse_prefix(b"GET / HTTP/1.1\r\n\r\n")
+            .expect_err("preface")
+            .kind,
+        H2ErrorKind::BadPreface
+    );
+    // WINDOW_UPDATE of the wrong size; padding longer than the payload.
+    let b = prefix(&[frame(8, 0, 0, &[0, 0, 1])]);
+    assert!(parse_prefix(&b).is_err());
+    let b = prefix(&[frame(1, 0x8 | 0x4, 1, &[9, 0x82])]);
+    assert_eq!(
+        parse_prefix(&b).expect_err("pad").kind,
+        H2ErrorKind::BadPadding
+    );
+}
+
+#[test]
+fn zero_length_settings_is_legal_and_gives_an_empty_s_field() {
+    let b = prefix(&[
+        frame(4, 0, 0, &[]),
+        frame(1, 0x5, 1, &[0x82, 0x84, 0x87, 0x41, 0x01, b'x']),
+    ]);
+    let p = parse_prefix(&b).expect("parses");
+    assert_eq!(akamai_fingerprint(&p), "|00|0|m,p,s,a");
+}
+
+#[test]
+fn priority_flood_is_capped_and_headers_still_seen() {
+    let mut frames = vec![settings()];
+    for i in 0..10_000u32 {
+        frames.push(frame(2, 0, 2 * i + 3, &[0, 0, 0, 0, 15]));
+    }
+    frames.push(frame(1, 0x5, 1, &[0x82, 0x84, 0x87, 0x41, 0x01, b'x']));
+    let p = parse_prefix(&prefix(&frames)).expect("parses");
+    assert!(p.priority_capped);
+    assert_eq!(p.priority_frames().count(), h2::MAX_PRIORITY_FRAMES);
+    assert_eq!(p.requests.len(), 1);
+    assert!(akamai_fingerprint(&p).ends_with("|m,p,s,a"));
+}
+
+#[test]
+fn frame_and_header_block_caps() {
+    let ping = frame(6, 0, 0, &[0; 8]);
+    let p = parse_prefix(&prefix(&vec![ping; 300])).expect("parses");
+    assert!(p.frames_capped);
+    assert_eq!(p.frames.len(), h2::MAX_FRAMES);
+    let frames: Vec<_> = (0..6u32)
+        .map(|i| frame(1, 0x5, 2 * i + 1, &[0x82, 0x84, 0x87]))
+        .collect();
+    let p = parse_prefix(&prefix(&frames)).expect("parses");
+    assert!(p.header_blocks_capped);
+    assert_eq!(p.requests.len(), h2::MAX_HEADER_BLOCKS);
+    assert_eq!(p.frames.len(), 6);
+}
+
+#[test]
+fn cut_chrome_prefix_is_a_consistent_truncated_result() {
+    let (bin, _) = fixture("chrome_shaped");
+    let full = parse_prefix(&bin).expect("parses");
+    for cut in 0..bin.len() {
+        let p = parse_prefix(&bin[..cut]).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+        assert!(p.frames.len() <= full.frames.len());
+        for (a, b) in p.frames.iter().zip(&full.frames) {
+            assert_eq!(a.header, b.header, "cut {cut}");
+            if !a.truncated {
+                assert_eq!(a.payload, b.payload, "cut {cut}");
+            }
+        }
+        let at_boundary = p.frames.last().is_none_or(|f| !f.truncated)
+            && (cut == 24 || cut == 24 + 33 || cut == 24 + 46 || cut >= bin.len());
+        assert_eq!(p.truncated, !at_boundary, "cut {cut}");
+        if let (Some(a), Some(b)) = (p.first_request(), full.first_request()) {
+            // Every field decoded from a cut block is a field of the full block, in order.
+            for (x, y) in a.block.fields().zip(b.block.fields()) {
+                assert_eq!(x.name, y.name, "cut {cut}");
+            }
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! End to end: `exitvoice serve` on loopback, real proxies in front of it, `exitvoice audit
+//! --once` through them, and the labels it writes.
+//!
+//! Needs root and the packages squid, apache2-utils, tinyproxy, dante-server, haproxy, and
+//! mitmproxy in `.tools/venv-mitm` (scripts/install-test-deps.sh).
+
+mod support;
+
+use std::path::Path;
+
+use support::{
+    audit, exits_file, EchoServer, Proxy, PASSWORD, PASSWORD_ENCODED, SOCKS_USER, TINY_PASSWORD,
+    USER,
+};
+
+/// The fields that must not change between runs when nothing changed.
+fn stable_view(label: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({
+        "state": label["state"],
+        "bucket": label["bucket"],
+        "flags": label["flags"],
+        "voices": label["voices"],
+        "route": label["route"],
+        "egress_ips": label["egress_ips"],
+        "url": label["url"],
+    })
+}
+
+/// Every byte of every file under `dir` (databases, WAL files, labels), except the exits file,
+/// which holds the credentials by design.
+fn all_bytes(dir: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_file() && path.file_name().is_some_and(|n| n != "exits.toml") {
+            out.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    out
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn tunnelling_proxies_keep_the_voice_and_labels_repeat() {
+    let echo = EchoServer::start();
+    let squid = Proxy::squid();
+    let tiny = Proxy::tinyproxy_auth();
+    let dante = Proxy::dante();
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[
+            (
+                "squid",
+                format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", squid.port),
+            ),
+            (
+                "tinyproxy",
+                format!("http://{USER}:{TINY_PASSWORD}@127.0.0.1:{}", tiny.port),
+            ),
+            (
+                "dante",
+                format!(
+                    "socks5h://{SOCKS_USER}:{PASSWORD_ENCODED}@127.0.0.1:{}",
+                    dante.port
+                ),
+            ),
+        ],
+    );
+    let db = work.path().join("audit.db");
+    let runs: Vec<_> = (0..3).map(|_| audit(&exits, &db, &[])).collect();
+
+    let first = &runs[0];
+    assert!(
+        first.labels["baseline"]["tls_voice"].is_string(),
+        "{}",
+        first.labels
+    );
+    for name in ["squid", "tinyproxy", "dante"] {
+        let label = first.exit(name);
+        assert_eq!(label["state"], "stable", "{name}: {label}");
+        assert_eq!(label["flags"]["tls_preserved"], true, "{name}: {label}");
+        assert_eq!(label["flags"]["h2_preserved"], true, "{name}: {label}");
+        assert_eq!(label["flags"]["tls_intercepted"], false, "{name}: {label}");
+        assert_eq!(label["bucket"], "A", "{name}: {label}");
+        assert_eq!(label["route"], "identity", "{name}: {label}");
+        assert_eq!(label["samples"], 4, "{name}: {label}");
+        assert_eq!(label["egress_ips"], serde_json::json!(["127.0.0.1"]));
+        // The exit's voice is the baseline's.
+        let baseline_tls = first.labels["baseline"]["tls_voice"].as_str().unwrap();
+        assert!(label["voices"][0]
+            .as_str()
+            .unwrap()
+            .starts_with(baseline_tls));
+    }
+    // Three consecutive --once runs: the same labels.
+    for run in &runs[1..] {
+        for name in ["squid", "tinyproxy", "dante"] {
+            assert_eq!(
+                stable_view(run.exit(name)),
+                stable_view(first.exit(name)),
+                "{name}"
+            );
+        }
+    }
+    // Secrets: no password, in clear, percent-encoded or as a Basic token, in logs, labels or DBs.
+    let basic = {
+        use std::io::Write;
+        let mut child = std::process::Command::new("base64")
+            .arg("-w0")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        write!(child.stdin.take().unwrap(), "{USER}:{PASSWORD}").unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout).unwrap()
+    };
+    let mut haystack = all_bytes(work.path());
+    haystack.extend(all_bytes(echo.dir.path()));
+    for run in &runs {
+        haystack.extend(run.stderr.as_bytes());
+        haystack.extend(run.stdout.as_bytes());
+    }
+    assert!(
+        contains(&haystack, "\"squid\""),
+        "the haystack holds the run"
+    );
+    for secret in [PASSWORD, PASSWORD_ENCODED, TINY_PASSWORD, basic.as_str()] {
+        assert!(
+            !contains(&haystack, secret),
+            "found {secret:?} in logs, labels or databases"
+        );
+    }
+}
+
+#[test]
+fn mitmproxy_is_intercepted_and_its_voice_recorded() {
+    let echo = EchoServer::start();
+    let mitm = Proxy::start("mitmproxy", &[]);
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("mitm", format!("http://127.0.0.1:{}", mitm.port))],
+    );
+    let run = audit(&exits, &work.path().join("audit.db"), &[]);
+    let label = run.exit("mitm");
+    assert_eq!(label["flags"]["tls_intercepted"], true, "{label}");
+    assert_eq!(label["flags"]["tls_preserved"], false, "{label}");
+    assert_eq!(label["route"], "quarantine", "{label}");
+    assert_eq!(label["samples"], 4, "{label}");
+    // Its own voice: recorded, and not the auditor's.
+    let voice = label["voices"][0].as_str().expect("a recorded voice");
+    let baseline_tls = run.labels["baseline"]["tls_voice"].as_str().unwrap();
+    assert!(
+        !voice.starts_with(baseline_tls),
+        "{voice} is the baseline's"
+    );
+    assert_eq!(
+        label["state"], "stable",
+        "mitmproxy always speaks the same: {label}"
+    );
+}
+
+#[test]
+fn round_robin_over_two_backends_alternates_over_three_mutates() {
+    let echo = EchoServer::start();
+    let squid = Proxy::squid();
+    let mitm = Proxy::start("mitmproxy", &[]);
+    // A third voice: mitmproxy without HTTP/2 upstream offers only http/1.1 (another ALPN list,
+    // so another TLS voice) and speaks HTTP/1.1.
+    let mitm_h1 = Proxy::start("mitmproxy", &["--set", "http2=false"]);
+    let rr2 = Proxy::start(
+        "haproxy",
+        &[&squid.port.to_string(), &mitm.port.to_string()],
+    );
+    let rr3 = Proxy::start(
+        "haproxy",
+        &[
+            &squid.port.to_string(),
+            &mitm.port.to_string(),
+            &mitm_h1.port.to_string(),
+        ],
+    );
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[
+            (
+                "rr2",
+                format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", rr2.port),
+            ),
+            (
+                "rr3",
+                format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", rr3.port),
+            ),
+        ],
+    );
+    // Six samples: rr3 cycles through all three backends twice.
+    let run = audit(
+        &exits,
+        &work.path().join("audit.db"),
+        &["--samples", "6", "--concurrency", "1"],
+    );
+    let rr2 = run.exit("rr2");
+    assert_eq!(rr2["state"], "alternating", "{rr2}");
+    assert_eq!(rr2["voices"].as_array().unwrap().len(), 2, "{rr2}");
+    let rr3 = run.exit("rr3");
+    assert_eq!(rr3["state"], "mutating", "{rr3}");
+    assert_eq!(rr3["voices"].as_array().unwrap().len(), 3, "{rr3}");
+    assert_eq!(rr3["route"], "quarantine", "{rr3}");
+}
+
+#[test]
+fn failure_classes_reach_the_labels() {
+    let echo = EchoServer::start();
+    let squid = Proxy::squid();
+    // Accepts and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for socket in silent.incoming() {
+            held.push(socket);
+        }
+    });
+    let closed = support::free_port();
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[
+            (
+                "wrong-password",
+                format!("http://{USER}:not-it@127.0.0.1:{}", squid.port),
+            ),
+            (
+                "closed",
+                format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{closed}"),
+            ),
+            (
+                "silent",
+                format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{silent_port}"),
+            ),
+        ],
+    );
+    let started = std::time::Instant::now();
+    let run = audit(
+        &exits,
+        &work.path().join("audit.db"),
+        &["--samples", "2", "--retries", "0", "--tunnel-timeout", "1s"],
+    );
+    for (name, class) in [
+        ("wrong-password", "proxy_auth"),
+        ("closed", "connect_refused"),
+        ("silent", "timeout"),
+    ] {
+        let label = run.exit(name);
+        assert_eq!(label["errors"][class], 2, "{name}: {label}");
+        assert_eq!(label["route"], "quarantine", "{name}: {label}");
+        assert_eq!(label["state"], "unknown", "{name}: {label}");
+        assert_eq!(label["samples"], 0, "{name}: {label}");
+    }
+    // Two 1 s tunnel timeouts, sequential, plus spacing: nowhere near a hang.
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(
+        run.stderr.contains("\"class\":\"timeout\""),
+        "structured logs carry the class"
+    );
+}

@@ -1,0 +1,46 @@
+//! Gateway test doubles (tests/gateway) between the auditor and the echo server: a silent
+//! downgrade gives bucket D and quarantine; a re-muxing gateway gives bucket C.
+
+mod gateway;
+mod support;
+
+use gateway::{Gateway, Mode};
+use support::{audit, exits_file, EchoServer};
+
+#[test]
+fn downgrading_gateway_is_bucket_d_and_quarantined() {
+    let echo = EchoServer::start();
+    let gateway = Gateway::start(Mode::Downgrade, &echo.dir.path().join("echo.db.cert.pem"));
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("downgrade", format!("http://127.0.0.1:{}", gateway.port))],
+    );
+    let run = audit(&exits, &work.path().join("audit.db"), &[]);
+    let label = run.exit("downgrade");
+    assert_eq!(label["samples"], 4, "{label}");
+    assert_eq!(label["bucket"], "D", "{label}");
+    assert_eq!(label["route"], "quarantine", "{label}");
+    // It terminated TLS, so the auditor saw the gateway's certificate, not the echo's.
+    assert_eq!(label["flags"]["tls_intercepted"], true, "{label}");
+}
+
+#[test]
+fn remuxing_gateway_is_bucket_c() {
+    let echo = EchoServer::start();
+    let gateway = Gateway::start(Mode::Remux, &echo.dir.path().join("echo.db.cert.pem"));
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("remux", format!("http://127.0.0.1:{}", gateway.port))],
+    );
+    let run = audit(&exits, &work.path().join("audit.db"), &[]);
+    let label = run.exit("remux");
+    assert_eq!(label["samples"], 4, "{label}");
+    // The first probe opened the shared upstream connection; the later ones rode on it.
+    assert_eq!(label["bucket"], "C", "{label}");
+    let history = label["history"].as_array().unwrap();
+    assert!(history[1..].iter().all(|h| h["bucket"] == "C"), "{label}");
+}

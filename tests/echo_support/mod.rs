@@ -1,0 +1,342 @@
+//! Shared by the `echo_*` end-to-end tests: runs the real `exitvoice serve` binary on an
+//! ephemeral loopback port with its own temporary database, and talks to it with real clients
+//! (curl, and rustls for what curl cannot do). Needs `curl` (scripts/install-test-deps.sh).
+#![allow(dead_code)] // Each test file uses its own part of this module.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use serde_json::Value;
+use sqlx::Row as _;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+/// A running `exitvoice serve` child process.
+pub struct EchoServer {
+    child: Child,
+    /// The port of the first listen address (`127.0.0.1:0`).
+    pub port: u16,
+    /// Every address the server printed, in order.
+    pub addrs: Vec<std::net::SocketAddr>,
+    /// The pin the server printed (`sha256//…`).
+    pub pin: String,
+    /// Temporary directory holding the database and the generated certificate.
+    pub dir: tempfile::TempDir,
+    stderr_path: PathBuf,
+}
+
+impl EchoServer {
+    /// Starts the binary with `--listen 127.0.0.1:0 --db <tmp>/echo.db` plus `extra` flags, and
+    /// waits until it printed its address and pin.
+    pub fn start(extra: &[&str]) -> Self {
+        Self::start_with_env(extra, &[])
+    }
+
+    /// Like [`Self::start`], with extra environment variables.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &Path)]) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("echo.db");
+        let stderr_path = dir.path().join("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_exitvoice"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(&db)
+            .args(extra)
+            .env("RUST_LOG", "debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("spawn exitvoice serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (mut addrs, mut pin) = (Vec::new(), None);
+        while pin.is_none() {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("server printed its address and pin");
+            if let Some(addr) = line.strip_prefix("exitvoice serve: listening on https://") {
+                addrs.push(addr.parse().expect("socket address"));
+            }
+            if let Some(rest) = line.strip_prefix("exitvoice serve: certificate pin ") {
+                pin = rest.split(' ').next().map(str::to_owned);
+            }
+        }
+        Self {
+            child,
+            port: addrs
+                .first()
+                .map(std::net::SocketAddr::port)
+                .expect("an address"),
+            addrs,
+            pin: pin.expect("pin"),
+            dir,
+            stderr_path,
+        }
+    }
+
+    /// `https://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The database file.
+    pub fn db(&self) -> PathBuf {
+        self.dir.path().join("echo.db")
+    }
+
+    /// The generated certificate (PEM) beside the database.
+    pub fn cert_pem(&self) -> PathBuf {
+        self.dir.path().join("echo.db.cert.pem")
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits (at most 30 s) for the process to exit.
+    pub fn sigterm(&mut self) -> ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `GET /healthz` as JSON (through curl).
+    pub fn healthz(&self) -> Value {
+        let out = curl(&["-sk", "--http1.1", &self.url("/healthz")]);
+        serde_json::from_slice(&out.stdout).expect("healthz JSON")
+    }
+
+    /// Waits until the open-connection gauge reads zero (at most `within`); returns the last
+    /// `/healthz` body read. The health request's own connection is the one still open.
+    pub fn wait_open_zero(&self, within: Duration) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let health = self.healthz();
+            // The connection carrying this very /healthz request is open while it is answered.
+            if health["connections"]["open"] == 1 || Instant::now() > deadline {
+                return health;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// All stored observations, oldest first (polls until `want(rows)` or 10 s).
+    pub async fn rows_until(&self, want: impl Fn(&[Row]) -> bool) -> Vec<Row> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let rows = read_rows(&self.db()).await;
+            if want(&rows) || Instant::now() > deadline {
+                return rows;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One stored observation row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub conn_id: String,
+    pub request_index: i64,
+    pub token: Option<String>,
+    pub sni: Option<String>,
+    pub failure: Option<String>,
+    pub summary: Value,
+    pub hello: Vec<u8>,
+    pub prefix: Vec<u8>,
+}
+
+/// Reads every observation straight from SQLite (read-only, beside the running server).
+pub async fn read_rows(db: &Path) -> Vec<Row> {
+    let url = format!("sqlite://{}?mode=ro", db.display());
+    let Ok(pool) = sqlx::SqlitePool::connect(&url).await else {
+        return Vec::new();
+    };
+    let rows = sqlx::query(
+        "SELECT conn_id, request_index, token, sni, failure, summary, hello, prefix \
+         FROM observations ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap_or_default();
+    pool.close().await;
+    rows.iter()
+        .map(|row| Row {
+            conn_id: row.get("conn_id"),
+            request_index: row.get("request_index"),
+            token: row.get("token"),
+            sni: row.get("sni"),
+            failure: row.get("failure"),
+            summary: serde_json::from_str(row.get::<&str, _>("summary")).expect("summary JSON"),
+            hello: row.get("hello"),
+            prefix: row.get("prefix"),
+        })
+        .collect()
+}
+
+/// Runs curl with `args`.
+pub fn curl(args: &[&str]) -> Output {
+    Command::new("curl")
+        .args(args)
+        .output()
+        .expect("curl is installed (scripts/install-test-deps.sh)")
+}
+
+/// Parses one or several concatenated JSON documents (curl with several URLs prints them back
+/// to back).
+pub fn json_stream(bytes: &[u8]) -> Vec<Value> {
+    serde_json::Deserializer::from_slice(bytes)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .expect("JSON documents")
+}
+
+/// Accepts exactly one certificate (the server's, read from its PEM file) and checks the
+/// handshake signatures with the provider's algorithms: certificate pinning, as the auditor
+/// does, without a CA.
+#[derive(Debug)]
+struct ExactCert {
+    der: Vec<u8>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for ExactCert {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if end_entity.as_ref() == self.der.as_slice() {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General("not the pinned certificate".into()))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// A rustls client config that pins `cert_pem` and offers `alpn`.
+pub fn client_config(cert_pem: &Path, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let der = CertificateDer::from_pem_file(cert_pem)
+        .expect("server certificate PEM")
+        .to_vec();
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ExactCert { der, provider }))
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// Connects to the server with rustls (SNI `localhost`).
+pub async fn tls_connect(
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+) -> std::io::Result<TlsStream<TcpStream>> {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await?;
+    let name = ServerName::try_from("localhost").expect("server name");
+    tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+}
+
+/// Sends one HTTP/1.1 request (`Connection: close`) and returns the whole response.
+pub async fn http1_request(stream: &mut TlsStream<TcpStream>, path: &str) -> String {
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: exitvoice-test\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("write request");
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response).await;
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+/// The JSON body of an HTTP/1.1 response (after the blank line; no chunking expected from a
+/// `Connection: close` JSON answer with a content-length).
+pub fn http1_body(response: &str) -> Value {
+    let (_, body) = response.split_once("\r\n\r\n").expect("head and body");
+    serde_json::from_str(body).expect("JSON body")
+}
