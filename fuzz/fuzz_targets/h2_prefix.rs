@@ -14,7 +14,7 @@ fn exercise(prefix: &H2Prefix) {
     let akamai = h2::akamai_fingerprint(prefix);
     assert_eq!(h2::akamai_fingerprint_hash(&akamai).len(), 32);
     for variant in h2::AkamaiVariant::ALL {
-        let _ = h2::akamai_variant(prefix, *variant);
+        let _ = h2::akamai_variant(prefix, variant);
     }
     let _ = h2::voice_id(prefix);
     let _ = h2::voice_description(prefix);
