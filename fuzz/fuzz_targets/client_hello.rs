@@ -16,10 +16,8 @@ fn exercise(hello: &ClientHello<'_>) {
     let _ = hello.server_name();
     let _ = hello.alpn_protocols();
     let _ = hello.resumed();
-    let owned = hello.clone().into_owned();
-    assert_eq!(&owned, hello);
-    assert_eq!(owned.fingerprints(), fp);
-    let _ = serde_json::to_string(hello);
+    // `echo` serializes the hello as its `detail`; the owned copy must equal the borrowed one.
+    assert_eq!(&hello.clone().into_owned(), hello);
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -35,7 +33,9 @@ fuzz_target!(|data: &[u8]| {
                     );
                 }
             }
-            if let Ok(hello) = tls::parse_client_hello(&data[..len]) {
+            if len == data.len() {
+                // The parse below sees the same bytes.
+            } else if let Ok(hello) = tls::parse_client_hello(&data[..len]) {
                 exercise(&hello);
             }
         }

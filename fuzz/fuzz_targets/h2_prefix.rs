@@ -14,15 +14,17 @@ fn exercise(prefix: &H2Prefix) {
     let akamai = h2::akamai_fingerprint(prefix);
     assert_eq!(h2::akamai_fingerprint_hash(&akamai).len(), 32);
     for variant in h2::AkamaiVariant::ALL {
-        let _ = h2::akamai_variant(prefix, *variant);
+        let _ = h2::akamai_variant(prefix, variant);
     }
     let _ = h2::voice_id(prefix);
     let _ = h2::voice_description(prefix);
     let _ = browser_profile(prefix);
-    for index in 0..=prefix.requests.len() {
-        let _ = h2::echo(prefix, index);
+    // The echo serializes the frame log and the request; index `len` is past the requests.
+    let _ = h2::echo(prefix, 0);
+    if let Some(last) = prefix.requests.len().checked_sub(1).filter(|&i| i > 0) {
+        let _ = h2::echo(prefix, last);
     }
-    let _ = serde_json::to_string(prefix);
+    let _ = h2::echo(prefix, prefix.requests.len());
 }
 
 fuzz_target!(|data: &[u8]| {
