@@ -285,3 +285,29 @@ async fn second_request_on_a_keep_alive_http1_connection_echoes_its_own_head() {
         echoes[1]["http1"]["voice_id"]
     );
 }
+
+#[tokio::test]
+async fn nghttp_priority_tree_streams_do_not_shift_the_request_mapping() {
+    let server = EchoServer::start(&[]);
+    // nghttp opens its priority tree with PRIORITY frames on streams 3–11 first, so its
+    // requests travel on streams 13 and 15: only HEADERS frames count as requests.
+    let out = std::process::Command::new("nghttp")
+        .args([&server.url("/probe/ng-one"), &server.url("/probe/ng-two")])
+        .output()
+        .expect("nghttp is installed (scripts/install-test-deps.sh)");
+    assert!(out.status.success(), "{out:?}");
+    let mut echoes = json_stream(&out.stdout);
+    echoes.sort_by_key(|echo| echo["request"]["index"].as_u64());
+    assert_eq!(echoes.len(), 2);
+    assert_eq!(echoes[0]["token"], "ng-one");
+    assert_eq!(
+        echoes[0]["request"],
+        serde_json::json!({"stream_id": 13, "index": 1})
+    );
+    assert_eq!(echoes[1]["token"], "ng-two");
+    assert_eq!(
+        echoes[1]["request"],
+        serde_json::json!({"stream_id": 15, "index": 2})
+    );
+    assert_eq!(echoes[1]["bucket"], "C");
+}

@@ -120,3 +120,12 @@ proptest! {
         prop_assert_eq!(got, names);
     }
 }
+
+#[test]
+fn serialized_head_leaves_credentials_out() {
+    let h = parse_head(b"GET / HTTP/1.1\r\nHost: a\r\nProxy-Authorization: Basic c2VjcmV0\r\n\r\n")
+        .expect("parses");
+    let json = serde_json::to_string(&h).expect("serializes");
+    assert!(!json.contains("c2VjcmV0"), "{json}");
+    assert!(json.contains("Proxy-Authorization"));
+}

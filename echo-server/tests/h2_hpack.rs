@@ -278,6 +278,21 @@ mod differential {
         }
     }
 
+    proptest! {
+        /// Huffman strings: same octets, or both rejected, as loona-hpack's Huffman decoder.
+        #[test]
+        fn huffman_agrees_with_loona_hpack(raw in proptest::collection::vec(any::<u8>(), 0..120)) {
+            let mut block = vec![0x00, 0x01, b'x', 0x80 | raw.len() as u8];
+            block.extend(&raw);
+            let ours = Decoder::new()
+                .decode(&block)
+                .ok()
+                .and_then(|b| b.fields().next().map(|f| f.value.to_vec()));
+            let theirs = loona_hpack::huffman::HuffmanDecoder::new().decode(&raw).ok();
+            prop_assert_eq!(ours, theirs);
+        }
+    }
+
     #[test]
     fn agrees_with_loona_hpack_on_encoded_lists() {
         // Blocks from loona-hpack's own encoder (indexed and literal-without-indexing forms).
@@ -303,4 +318,44 @@ mod differential {
             assert_eq!(a, theirs.decode(&block).expect("loona decodes"));
         }
     }
+}
+
+#[test]
+fn every_octet_round_trips_through_python_hpack() {
+    // Python `hpack` 4.x: HuffmanEncoder(REQUEST_CODES, REQUEST_CODES_LENGTH).encode(bytes(range(256)))
+    let encoded = [
+        "ffc7fffd8fffffe2fffffe3fffffe4fffffe5fffffe6fffffe7fffffe8ffffeafffffff3fffffa7fffffabffffffdfff",
+        "ffebfffffecfffffedfffffeefffffefffffff0ffffff1ffffff2fffffffbfffffcffffffd3fffffd7fffffdbfffffdf",
+        "fffffe3fffffe7fffffebfffffed4fe3f9ffaffcabf1febfafefe7fdfd2cbb00089969b71d79fb9f7fff20ffbff3ff50",
+        "ddbd7f061c58f265cd9f469d5af66dddbf871e5f9cff7ff7fffc3ff9ffe45fff4719242cb34e6e9d68a6a3d7dac426de",
+        "fe3cfaf7fffbfe7ffbffdffffffcfffe6ffff4bfff9ffffa3fffd3ffff53fffd5ffffb3fffeb7fffdaffffb7ffff73ff",
+        "feeffffdeffffebffffbfffffd9ffffdbfffebffffe0ffffeeffffc3ffff8bffff1ffffe4fffee7fffb1ffff97fffd9f",
+        "fffcdffff9fffffbffffdafffeeffff4ffffb7fffee7fffe8ffffd3fffdeffffd5fffeeffffbdffffe1fffdfffff7fff",
+        "ff5ffffecffff07fff87fffe0ffff17fffedffff87ffff77fffeffffeaffff8bfffe3ffff93ffff87fffcbffff37ffff",
+        "1fffff83ffffe1fffebfffe3ffff3fffff2ffffa3ffffd9fffff17ffffc7fffff27ffffdefffffbffffff2fffff8ffff",
+        "fb7fff97fff8fffffe6fffffc1fffff87ffffe7fffffc5ffffe5fffe4ffff2fffffd1fffff4ffffffefffffe3fffffc9",
+        "fffff97fffb3ffffcffffb7fffcdffff4ffff9ffffd1ffffcffffeaffffafffffddffffeffffff4fffff5fffffabffff",
+        "a7ffffd7fffff9bffffecfffffb7fffff3fffffe8fffffd3fffffabfffff5fffffff7ffffecfffffdbfffffbbfffff7f",
+        "fffff0fffffbbf",
+    ]
+    .concat();
+    let mut d = Decoder::new();
+    // A literal without indexing, literal name "x", Huffman value of 0x00..=0xff.
+    let raw = hex(&encoded);
+    let mut block = vec![0x00, 0x01, b'x'];
+    // Value length with the H bit: 7-bit prefix integer (RFC 7541 section 5.1).
+    let len = raw.len();
+    assert!(len >= 127);
+    block.push(0x80 | 0x7f);
+    let mut rest = len - 127;
+    while rest >= 128 {
+        block.push((rest % 128) as u8 | 0x80);
+        rest /= 128;
+    }
+    block.push(rest as u8);
+    block.extend(&raw);
+    let b = d.decode(&block).expect("decodes");
+    let f = b.fields().next().expect("one field");
+    assert_eq!(f.value, (0..=255u8).collect::<Vec<_>>());
+    assert_eq!(f.representation.value_huffman, Some(true));
 }

@@ -351,3 +351,98 @@ fn cut_chrome_prefix_is_a_consistent_truncated_result() {
         }
     }
 }
+
+/// Real Chrome connections from the FoxIO captures with embedded TLS keys: header names per
+/// request as tshark decoded them, Akamai string from the spec / acceptance line.
+#[test]
+fn foxio_chrome_captures() {
+    for name in ["foxio_chrome107_cloudflare", "foxio_chrome116_youtube"] {
+        let (bin, want) = fixture(name);
+        let p = parse_prefix(&bin).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(akamai_fingerprint(&p), want["expected_akamai"], "{name}");
+        assert_eq!(
+            browser_profile(&p).map(|b| b.name),
+            want["expected_profile"].as_str(),
+            "{name}"
+        );
+        let tshark = want["tshark_header_names"].as_array().expect("names");
+        assert_eq!(
+            p.requests.len(),
+            tshark.len().min(h2::MAX_HEADER_BLOCKS),
+            "{name}"
+        );
+        assert_eq!(p.header_blocks_capped, tshark.len() > h2::MAX_HEADER_BLOCKS);
+        for (req, t) in p.requests.iter().zip(tshark) {
+            assert_eq!(u64::from(req.stream_id), t["stream_id"], "{name}");
+            let names: Vec<Value> = req
+                .block
+                .fields()
+                .map(|f| String::from_utf8_lossy(f.name).into_owned().into())
+                .collect();
+            assert_eq!(Value::from(names), t["names"], "{name}");
+            assert!(req.complete);
+        }
+    }
+}
+
+/// Values (authority, path, user-agent) do not move the voice; stack traits do.
+#[test]
+fn voice_is_stable_across_values_and_moves_with_the_stack() {
+    fn chrome_like(authority: &[u8], ua: &[u8], initial_window: u32) -> Vec<u8> {
+        let mut enc = loona_hpack::Encoder::new();
+        let block = enc.encode([
+            (&b":method"[..], &b"GET"[..]),
+            (b":authority", authority),
+            (b":scheme", b"https"),
+            (b":path", b"/x"),
+            (b"user-agent", ua),
+            (b"accept", b"*/*"),
+        ]);
+        let mut s = Vec::new();
+        for (id, v) in [(1u16, 65_536u32), (2, 0), (4, initial_window), (6, 262_144)] {
+            s.extend(id.to_be_bytes());
+            s.extend(v.to_be_bytes());
+        }
+        let mut hp = vec![0x80, 0, 0, 0, 0xff];
+        hp.extend(block);
+        prefix(&[
+            frame(4, 0, 0, &s),
+            frame(8, 0, 0, &15_663_105u32.to_be_bytes()),
+            frame(1, 0x25, 1, &hp),
+        ])
+    }
+    let a = parse_prefix(&chrome_like(b"a.example", b"Chrome/131", 6_291_456)).expect("a");
+    let b = parse_prefix(&chrome_like(b"b.example", b"Chrome/150", 6_291_456)).expect("b");
+    let c = parse_prefix(&chrome_like(b"a.example", b"Chrome/131", 6_291_457)).expect("c");
+    assert_eq!(h2::voice_id(&a), h2::voice_id(&b));
+    assert_ne!(h2::voice_id(&a), h2::voice_id(&c));
+    // The documented description, written out by hand from docs/voice-http.md.
+    assert_eq!(
+        h2::voice_description(&a),
+        "h2v1\ns=1:65536;2:0;4:6291456;6:262144\nwu=15663105\np=-\nhp=1:0:256\nps=m,a,s,p\n\
+         h=user-agent,accept\n"
+    );
+    // sha256 of that text by coreutils `sha256sum`, first 24 hex digits.
+    assert_eq!(h2::voice_id(&a).0, format!("h2v1_{}", SHA_OF_DESCRIPTION));
+}
+
+const SHA_OF_DESCRIPTION: &str = "9ae3390c420ba1ea42ad55e4";
+
+#[test]
+fn echo_detail_has_representations_and_no_secrets() {
+    let (bin, _) = fixture("continuation_two_requests");
+    let p = parse_prefix(&bin).expect("parses");
+    let e = h2::echo(&p, 0);
+    let fields = e.detail["request"]["fields"].as_array().expect("fields");
+    let auth = fields
+        .iter()
+        .find(|f| f["name"] == "authorization")
+        .expect("authorization listed");
+    assert_eq!(auth["value"], Value::Null);
+    assert_eq!(auth["value_length"], 6);
+    assert_eq!(auth["representation"]["kind"], "never_indexed");
+    assert!(!e.detail.to_string().contains("secret"));
+    assert_eq!(fields[0]["representation"]["kind"], "indexed");
+    assert_eq!(e.detail["settings"][0]["id"], 3);
+    assert_eq!(e.akamai_fingerprint_hash.len(), 32);
+}

@@ -44,6 +44,8 @@ pub struct H1Head {
     /// Version, e.g. `HTTP/1.1`.
     pub version: String,
     /// Header fields: names in original case, wire order, values trimmed (lossy UTF-8).
+    /// Serialized with the values of credential and cookie fields left out.
+    #[serde(serialize_with = "serialize_headers")]
     pub headers: Vec<(String, String)>,
     /// The head ended before its blank line (end of capture or [`MAX_HEAD_LEN`]).
     pub truncated: bool,
@@ -56,6 +58,25 @@ impl H1Head {
     pub fn request_line(&self) -> String {
         format!("{} {} {}", self.method, self.target, self.version)
     }
+}
+
+/// Header names (ignoring case) whose values are never serialized: credentials and session
+/// state must not reach the echo JSON or the database in clear.
+const REDACTED: [&str; 4] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+];
+
+fn serialize_headers<S: serde::Serializer>(
+    headers: &[(String, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(headers.iter().map(|(n, v)| {
+        let secret = REDACTED.iter().any(|r| r.eq_ignore_ascii_case(n));
+        (n, (!secret).then_some(v))
+    }))
 }
 
 fn is_tchar(b: u8) -> bool {

@@ -9,8 +9,6 @@
 //! HEADERS as letters `m`,`a`,`s`,`p` (others such as `:protocol` skipped). docs/voice-http.md
 //! lists the variants and which tools print them.
 
-use std::fmt::Write as _;
-
 use md5::{Digest, Md5};
 
 use super::H2Prefix;
@@ -53,26 +51,42 @@ pub fn akamai_fingerprint(prefix: &H2Prefix) -> String {
 
 /// md5 of an Akamai string, lowercase hex (what tls.peet.ws calls `akamai_fingerprint_hash`).
 pub fn akamai_fingerprint_hash(fingerprint: &str) -> String {
-    let digest = Md5::digest(fingerprint.as_bytes());
-    let mut out = String::with_capacity(32);
-    for b in digest {
-        let _ = write!(out, "{b:02x}");
+    hex::encode(Md5::digest(fingerprint.as_bytes()))
+}
+
+/// Append `n` in decimal (no `fmt` machinery on the hot path).
+fn push_num(s: &mut String, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
     }
-    out
+    for &d in buf.get(i..).unwrap_or_default() {
+        s.push(char::from(d));
+    }
 }
 
 /// The Akamai string as `variant` writes it.
 pub fn akamai_variant(prefix: &H2Prefix, variant: AkamaiVariant) -> String {
     let mut s = String::with_capacity(96);
-    // Writing to a String cannot fail; the results are ignored for that reason.
     if let Some(settings) = prefix.settings() {
-        let mut sep = "";
+        let mut sep = false;
         for e in &settings.entries {
             if variant == AkamaiVariant::GreaseSettingsDropped && e.is_grease() {
                 continue;
             }
-            let _ = write!(s, "{sep}{}:{}", e.id, e.value);
-            sep = ";";
+            if sep {
+                s.push(';');
+            }
+            push_num(&mut s, e.id.into());
+            s.push(':');
+            push_num(&mut s, e.value.into());
+            sep = true;
         }
     }
     s.push('|');
@@ -82,9 +96,7 @@ pub fn akamai_variant(prefix: &H2Prefix, variant: AkamaiVariant) -> String {
         _ => prefix.connection_window_update(),
     };
     match wu {
-        Some(v) => {
-            let _ = write!(s, "{v}");
-        }
+        Some(v) => push_num(&mut s, v.into()),
         None if variant == AkamaiVariant::WindowUpdateSingleZero => s.push('0'),
         None => s.push_str("00"),
     }
@@ -99,12 +111,11 @@ pub fn akamai_variant(prefix: &H2Prefix, variant: AkamaiVariant) -> String {
         } else {
             f.weight
         };
-        let _ = write!(
-            s,
-            "{stream}:{}:{}:{weight}",
-            u8::from(f.exclusive),
-            f.dependency
-        );
+        push_num(&mut s, stream.into());
+        s.push_str(if f.exclusive { ":1:" } else { ":0:" });
+        push_num(&mut s, f.dependency.into());
+        s.push(':');
+        push_num(&mut s, weight.into());
         any = true;
     }
     if !any {

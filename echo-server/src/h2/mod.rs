@@ -169,7 +169,11 @@ impl OpenBlock<'_> {
 /// that frame when the failure is in its header block). A capture that simply ends is not an
 /// error: the result has `truncated` set.
 pub fn parse_prefix(bytes: &[u8]) -> Result<H2Prefix, H2Error> {
-    let mut p = H2Prefix::default();
+    let mut p = H2Prefix {
+        frames: Vec::with_capacity(8),
+        requests: Vec::with_capacity(2),
+        ..H2Prefix::default()
+    };
     match preface::check(bytes) {
         PrefaceMatch::Complete => {}
         PrefaceMatch::Partial => {
@@ -273,7 +277,7 @@ fn finish_block(
         p.header_blocks_capped = true;
         return Ok(());
     }
-    let mut out = HeaderBlock::default();
+    let mut out = HeaderBlock::with_capacity(block.bytes().len());
     let result = decoder.decode_into(block.bytes(), &mut out);
     p.requests.push(Request {
         stream_id: block.stream_id,

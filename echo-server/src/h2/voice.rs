@@ -32,7 +32,8 @@ use super::H2Prefix;
 pub(crate) const PER_REQUEST_HEADERS: [&[u8]; 4] =
     [b"cookie", b"referer", b"content-length", b"content-type"];
 
-/// Where the description goes: a hasher on the hot path, a buffer for display.
+/// Where the description goes (one buffer, hashed in one call: many small hasher updates cost
+/// more than the copy).
 trait Sink {
     fn put(&mut self, bytes: &[u8]);
 
@@ -48,12 +49,6 @@ trait Sink {
             }
         }
         self.put(buf.get(i..).unwrap_or_default());
-    }
-}
-
-impl Sink for Sha256 {
-    fn put(&mut self, bytes: &[u8]) {
-        self.update(bytes);
     }
 }
 
@@ -149,9 +144,9 @@ pub fn voice_description(prefix: &H2Prefix) -> String {
 
 /// The HTTP/2 voice, `h2v1_` + 24 lowercase hex.
 pub fn voice_id(prefix: &H2Prefix) -> VoiceId {
-    let mut h = Sha256::new();
-    describe(prefix, &mut h);
-    let digest = h.finalize();
+    let mut buf = Vec::with_capacity(512);
+    describe(prefix, &mut buf);
+    let digest = Sha256::digest(&buf);
     let mut id = String::with_capacity(29);
     id.push_str("h2v1_");
     id.push_str(&hex::encode(digest.get(..12).unwrap_or_default()));

@@ -1,11 +1,11 @@
 //! All TLS fingerprints of one ClientHello at once, and the echo's TLS section.
 
 use exitvoice_schema::{TlsEcho, VoiceId};
-use md5::{Digest, Md5};
 use serde::Serialize;
 
 use super::client_hello::ClientHello;
-use super::ja3::ja3_strings;
+use super::grease::is_grease;
+use super::ja3::ja3_set;
 use super::ja4::ja4_set;
 use super::voice::{order_id, voice_id};
 
@@ -34,23 +34,31 @@ pub struct TlsFingerprints {
     pub order_id: String,
 }
 
-/// Lowercase hex md5 of `s`.
-fn md5_hex(s: &str) -> String {
-    hex::encode(Md5::digest(s.as_bytes()))
-}
-
 impl ClientHello<'_> {
     /// Computes JA3, JA3N, the JA4 family, the voice id and the order id.
     pub fn fingerprints(&self) -> TlsFingerprints {
-        let mut scratch = Vec::with_capacity(96);
-        let (ja3, ja3n) = ja3_strings(self, &mut scratch);
-        let ja4 = ja4_set(self, &mut scratch);
-        let voice = voice_id(self, &mut scratch);
+        // One buffer: [sorted non-GREASE ciphers | sorted non-GREASE extension types | scratch].
+        let mut sorted: Vec<u16> = Vec::with_capacity(self.cipher_suites.len() + 64);
+        sorted.extend(self.cipher_suites.values().filter(|v| !is_grease(*v)));
+        let ciphers_end = sorted.len();
+        sorted.extend(
+            self.extensions()
+                .iter()
+                .map(|e| e.kind.0)
+                .filter(|v| !is_grease(*v)),
+        );
+        let (ciphers, types) = sorted.split_at_mut(ciphers_end);
+        ciphers.sort_unstable();
+        types.sort_unstable();
+        let mut scratch = Vec::with_capacity(self.extensions().len());
+        let ja3 = ja3_set(self, types);
+        let ja4 = ja4_set(self, ciphers, types);
+        let voice = voice_id(self, types, &mut scratch);
         TlsFingerprints {
-            ja3_hash: md5_hex(&ja3),
-            ja3,
-            ja3n_hash: md5_hex(&ja3n),
-            ja3n,
+            ja3: ja3.ja3,
+            ja3_hash: ja3.ja3_hash,
+            ja3n: ja3.ja3n,
+            ja3n_hash: ja3.ja3n_hash,
             ja4: ja4.ja4,
             ja4_r: ja4.ja4_r,
             ja4_o: ja4.ja4_o,

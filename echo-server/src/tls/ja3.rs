@@ -5,29 +5,24 @@
 //! joined by `-`, GREASE removed everywhere except the point formats, which are taken byte by
 //! byte. A malformed supported_groups or ec_point_formats extension gives an empty field.
 
+use md5::{Digest, Md5};
+
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
+use super::ja4::hex_string;
 
 /// Appends `value` in decimal.
 fn push_dec(out: &mut String, value: u16) {
-    let mut digits = [0u8; 5];
-    let mut n = value;
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        if let Some(slot) = digits.get_mut(start) {
-            // `n % 10` is a single digit.
-            *slot = b'0' + (n % 10) as u8;
+    let mut started = false;
+    for div in [10_000u16, 1_000, 100, 10, 1] {
+        let digit = value / div % 10;
+        if digit != 0 || started || div == 1 {
+            started = true;
+            // `digit` is 0..=9.
+            out.push(char::from(b'0' + digit as u8));
         }
-        n /= 10;
-        if n == 0 || start == 0 {
-            break;
-        }
-    }
-    for d in digits.iter().skip(start) {
-        out.push(char::from(*d));
     }
 }
 
@@ -41,50 +36,69 @@ fn push_list(out: &mut String, values: impl Iterator<Item = u16>) {
     }
 }
 
-/// The JA3 and JA3N strings of `hello`. `scratch` is reused for sorting.
-pub(crate) fn ja3_strings(hello: &ClientHello<'_>, scratch: &mut Vec<u16>) -> (String, String) {
-    let mut head = String::with_capacity(160);
-    push_dec(&mut head, hello.legacy_version.0);
-    head.push(',');
+/// JA3 and JA3N: strings and md5 hashes.
+pub(crate) struct Ja3Set {
+    pub(crate) ja3: String,
+    pub(crate) ja3_hash: String,
+    pub(crate) ja3n: String,
+    pub(crate) ja3n_hash: String,
+}
+
+/// JA3 and JA3N of `hello`; `sorted_types` are its non-GREASE extension types, sorted.
+pub(crate) fn ja3_set(hello: &ClientHello<'_>, sorted_types: &[u16]) -> Ja3Set {
+    let mut ja3 = String::with_capacity(256);
+    push_dec(&mut ja3, hello.legacy_version.0);
+    ja3.push(',');
     push_list(
-        &mut head,
+        &mut ja3,
         hello.cipher_suites.values().filter(|v| !is_grease(*v)),
     );
-    head.push(',');
+    ja3.push(',');
+    let head = ja3.len();
+    // Both strings share `version,ciphers,`: hash it once.
+    let mut prefix = Md5::new();
+    prefix.update(ja3.as_bytes());
 
-    let mut tail = String::with_capacity(48);
-    tail.push(',');
-    if let Some(ExtensionBody::SupportedGroups(groups)) =
-        hello.extension(ExtensionType::SUPPORTED_GROUPS)
-    {
-        push_list(&mut tail, groups.values().filter(|v| !is_grease(*v)));
-    }
-    tail.push(',');
-    if let Some(ExtensionBody::EcPointFormats(formats)) =
-        hello.extension(ExtensionType::EC_POINT_FORMATS)
-    {
-        push_list(&mut tail, formats.values().map(u16::from));
-    }
-
-    let types = || {
+    let mut ja3n = String::with_capacity(256);
+    ja3n.push_str(&ja3);
+    push_list(
+        &mut ja3,
         hello
             .extensions()
             .iter()
             .map(|e| e.kind.0)
-            .filter(|v| !is_grease(*v))
-    };
-    let mut ja3 = String::with_capacity(head.len() + tail.len() + 128);
-    ja3.push_str(&head);
-    push_list(&mut ja3, types());
-    ja3.push_str(&tail);
+            .filter(|v| !is_grease(*v)),
+    );
+    push_list(&mut ja3n, sorted_types.iter().copied());
 
-    scratch.clear();
-    scratch.extend(types());
-    scratch.sort_unstable();
-    let mut ja3n = head;
-    push_list(&mut ja3n, scratch.iter().copied());
-    ja3n.push_str(&tail);
-    (ja3, ja3n)
+    let tail_start = ja3.len();
+    ja3.push(',');
+    if let Some(ExtensionBody::SupportedGroups(groups)) =
+        hello.extension(ExtensionType::SUPPORTED_GROUPS)
+    {
+        push_list(&mut ja3, groups.values().filter(|v| !is_grease(*v)));
+    }
+    ja3.push(',');
+    if let Some(ExtensionBody::EcPointFormats(formats)) =
+        hello.extension(ExtensionType::EC_POINT_FORMATS)
+    {
+        push_list(&mut ja3, formats.values().map(u16::from));
+    }
+    let tail = ja3.get(tail_start..).unwrap_or_default();
+    ja3n.push_str(tail);
+
+    let mut h = prefix.clone();
+    h.update(ja3.get(head..).unwrap_or_default().as_bytes());
+    let ja3_hash = hex_string(&h.finalize());
+    let mut h = prefix;
+    h.update(ja3n.get(head..).unwrap_or_default().as_bytes());
+    let ja3n_hash = hex_string(&h.finalize());
+    Ja3Set {
+        ja3,
+        ja3_hash,
+        ja3n,
+        ja3n_hash,
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,21 @@ fn hex_digit(v: u8) -> char {
     char::from(HEX.get(usize::from(v & 0x0f)).copied().unwrap_or(b'0'))
 }
 
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex_string(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex_bytes(&mut out, bytes);
+    out
+}
+
+/// Appends `bytes` as lowercase hex.
+pub(crate) fn push_hex_bytes(out: &mut String, bytes: &[u8]) {
+    for b in bytes {
+        out.push(hex_digit(b >> 4));
+        out.push(hex_digit(*b));
+    }
+}
+
 /// Appends `v` as 4 lowercase hex digits.
 pub(crate) fn push_hex4(out: &mut String, v: u16) {
     let [hi, lo] = v.to_be_bytes();
@@ -42,10 +57,7 @@ fn push_hash12(out: &mut String, input: &str) {
         return;
     }
     let digest = Sha256::digest(input.as_bytes());
-    for b in digest.iter().take(6) {
-        out.push(hex_digit(b >> 4));
-        out.push(hex_digit(*b));
-    }
+    push_hex_bytes(out, digest.get(..6).unwrap_or_default());
 }
 
 /// The two ALPN characters of JA4_a from the first protocol name (spec 2024-08 / 2026-01):
@@ -134,7 +146,7 @@ fn raw_and_hashed(
     a: &str,
     ciphers: impl Iterator<Item = u16>,
     exts: impl Iterator<Item = u16>,
-    sigs: &[u16],
+    sigs: impl Iterator<Item = u16> + Clone,
 ) -> (String, String) {
     let mut raw = String::with_capacity(a.len() + 256);
     raw.push_str(a);
@@ -146,9 +158,9 @@ fn raw_and_hashed(
     let c_start = raw.len();
     push_hex_list(&mut raw, exts);
     let exts_empty = raw.len() == c_start;
-    if !sigs.is_empty() {
+    if sigs.clone().next().is_some() {
         raw.push('_');
-        push_hex_list(&mut raw, sigs.iter().copied());
+        push_hex_list(&mut raw, sigs);
     }
     let mut hashed = String::with_capacity(36);
     hashed.push_str(a);
@@ -163,33 +175,31 @@ fn raw_and_hashed(
     (raw, hashed)
 }
 
-/// JA4, JA4_r, JA4_o and JA4_ro of `hello`. `scratch` is reused for sorting.
-pub(crate) fn ja4_set(hello: &ClientHello<'_>, scratch: &mut Vec<u16>) -> Ja4Set {
+/// JA4, JA4_r, JA4_o and JA4_ro of `hello`, given its non-GREASE cipher suites and extension
+/// types, each sorted.
+pub(crate) fn ja4_set(
+    hello: &ClientHello<'_>,
+    sorted_ciphers: &[u16],
+    sorted_types: &[u16],
+) -> Ja4Set {
     let a = part_a(hello);
-    let sigs_start = {
-        scratch.clear();
-        if let Some(ExtensionBody::SignatureAlgorithms(list)) =
-            hello.extension(ExtensionType::SIGNATURE_ALGORITHMS)
-        {
-            scratch.extend(list.values().filter(|v| !is_grease(*v)));
-        }
-        scratch.len()
+    let sig_list = match hello.extension(ExtensionType::SIGNATURE_ALGORITHMS) {
+        Some(ExtensionBody::SignatureAlgorithms(list)) => Some(list),
+        _ => None,
     };
-    // Layout of scratch: [sigs | sorted ciphers | sorted exts].
-    scratch.extend(hello.cipher_suites.values().filter(|v| !is_grease(*v)));
-    let ciphers_end = scratch.len();
-    scratch.extend(
-        hello
-            .extensions()
+    let sigs = sig_list
+        .into_iter()
+        .flat_map(|list| list.values())
+        .filter(|v| !is_grease(*v));
+    let (ja4_r, ja4) = raw_and_hashed(
+        &a,
+        sorted_ciphers.iter().copied(),
+        sorted_types
             .iter()
-            .map(|e| e.kind.0)
-            .filter(|v| !is_grease(*v) && *v != 0x0000 && *v != 0x0010),
+            .copied()
+            .filter(|v| *v != 0x0000 && *v != 0x0010),
+        sigs.clone(),
     );
-    let (sigs, rest) = scratch.split_at_mut(sigs_start);
-    let (ciphers, exts) = rest.split_at_mut(ciphers_end - sigs_start);
-    ciphers.sort_unstable();
-    exts.sort_unstable();
-    let (ja4_r, ja4) = raw_and_hashed(&a, ciphers.iter().copied(), exts.iter().copied(), sigs);
     let (ja4_ro, ja4_o) = raw_and_hashed(
         &a,
         hello.cipher_suites.values().filter(|v| !is_grease(*v)),

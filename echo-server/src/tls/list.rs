@@ -80,6 +80,11 @@ impl<'a, T: From<u16>> U16List<'a, T> {
         })
     }
 
+    /// The list's bytes (big-endian pairs).
+    pub fn as_bytes(&self) -> &[u8] {
+        self.raw.as_bytes()
+    }
+
     /// The code points as plain numbers, wire order.
     pub fn values(&self) -> impl Iterator<Item = u16> + Clone + '_ {
         self.raw

@@ -217,6 +217,9 @@ fn fragment<'a>(r: &mut Reader<'a>) -> Option<&'a [u8]> {
 /// the ones carrying it, are [`TlsError::TrailingData`]. Pass exactly the bytes
 /// [`HelloScan::Complete`] reported.
 pub(crate) fn handshake_message(input: &[u8]) -> Result<Cow<'_, [u8]>, TlsError> {
+    if input.is_empty() {
+        return Err(TlsError::Empty);
+    }
     let mut r = Reader::new(input);
     if r.u8() == Some(HANDSHAKE_CLIENT_HELLO) {
         let Some(body) = r.u24() else {

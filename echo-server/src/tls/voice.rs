@@ -12,6 +12,8 @@ use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
 use super::grease::is_grease;
+use super::ja4::push_hex_bytes;
+use super::list::U16List;
 
 /// Prefix of a TLS voice id; the `1` is the normalization version.
 pub const VOICE_PREFIX: &str = "tlsv1_";
@@ -48,9 +50,12 @@ mod tag {
 /// Buffers small writes and feeds them to sha256 in blocks.
 struct Feed {
     hasher: Sha256,
-    buf: [u8; 256],
+    buf: [u8; FEED_BUF],
     len: usize,
 }
+
+/// Bytes buffered before they go to the hasher; a Chrome hello's description fits.
+const FEED_BUF: usize = 512;
 
 impl Feed {
     fn new(domain: &[u8]) -> Self {
@@ -58,9 +63,31 @@ impl Feed {
         hasher.update(domain);
         Self {
             hasher,
-            buf: [0; 256],
+            buf: [0; FEED_BUF],
             len: 0,
         }
+    }
+
+    fn flush(&mut self) {
+        self.hasher
+            .update(self.buf.get(..self.len).unwrap_or_default());
+        self.len = 0;
+    }
+
+    fn u8(&mut self, v: u8) {
+        if self.len == FEED_BUF {
+            self.flush();
+        }
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = v;
+            self.len += 1;
+        }
+    }
+
+    fn u16(&mut self, v: u16) {
+        let [hi, lo] = v.to_be_bytes();
+        self.u8(hi);
+        self.u8(lo);
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
@@ -77,18 +104,16 @@ impl Feed {
         }
     }
 
-    fn flush(&mut self) {
-        self.hasher
-            .update(self.buf.get(..self.len).unwrap_or_default());
-        self.len = 0;
-    }
-
-    fn u8(&mut self, v: u8) {
-        self.bytes(&[v]);
-    }
-
-    fn u16(&mut self, v: u16) {
-        self.bytes(&v.to_be_bytes());
+    /// Like [`Self::u16_list`] for a wire list of two-byte values: the bytes go in as they are
+    /// unless a GREASE value needs folding.
+    fn u16_wire<T: From<u16>>(&mut self, tag: u8, list: &U16List<'_, T>) {
+        if list.values().any(is_grease) {
+            self.u16_list(tag, list.values());
+        } else {
+            self.u8(tag);
+            self.count(list.len());
+            self.bytes(list.as_bytes());
+        }
     }
 
     /// A count; lists longer than u16 can't occur inside a ClientHello, saturate anyway.
@@ -111,7 +136,7 @@ impl Feed {
         let digest = self.hasher.finalize();
         let mut out = String::with_capacity(prefix.len() + 24);
         out.push_str(prefix);
-        out.push_str(&hex::encode(digest.get(..12).unwrap_or_default()));
+        push_hex_bytes(&mut out, digest.get(..12).unwrap_or_default());
         out
     }
 }
@@ -137,14 +162,19 @@ fn names<'n>(feed: &mut Feed, list: impl Iterator<Item = &'n [u8]> + Clone) {
     }
 }
 
-/// The TLS voice id of `hello`. `scratch` is reused for sorting.
-pub(crate) fn voice_id(hello: &ClientHello<'_>, scratch: &mut Vec<u16>) -> String {
+/// The TLS voice id of `hello`; `sorted_types` are its non-GREASE extension types, sorted.
+/// `scratch` is reused.
+pub(crate) fn voice_id(
+    hello: &ClientHello<'_>,
+    sorted_types: &[u16],
+    scratch: &mut Vec<u32>,
+) -> String {
     let mut feed = Feed::new(VOICE_DOMAIN);
     feed.u8(tag::EXTENSION_BLOCK);
     feed.u8(u8::from(hello.extensions.is_some()));
     feed.u8(tag::LEGACY_VERSION);
     feed.u16(hello.legacy_version.0);
-    feed.u16_list(tag::CIPHER_SUITES, hello.cipher_suites.values());
+    feed.u16_wire(tag::CIPHER_SUITES, &hello.cipher_suites);
     feed.u8(tag::COMPRESSION);
     feed.count(hello.compression_methods.len());
     for m in hello.compression_methods.values() {
@@ -152,36 +182,48 @@ pub(crate) fn voice_id(hello: &ClientHello<'_>, scratch: &mut Vec<u16>) -> Strin
     }
 
     let exts = hello.extensions();
-    scratch.clear();
-    scratch.extend(
-        exts.iter()
-            .map(|e| e.kind)
-            .filter(|k| in_set(*k))
-            .map(|k| k.0),
+    feed.u16_list(
+        tag::EXTENSION_SET,
+        sorted_types
+            .iter()
+            .copied()
+            .filter(|v| in_set(ExtensionType(*v))),
     );
-    scratch.sort_unstable();
-    feed.u16_list(tag::EXTENSION_SET, scratch.iter().copied());
     feed.u8(tag::GREASE_EXTENSIONS);
     feed.count(exts.iter().filter(|e| is_grease(e.kind.0)).count());
+    let any_malformed = exts
+        .iter()
+        .any(|e| matches!(e.body, ExtensionBody::Malformed { .. }));
+    if any_malformed {
+        let mut list: Vec<u16> = sorted_types
+            .iter()
+            .copied()
+            .filter(|v| {
+                exts.iter()
+                    .any(|e| e.kind.0 == *v && matches!(e.body, ExtensionBody::Malformed { .. }))
+            })
+            .collect();
+        list.dedup();
+        feed.u16_list(tag::MALFORMED, list.into_iter());
+    } else {
+        feed.u16_list(tag::MALFORMED, std::iter::empty());
+    }
+
+    // Contents in ascending type order so permutation can't move them; duplicates of one type
+    // in wire order: sort `type << 16 | index` keys.
     scratch.clear();
     scratch.extend(
         exts.iter()
-            .filter(|e| matches!(e.body, ExtensionBody::Malformed { .. }))
-            .map(|e| e.kind.0),
+            .zip(0u32..)
+            .map(|(e, i)| u32::from(e.kind.0) << 16 | (i & 0xffff)),
     );
     scratch.sort_unstable();
-    feed.u16_list(tag::MALFORMED, scratch.iter().copied());
-
-    // Contents, in ascending type order so permutation can't move them; duplicates of one type
-    // in wire order. `scratch` holds the distinct types that carry voiced content.
-    scratch.clear();
-    scratch.extend(exts.iter().map(|e| e.kind.0));
-    scratch.sort_unstable();
-    scratch.dedup();
-    for kind in scratch.iter().copied().map(ExtensionType) {
-        for ext in exts.iter().filter(|e| e.kind == kind) {
-            voice_content(&mut feed, kind, &ext.body);
-        }
+    for ext in scratch
+        .iter()
+        .filter_map(|key| usize::try_from(key & 0xffff).ok())
+        .filter_map(|i| exts.get(i))
+    {
+        voice_content(&mut feed, ext.kind, &ext.body);
     }
     feed.finish(VOICE_PREFIX)
 }
@@ -192,7 +234,7 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
     match body {
         B::SupportedGroups(list) => {
             content(feed, kind);
-            feed.u16_list(0, list.values());
+            feed.u16_wire(0, list);
         }
         B::EcPointFormats(list) => {
             content(feed, kind);
@@ -202,15 +244,15 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
         | B::SignatureAlgorithmsCert(list)
         | B::DelegatedCredentials(list) => {
             content(feed, kind);
-            feed.u16_list(0, list.values());
+            feed.u16_wire(0, list);
         }
         B::SupportedVersions(list) => {
             content(feed, kind);
-            feed.u16_list(0, list.values());
+            feed.u16_wire(0, list);
         }
         B::CompressCertificate(list) => {
             content(feed, kind);
-            feed.u16_list(0, list.values());
+            feed.u16_wire(0, list);
         }
         B::PskKeyExchangeModes(list) => {
             content(feed, kind);
@@ -238,16 +280,12 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
             feed.count(*responder_ids_len);
             feed.count(*request_extensions_len);
         }
-        B::EncryptedClientHello(EchBody::Outer {
-            kdf_id,
-            aead_id,
-            enc_len,
-            ..
-        }) => {
+        B::EncryptedClientHello(EchBody::Outer { enc_len, .. }) => {
+            // Only the `enc` length: the HPKE suite comes from the server's ECH config for real
+            // ECH and is drawn per connection by Firefox's GREASE ECH; config id and payload
+            // length are random in GREASE ECH.
             content(feed, kind);
             feed.u8(0);
-            feed.u16(*kdf_id);
-            feed.u16(*aead_id);
             feed.count(*enc_len);
         }
         B::EncryptedClientHello(EchBody::Inner) => {

@@ -108,6 +108,48 @@ const fn build() -> Canonical {
 
 static TABLE: Canonical = build();
 
+/// Bits looked up at once by [`PAIRS`].
+const PAIR_BITS: u32 = 12;
+
+/// Two-symbol table over the next 12 bits: the symbols whose codes fit in those bits (up to
+/// two), `sym1 | sym2 << 8 | count << 16 | bits << 24`; count 0 when the first code is longer
+/// than 12 bits. Built once at first use from [`TABLE`].
+static PAIRS: std::sync::LazyLock<Box<[u32; 1 << PAIR_BITS]>> = std::sync::LazyLock::new(|| {
+    let t = &TABLE;
+    let mut table = Box::new([0u32; 1 << PAIR_BITS]);
+    for (pattern, slot) in (0u32..).zip(table.iter_mut()) {
+        *slot = {
+            let mut used = 0u32;
+            let mut syms = [0u32; 2];
+            let mut count = 0;
+            while count < 2 {
+                let Some((sym, len)) = canonical_at(t, pattern, used) else {
+                    break;
+                };
+                syms[count] = u32::from(sym);
+                count += 1;
+                used += len;
+            }
+            syms[0] | syms[1] << 8 | (count as u32) << 16 | used << 24
+        };
+    }
+    table
+});
+
+/// The symbol whose code starts `used` bits into the 12-bit `pattern` and ends inside it.
+fn canonical_at(t: &Canonical, pattern: u32, used: u32) -> Option<(u8, u32)> {
+    let avail = PAIR_BITS - used;
+    (5..=avail).find_map(|l| {
+        let code = (pattern >> (avail - l)) & ((1 << l) - 1);
+        let offset = code.wrapping_sub(t.first[l as usize]);
+        (offset < t.count[l as usize]).then(|| {
+            let index = usize::from(t.start[l as usize]) + offset as usize;
+            // Codes of at most 12 bits are never EOS (30 bits), so `sym` fits a byte.
+            (t.symbols.get(index).copied().unwrap_or(0) as u8, l)
+        })
+    })
+}
+
 /// Why a Huffman string could not be decoded (RFC 7541 section 5.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize)]
 #[non_exhaustive]
@@ -125,24 +167,85 @@ pub enum HuffmanError {
 
 /// Decode the Huffman string `src`, appending the octets to `out`.
 pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
+    let start = out.len();
+    // The shortest code is 5 bits, so at most 8/5 octets per input byte; 2 more for the slack
+    // of the two-symbol write.
+    out.resize(start + src.len() * 8 / 5 + 2, 0);
+    let result = decode_into(src, out.get_mut(start..).unwrap_or_default());
+    match result {
+        Ok(n) => {
+            out.truncate(start + n);
+            Ok(())
+        }
+        Err(e) => {
+            out.truncate(start);
+            Err(e)
+        }
+    }
+}
+
+/// Decode into `dst` (large enough, see [`decode`]); returns the number of octets written.
+fn decode_into(src: &[u8], dst: &mut [u8]) -> Result<usize, HuffmanError> {
     let t = &TABLE;
+    let pairs: &[u32; 1 << PAIR_BITS] = &PAIRS;
+    let mut w = 0usize;
     // Bits are kept left-aligned in `acc`; the top `nbits` are valid.
     let mut acc: u64 = 0;
     let mut nbits: u32 = 0;
-    let mut bytes = src.iter();
+    let mut rest = src;
     loop {
-        while nbits <= 56 {
-            let Some(&b) = bytes.next() else { break };
-            acc |= u64::from(b) << (56 - nbits);
-            nbits += 8;
+        if nbits <= 56 {
+            if let Some((word, _)) = rest.split_first_chunk::<8>() {
+                // Fill whole bytes at once from an 8-byte big-endian read.
+                let take = (64 - nbits) / 8;
+                acc |= u64::from_be_bytes(*word) >> nbits;
+                // Clear the bits of the byte that did not fit whole.
+                let keep = nbits + take * 8;
+                acc &= if keep >= 64 {
+                    u64::MAX
+                } else {
+                    !(u64::MAX >> keep)
+                };
+                nbits = keep;
+                rest = rest.get(take as usize..).unwrap_or_default();
+            } else {
+                while nbits <= 56 {
+                    let Some((&b, tail)) = rest.split_first() else {
+                        break;
+                    };
+                    acc |= u64::from(b) << (56 - nbits);
+                    nbits += 8;
+                    rest = tail;
+                }
+            }
         }
         if nbits == 0 {
-            return Ok(());
+            return Ok(w);
         }
+        if nbits >= PAIR_BITS {
+            // In bounds: a u64 shifted right by 52 is below 4096, the table's length.
+            let e = pairs[(acc >> (64 - PAIR_BITS)) as usize];
+            let count = (e >> 16) & 0xff;
+            if count != 0 {
+                // Write both symbol slots; `count` says how many are real.
+                if let Some(d) = dst.get_mut(w..w + 2) {
+                    d.copy_from_slice(&[e as u8, (e >> 8) as u8]);
+                }
+                w += count as usize;
+                let used = e >> 24;
+                acc <<= used;
+                nbits -= used;
+                continue;
+            }
+        }
+        // In bounds: a u64 shifted right by 56 is below 256, the table's length.
         let entry = t.fast[(acc >> 56) as usize];
         let len = u32::from(entry >> 8);
         if len != 0 && len <= nbits {
-            out.push(entry as u8);
+            if let Some(d) = dst.get_mut(w) {
+                *d = entry as u8;
+            }
+            w += 1;
             acc <<= len;
             nbits -= len;
             continue;
@@ -158,7 +261,10 @@ pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> 
                 if sym == EOS {
                     return Err(HuffmanError::EosInString);
                 }
-                out.push(sym as u8);
+                if let Some(d) = dst.get_mut(w) {
+                    *d = sym as u8;
+                }
+                w += 1;
                 acc <<= l;
                 nbits -= l as u32;
                 found = true;
@@ -175,7 +281,7 @@ pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> 
             if acc >> (64 - nbits) != ones {
                 return Err(HuffmanError::BadPadding);
             }
-            return Ok(());
+            return Ok(w);
         }
     }
 }

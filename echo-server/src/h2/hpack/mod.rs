@@ -133,6 +133,16 @@ pub struct HeaderBlock {
 }
 
 impl HeaderBlock {
+    /// An empty block sized for an encoded block of `encoded_len` bytes (Huffman output is at
+    /// most 8/5 of its input; a field takes at least one byte).
+    pub(crate) fn with_capacity(encoded_len: usize) -> Self {
+        Self {
+            buf: Vec::with_capacity(encoded_len * 2),
+            fields: Vec::with_capacity(encoded_len.min(64)),
+            table_size_updates: Vec::new(),
+        }
+    }
+
     /// The fields, wire order.
     pub fn fields(&self) -> impl Iterator<Item = Field<'_>> + '_ {
         self.fields.iter().map(|f| Field {
@@ -211,7 +221,7 @@ impl Decoder {
     ///
     /// [`HpackError`] on the first malformed field; the table keeps what earlier fields did.
     pub fn decode(&mut self, block: &[u8]) -> Result<HeaderBlock, HpackError> {
-        let mut out = HeaderBlock::default();
+        let mut out = HeaderBlock::with_capacity(block.len());
         self.decode_into(block, &mut out).map(|()| out)
     }
 
@@ -376,12 +386,27 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Fields whose values are credentials or session state: serialized as their length only, so
+/// an echo stored in the database never holds a secret in clear (a leaky exit may forward
+/// `proxy-authorization`).
+pub const REDACTED_FIELDS: [&[u8]; 4] = [
+    b"authorization",
+    b"proxy-authorization",
+    b"cookie",
+    b"set-cookie",
+];
+
 impl Serialize for Field<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("Field", 3)?;
+        let mut st = s.serialize_struct("Field", 4)?;
         st.serialize_field("name", &String::from_utf8_lossy(self.name))?;
-        st.serialize_field("value", &String::from_utf8_lossy(self.value))?;
+        if REDACTED_FIELDS.contains(&self.name) {
+            st.serialize_field("value", &None::<&str>)?;
+        } else {
+            st.serialize_field("value", &String::from_utf8_lossy(self.value))?;
+        }
+        st.serialize_field("value_length", &self.value.len())?;
         st.serialize_field("representation", &self.representation)?;
         st.end()
     }

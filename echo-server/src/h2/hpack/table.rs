@@ -86,6 +86,9 @@ impl DynamicTable {
             return;
         }
         let offset = self.store.len();
+        if self.store.capacity() == 0 {
+            self.store.reserve(1024);
+        }
         self.store.extend_from_slice(name);
         self.store.extend_from_slice(value);
         self.entries.push_front(Entry {
