@@ -18,6 +18,10 @@ pub const DEFAULT_DB: &str = "exitvoice.db";
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default idle timeout: a connection with no bytes either way for this long is closed.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default deadline, counted from the end of the TLS handshake, for the first request's head to
+/// arrive complete. Without it a peer dripping one byte per idle period (slowloris) would hold a
+/// connection for ever; on HTTP/1 it also bounds every later request head.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default cap on the raw ClientHello records read before the handshake: 64 KiB.
 pub const DEFAULT_HELLO_CAP: usize = 64 * 1024;
 /// Default cap on the decrypted client bytes kept by the tap: 64 KiB.
@@ -87,6 +91,9 @@ pub struct Limits {
     pub handshake_timeout: Duration,
     /// Close a connection idle (no bytes either way) for this long.
     pub idle_timeout: Duration,
+    /// Deadline after the handshake for the first request head (and, on HTTP/1, for each
+    /// request head).
+    pub request_timeout: Duration,
     /// Cap on the raw ClientHello records read before rustls sees them.
     pub hello_cap: usize,
     /// Bytes of decrypted client data the tap keeps per connection. The HTTP/2 parser's own
@@ -104,6 +111,7 @@ impl Default for Limits {
             per_ip_connections: DEFAULT_PER_IP_CONNECTIONS,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             hello_cap: DEFAULT_HELLO_CAP,
             capture_bytes: DEFAULT_CAPTURE_BYTES,
             body_cap: DEFAULT_BODY_CAP,

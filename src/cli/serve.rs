@@ -47,6 +47,10 @@ pub struct Args {
     /// Close a connection with no bytes either way for this long.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     idle_timeout: Duration,
+    /// Deadline after the handshake for the first request head to arrive complete (on HTTP/1,
+    /// for every request head): stops peers that drip bytes to dodge the idle timeout.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    request_timeout: Duration,
     /// Most bytes of ClientHello records read before the handshake.
     #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_HELLO_CAP)]
     hello_cap: usize,
@@ -108,6 +112,7 @@ impl Args {
                 per_ip_connections: self.per_ip_connections,
                 handshake_timeout: self.handshake_timeout,
                 idle_timeout: self.idle_timeout,
+                request_timeout: self.request_timeout,
                 hello_cap: self.hello_cap,
                 capture_bytes: self.capture_bytes,
                 body_cap: self.body_cap,
