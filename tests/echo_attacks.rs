@@ -184,3 +184,27 @@ async fn idle_connections_are_closed_at_the_handshake_deadline() {
         "{health}"
     );
 }
+
+#[tokio::test]
+async fn raw_bytes_held_by_the_queue_are_capped() {
+    // The writer holds its batch for a minute, so everything queued stays in memory; a 100 KiB
+    // budget takes a few oversized hellos (up to 64 KiB kept each) and drops the rest, counted.
+    let mut server = EchoServer::start(&[
+        "--queue-bytes",
+        "102400",
+        "--flush-interval",
+        "60s",
+        "--batch-size",
+        "100000",
+    ]);
+    let report = run(Attack::BigHello, &target(&server), params(2, 10, 1)).await;
+    assert!(report.connected >= 4, "{report:?}");
+    let health = assert_survived(&mut server, "queue bytes").await;
+    let held = health["queue"]["bytes"].as_u64().unwrap_or(u64::MAX);
+    assert!(held <= 102_400, "{health}");
+    assert!(held > 0, "some hellos are held: {health}");
+    assert!(
+        health["observations"]["queue_drops"].as_u64() >= Some(1),
+        "{health}"
+    );
+}

@@ -34,6 +34,10 @@ pub const DEFAULT_PER_IP_CONNECTIONS: usize = 64;
 pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
 /// Default capacity of the observation queue between connections and the writer.
 pub const DEFAULT_QUEUE_SIZE: usize = 8192;
+/// Default cap on the raw bytes (ClientHello records and tapped prefixes) held by queued
+/// observations: 64 MiB. Without it a flood of failing connections, each queueing up to
+/// 128 KiB of raw bytes, could make the 8192-slot queue hold a gigabyte.
+pub const DEFAULT_QUEUE_BYTES: usize = 64 * 1024 * 1024;
 /// Default largest batch the writer commits in one transaction.
 pub const DEFAULT_BATCH_SIZE: usize = 256;
 /// Default longest time an observation waits in the writer before its batch is committed.
@@ -124,6 +128,9 @@ impl Default for Limits {
 pub struct WriterConfig {
     /// Queue capacity; a connection finding it full drops its observation (counted).
     pub queue_size: usize,
+    /// Raw bytes the queued observations may hold at most; over it, observations are dropped
+    /// (counted) like on a full queue.
+    pub queue_bytes: usize,
     /// Most observations per transaction.
     pub batch_size: usize,
     /// Longest time the first observation of a batch waits before the batch is committed.
@@ -134,6 +141,7 @@ impl Default for WriterConfig {
     fn default() -> Self {
         Self {
             queue_size: DEFAULT_QUEUE_SIZE,
+            queue_bytes: DEFAULT_QUEUE_BYTES,
             batch_size: DEFAULT_BATCH_SIZE,
             flush_interval: DEFAULT_FLUSH_INTERVAL,
         }

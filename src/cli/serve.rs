@@ -63,6 +63,10 @@ pub struct Args {
     /// Observation queue capacity; when full, observations are dropped (counted), never waited on.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_QUEUE_SIZE)]
     queue_size: usize,
+    /// Most raw bytes (ClientHellos, tapped prefixes) held by queued observations; beyond it,
+    /// observations are dropped (counted) as on a full queue.
+    #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_QUEUE_BYTES)]
+    queue_bytes: usize,
     /// Most observations committed per transaction.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_BATCH_SIZE)]
     batch_size: usize,
@@ -119,6 +123,7 @@ impl Args {
             },
             writer: WriterConfig {
                 queue_size: self.queue_size,
+                queue_bytes: self.queue_bytes,
                 batch_size: self.batch_size,
                 flush_interval: self.flush_interval,
             },
