@@ -26,6 +26,7 @@ fn params(connections: usize, count: usize, seconds: u64) -> Params {
         duration: Duration::from_secs(seconds),
         sources: 4,
         interval: Duration::from_millis(200),
+        reconnect: true,
     }
 }
 

@@ -219,7 +219,10 @@ async fn full_disk_keeps_echoing_counts_failures_and_recovers() {
     );
     let stderr = server.stderr();
     assert!(stderr.contains("observation batch not stored"), "{stderr}");
-    assert!(stderr.contains("full"), "the log says why: {stderr}");
+    assert!(
+        stderr.contains("disk is full"),
+        "the log says why: {stderr}"
+    );
 
     std::fs::remove_file(server.dir.path().join("filler")).expect("free the space");
     assert!(probe(&target, "after-recovery").await);

@@ -95,6 +95,9 @@ pub struct Params {
     pub sources: usize,
     /// Pause between bytes of the slow attacks.
     pub interval: Duration,
+    /// Repeat the attack on a new connection when one ends before `duration` (otherwise each
+    /// attacker makes one connection, or one round of `count` hellos).
+    pub reconnect: bool,
 }
 
 /// What one run did.
@@ -120,7 +123,7 @@ impl Report {
 }
 
 /// Runs `attack` against `target` within `params`: `connections` tasks, each repeating the
-/// attack on a new connection until `duration` is over.
+/// attack on a new connection until `duration` is over (when `reconnect`).
 pub async fn run(attack: Attack, target: &Target, params: Params) -> Report {
     let deadline = Instant::now() + params.duration;
     let mut tasks = Vec::with_capacity(params.connections);
@@ -136,6 +139,9 @@ pub async fn run(attack: Attack, target: &Target, params: Params) -> Report {
                     .await
                     .unwrap_or_default();
                 report.add(&part);
+                if !params.reconnect {
+                    break;
+                }
                 if part.connected == 0 {
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }

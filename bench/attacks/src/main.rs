@@ -33,6 +33,9 @@ struct Args {
     /// Pause between bytes of the slow attacks, in milliseconds.
     #[arg(long, default_value_t = 500)]
     interval_ms: u64,
+    /// One connection per attacker: do not reconnect when the server closes it.
+    #[arg(long)]
+    once: bool,
 }
 
 #[tokio::main]
@@ -56,6 +59,7 @@ async fn main() -> anyhow::Result<()> {
         duration,
         sources: args.sources,
         interval: Duration::from_millis(args.interval_ms),
+        reconnect: !args.once,
     };
     let attacking = {
         let target = target.clone();
