@@ -85,6 +85,7 @@ async fn kill9_during_writes_loses_at_most_one_batch() {
     while answered.lock().expect("lock").len() < 400 && start.elapsed() < Duration::from_secs(60) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let health = server.healthz();
     let answered_before_kill: HashSet<String> =
         answered.lock().expect("lock").iter().cloned().collect();
     server.kill9();
@@ -102,8 +103,11 @@ async fn kill9_during_writes_loses_at_most_one_batch() {
         .collect();
     let lost = answered_before_kill.difference(&stored).count();
     eprintln!(
-        "kill -9: lost {lost} of {} answered observations (batch size {BATCH})",
-        answered_before_kill.len()
+        "kill -9: lost {lost} of {} answered observations (batch size {BATCH}); just before: \
+         queue {}, observations {}",
+        answered_before_kill.len(),
+        health["queue"],
+        health["observations"]
     );
     assert!(lost <= BATCH, "lost {lost} > one batch of {BATCH}");
     assert!(!stored.is_empty(), "batches were committed before the kill");
