@@ -18,6 +18,10 @@ pub const DEFAULT_DB: &str = "exitvoice.db";
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default idle timeout: a connection with no bytes either way for this long is closed.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default deadline, counted from the end of the TLS handshake, for the first request's head to
+/// arrive complete. Without it a peer dripping one byte per idle period (slowloris) would hold a
+/// connection for ever; on HTTP/1 it also bounds every later request head.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default cap on the raw ClientHello records read before the handshake: 64 KiB.
 pub const DEFAULT_HELLO_CAP: usize = 64 * 1024;
 /// Default cap on the decrypted client bytes kept by the tap: 64 KiB.
@@ -30,6 +34,10 @@ pub const DEFAULT_PER_IP_CONNECTIONS: usize = 64;
 pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
 /// Default capacity of the observation queue between connections and the writer.
 pub const DEFAULT_QUEUE_SIZE: usize = 8192;
+/// Default cap on the raw bytes (ClientHello records and tapped prefixes) held by queued
+/// observations: 64 MiB. Without it a flood of failing connections, each queueing up to
+/// 128 KiB of raw bytes, could make the 8192-slot queue hold a gigabyte.
+pub const DEFAULT_QUEUE_BYTES: usize = 64 * 1024 * 1024;
 /// Default largest batch the writer commits in one transaction.
 pub const DEFAULT_BATCH_SIZE: usize = 256;
 /// Default longest time an observation waits in the writer before its batch is committed.
@@ -87,6 +95,9 @@ pub struct Limits {
     pub handshake_timeout: Duration,
     /// Close a connection idle (no bytes either way) for this long.
     pub idle_timeout: Duration,
+    /// Deadline after the handshake for the first request head (and, on HTTP/1, for each
+    /// request head).
+    pub request_timeout: Duration,
     /// Cap on the raw ClientHello records read before rustls sees them.
     pub hello_cap: usize,
     /// Bytes of decrypted client data the tap keeps per connection. The HTTP/2 parser's own
@@ -104,6 +115,7 @@ impl Default for Limits {
             per_ip_connections: DEFAULT_PER_IP_CONNECTIONS,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
             hello_cap: DEFAULT_HELLO_CAP,
             capture_bytes: DEFAULT_CAPTURE_BYTES,
             body_cap: DEFAULT_BODY_CAP,
@@ -116,6 +128,9 @@ impl Default for Limits {
 pub struct WriterConfig {
     /// Queue capacity; a connection finding it full drops its observation (counted).
     pub queue_size: usize,
+    /// Raw bytes the queued observations may hold at most; over it, observations are dropped
+    /// (counted) like on a full queue.
+    pub queue_bytes: usize,
     /// Most observations per transaction.
     pub batch_size: usize,
     /// Longest time the first observation of a batch waits before the batch is committed.
@@ -126,6 +141,7 @@ impl Default for WriterConfig {
     fn default() -> Self {
         Self {
             queue_size: DEFAULT_QUEUE_SIZE,
+            queue_bytes: DEFAULT_QUEUE_BYTES,
             batch_size: DEFAULT_BATCH_SIZE,
             flush_interval: DEFAULT_FLUSH_INTERVAL,
         }

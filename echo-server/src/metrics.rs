@@ -21,6 +21,7 @@ pub struct Metrics {
     parse_errors: Mutex<BTreeMap<&'static str, u64>>,
     requests: AtomicU64,
     idle_closed: AtomicU64,
+    request_timeouts: AtomicU64,
     queued: AtomicU64,
     queue_drops: AtomicU64,
     written: AtomicU64,
@@ -94,6 +95,11 @@ impl Metrics {
         self.idle_closed.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a connection closed because its first request head missed the request deadline.
+    pub fn request_timeout(&self) {
+        self.request_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an observation put on the queue.
     pub fn queued(&self) {
         self.queued.fetch_add(1, Ordering::Relaxed);
@@ -138,6 +144,7 @@ impl Metrics {
                 rejected_max_connections: load(&self.rejected_max_connections),
                 rejected_per_ip: load(&self.rejected_per_ip),
                 idle_closed: load(&self.idle_closed),
+                request_timeouts: load(&self.request_timeouts),
             },
             handshakes: HandshakesReport {
                 completed: load(&self.handshakes),
@@ -185,6 +192,8 @@ pub struct ConnectionsReport {
     pub rejected_per_ip: u64,
     /// Closed by the idle timeout.
     pub idle_closed: u64,
+    /// Closed because the first request head was not complete by the request deadline.
+    pub request_timeouts: u64,
 }
 
 /// TLS handshakes.

@@ -4,10 +4,12 @@
 //! queue is a counted drop. One writer task takes jobs off the queue, parses what still needs
 //! parsing (connection records), commits observations in batches of up to `batch_size` — a batch
 //! is committed when full or `flush_interval` after its first job — and writes the
-//! `--record-dir` files. On [`WriterHandle::close`] it stops taking new jobs, drains what is
-//! queued, commits it, and ends.
+//! `--record-dir` files. The raw bytes held by queued and uncommitted observations are capped
+//! (`--queue-bytes`): over the cap an observation is dropped and counted, as on a full queue. On
+//! [`WriterHandle::close`] it stops taking new jobs, drains what is queued, commits it, and ends.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use exitvoice_schema::{ConnectionRecord, Observation, Store};
@@ -35,13 +37,33 @@ pub(crate) enum Job {
     },
 }
 
+impl Job {
+    /// Raw bytes the job holds (what the `--queue-bytes` budget counts).
+    fn raw_bytes(&self) -> usize {
+        match self {
+            Self::Request(observation) => observation.hello.len() + observation.prefix.len(),
+            Self::Connection { conn, .. } => conn.hello.len() + conn.tap.len(),
+        }
+    }
+}
+
+/// A queued job and the bytes it took from the budget.
+#[derive(Debug)]
+struct Queued {
+    job: Job,
+    bytes: usize,
+}
+
 /// The connections' side of the queue.
 #[derive(Clone, Debug)]
 pub(crate) struct WriterHandle {
-    tx: mpsc::Sender<Job>,
+    tx: mpsc::Sender<Queued>,
     metrics: Arc<Metrics>,
     recording: bool,
     close: Arc<Notify>,
+    /// Raw bytes held by queued jobs right now.
+    bytes: Arc<AtomicUsize>,
+    max_bytes: usize,
 }
 
 impl WriterHandle {
@@ -57,15 +79,30 @@ impl WriterHandle {
                 return;
             }
         }
-        match self.tx.try_send(job) {
+        let bytes = job.raw_bytes();
+        let held = self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if held.saturating_add(bytes) > self.max_bytes {
+            self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.metrics.queue_drop();
+            return;
+        }
+        match self.tx.try_send(Queued { job, bytes }) {
             Ok(()) => self.metrics.queued(),
-            Err(_) => self.metrics.queue_drop(),
+            Err(_) => {
+                self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+                self.metrics.queue_drop();
+            }
         }
     }
 
     /// Observations waiting in the queue.
     pub(crate) fn depth(&self) -> usize {
         self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Raw bytes held by queued and not yet committed observations.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Queue capacity.
@@ -88,17 +125,21 @@ pub(crate) fn spawn(
 ) -> (WriterHandle, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(config.queue_size.max(1));
     let close = Arc::new(Notify::new());
+    let bytes = Arc::new(AtomicUsize::new(0));
     let handle = WriterHandle {
         tx,
         metrics: Arc::clone(&metrics),
         recording: record_dir.is_some(),
         close: Arc::clone(&close),
+        bytes: Arc::clone(&bytes),
+        max_bytes: config.queue_bytes,
     };
     let writer = Writer {
         store,
         config,
         record_dir,
         metrics,
+        bytes,
     };
     (handle, tokio::spawn(writer.run(rx, close)))
 }
@@ -108,10 +149,12 @@ struct Writer {
     config: WriterConfig,
     record_dir: Option<PathBuf>,
     metrics: Arc<Metrics>,
+    /// The handle's byte count, given back once a batch is committed.
+    bytes: Arc<AtomicUsize>,
 }
 
 impl Writer {
-    async fn run(self, mut rx: mpsc::Receiver<Job>, close: Arc<Notify>) {
+    async fn run(self, mut rx: mpsc::Receiver<Queued>, close: Arc<Notify>) {
         let batch_size = self.config.batch_size.max(1);
         let mut closing = false;
         loop {
@@ -133,14 +176,14 @@ impl Writer {
             while jobs.len() < batch_size {
                 if closing {
                     match rx.try_recv() {
-                        Ok(job) => jobs.push(job),
+                        Ok(queued) => jobs.push(queued),
                         Err(_) => break,
                     }
                     continue;
                 }
                 tokio::select! {
                     job = rx.recv() => match job {
-                        Some(job) => jobs.push(job),
+                        Some(queued) => jobs.push(queued),
                         None => break,
                     },
                     () = tokio::time::sleep_until(deadline) => break,
@@ -150,7 +193,11 @@ impl Writer {
                     }
                 }
             }
-            self.commit(jobs).await;
+            // The batch's bytes count against the budget until it is committed (or failed).
+            let bytes = jobs.iter().map(|queued| queued.bytes).sum::<usize>();
+            self.commit(jobs.into_iter().map(|queued| queued.job).collect())
+                .await;
+            self.bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
         tracing::debug!("observation writer drained");
     }

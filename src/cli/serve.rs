@@ -47,6 +47,10 @@ pub struct Args {
     /// Close a connection with no bytes either way for this long.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     idle_timeout: Duration,
+    /// Deadline after the handshake for the first request head to arrive complete (on HTTP/1,
+    /// for every request head): stops peers that drip bytes to dodge the idle timeout.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    request_timeout: Duration,
     /// Most bytes of ClientHello records read before the handshake.
     #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_HELLO_CAP)]
     hello_cap: usize,
@@ -59,6 +63,10 @@ pub struct Args {
     /// Observation queue capacity; when full, observations are dropped (counted), never waited on.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_QUEUE_SIZE)]
     queue_size: usize,
+    /// Most raw bytes (ClientHellos, tapped prefixes) held by queued observations; beyond it,
+    /// observations are dropped (counted) as on a full queue.
+    #[arg(long, value_name = "BYTES", default_value_t = config::DEFAULT_QUEUE_BYTES)]
+    queue_bytes: usize,
     /// Most observations committed per transaction.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_BATCH_SIZE)]
     batch_size: usize,
@@ -108,12 +116,14 @@ impl Args {
                 per_ip_connections: self.per_ip_connections,
                 handshake_timeout: self.handshake_timeout,
                 idle_timeout: self.idle_timeout,
+                request_timeout: self.request_timeout,
                 hello_cap: self.hello_cap,
                 capture_bytes: self.capture_bytes,
                 body_cap: self.body_cap,
             },
             writer: WriterConfig {
                 queue_size: self.queue_size,
+                queue_bytes: self.queue_bytes,
                 batch_size: self.batch_size,
                 flush_interval: self.flush_interval,
             },

@@ -31,7 +31,61 @@ pub struct EchoServer {
     pub pin: String,
     /// Temporary directory holding the database and the generated certificate.
     pub dir: tempfile::TempDir,
+    _logs: tempfile::TempDir,
     stderr_path: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, PathBuf)>,
+}
+
+/// Spawns `exitvoice serve --listen 127.0.0.1:0 --db <db> <args>` (stderr appended to
+/// `stderr_path`) and waits until it printed its addresses and pin.
+fn spawn(
+    db: &Path,
+    stderr_path: &Path,
+    args: &[String],
+    env: &[(String, PathBuf)],
+) -> (Child, Vec<std::net::SocketAddr>, String) {
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(stderr_path)
+        .expect("stderr file");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_exitvoice"));
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .args(args)
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("spawn exitvoice serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (mut addrs, mut pin) = (Vec::new(), None);
+    while pin.is_none() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("server printed its address and pin");
+        if let Some(addr) = line.strip_prefix("exitvoice serve: listening on https://") {
+            addrs.push(addr.parse().expect("socket address"));
+        }
+        if let Some(rest) = line.strip_prefix("exitvoice serve: certificate pin ") {
+            pin = rest.split(' ').next().map(str::to_owned);
+        }
+    }
+    (child, addrs, pin.expect("pin"))
 }
 
 impl EchoServer {
@@ -43,45 +97,20 @@ impl EchoServer {
 
     /// Like [`Self::start`], with extra environment variables.
     pub fn start_with_env(extra: &[&str], env: &[(&str, &Path)]) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("echo.db");
-        let stderr_path = dir.path().join("stderr.log");
-        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_exitvoice"));
-        command
-            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-            .arg(&db)
-            .args(extra)
-            .env("RUST_LOG", "debug")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr);
-        for (key, value) in env {
-            command.env(key, value);
-        }
-        let mut child = command.spawn().expect("spawn exitvoice serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let (mut addrs, mut pin) = (Vec::new(), None);
-        while pin.is_none() {
-            let line = rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("server printed its address and pin");
-            if let Some(addr) = line.strip_prefix("exitvoice serve: listening on https://") {
-                addrs.push(addr.parse().expect("socket address"));
-            }
-            if let Some(rest) = line.strip_prefix("exitvoice serve: certificate pin ") {
-                pin = rest.split(' ').next().map(str::to_owned);
-            }
-        }
+        Self::start_in(tempfile::tempdir().expect("tempdir"), extra, env)
+    }
+
+    /// Like [`Self::start_with_env`], with the database (`echo.db`) in `dir`.
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&str], env: &[(&str, &Path)]) -> Self {
+        // Logs live apart from the database, so a full database filesystem still gets them.
+        let logs = tempfile::tempdir().expect("log tempdir");
+        let stderr_path = logs.path().join("stderr.log");
+        let args: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
+        let env: Vec<(String, PathBuf)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.to_path_buf()))
+            .collect();
+        let (child, addrs, pin) = spawn(&dir.path().join("echo.db"), &stderr_path, &args, &env);
         Self {
             child,
             port: addrs
@@ -89,10 +118,28 @@ impl EchoServer {
                 .map(std::net::SocketAddr::port)
                 .expect("an address"),
             addrs,
-            pin: pin.expect("pin"),
+            pin,
             dir,
+            _logs: logs,
             stderr_path,
+            args,
+            env,
         }
+    }
+
+    /// Starts the server again on the same database and flags (after [`Self::kill9`] or
+    /// [`Self::sigterm`]); the port changes.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (child, addrs, pin) = spawn(&self.db(), &self.stderr_path, &self.args, &self.env);
+        self.child = child;
+        self.port = addrs
+            .first()
+            .map(std::net::SocketAddr::port)
+            .expect("an address");
+        self.addrs = addrs;
+        self.pin = pin;
     }
 
     /// `https://127.0.0.1:<port><path>`.
@@ -108,6 +155,33 @@ impl EchoServer {
     /// The generated certificate (PEM) beside the database.
     pub fn cert_pem(&self) -> PathBuf {
         self.dir.path().join("echo.db.cert.pem")
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Peak resident memory of the server so far (`VmHWM` of /proc/PID/status), in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Sends SIGKILL and waits for the process to be gone.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// What the server wrote to stderr so far.

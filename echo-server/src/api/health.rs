@@ -26,6 +26,8 @@ pub(super) struct Health {
 struct Queue {
     depth: usize,
     capacity: usize,
+    /// Raw bytes held by queued and uncommitted observations (capped by `--queue-bytes`).
+    bytes: usize,
 }
 
 pub(super) async fn healthz(State(state): State<ApiState>) -> Json<Health> {
@@ -44,6 +46,7 @@ pub(super) async fn healthz(State(state): State<ApiState>) -> Json<Health> {
         queue: Queue {
             depth: state.writer.depth(),
             capacity: state.writer.capacity(),
+            bytes: state.writer.bytes(),
         },
         metrics,
     })

@@ -13,12 +13,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use time::OffsetDateTime;
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at, Instant};
 use tower::ServiceExt as _;
 
+use super::builders;
 use super::hello::{read_client_hello, Replay};
 use super::tap::{Tap, TapBuffer};
 use crate::analysis::HelloFacts;
@@ -145,6 +146,9 @@ impl Connection {
         self.observed.load(Ordering::Relaxed)
     }
 }
+
+/// Stored failure of a connection whose first request head missed the request deadline.
+const REQUEST_TIMEOUT: &str = "request_timeout: no complete request before the request deadline";
 
 /// Distinct probe tokens remembered per connection (see [`Connection::note_token`]).
 const DISTINCT_TOKENS_KEPT: usize = 2;
@@ -289,6 +293,8 @@ enum Ended {
     Done,
     /// No bytes either way for the idle timeout.
     Idle,
+    /// No complete request head before the request deadline.
+    RequestTimeout,
     /// hyper reported a protocol or I/O error.
     Error(hyper::Error),
 }
@@ -296,8 +302,9 @@ enum Ended {
 /// Runs a hyper connection against the idle timeout and the shutdown signal. A macro because
 /// hyper's HTTP/1 and HTTP/2 connections share `graceful_shutdown` by name, not by trait.
 macro_rules! drive {
-    ($connection:expr, $buffer:expr, $idle:expr, $shutdown:expr, $metrics:expr) => {{
+    ($connection:expr, $conn:expr, $first:expr, $idle:expr, $shutdown:expr, $metrics:expr) => {{
         let mut connection = pin!($connection);
+        let mut first_due = true;
         let mut shutting_down = *$shutdown.borrow();
         if shutting_down {
             connection.as_mut().graceful_shutdown();
@@ -308,9 +315,16 @@ macro_rules! drive {
                     Ok(()) => Ended::Done,
                     Err(error) => Ended::Error(error),
                 },
-                () = idle_expired(&$buffer, $idle) => {
+                () = idle_expired(&$conn.tap, $idle) => {
                     $metrics.idle_closed();
                     break Ended::Idle;
+                }
+                () = tokio::time::sleep_until($first), if first_due => {
+                    first_due = false;
+                    if $conn.requests() == 0 {
+                        $metrics.request_timeout();
+                        break Ended::RequestTimeout;
+                    }
                 }
                 _ = $shutdown.changed(), if !shutting_down => {
                     shutting_down = true;
@@ -327,9 +341,12 @@ where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let idle = shared.limits.idle_timeout;
+    let request_timeout = shared.limits.request_timeout;
+    // The first request head must be complete by then, however slowly its bytes trickle in.
+    let first_deadline = Instant::now() + request_timeout;
     let mut shutdown = shared.shutdown.clone();
     let peeked = tokio::select! {
-        peeked = timeout(idle, tap.peek(sniff)) => peeked,
+        peeked = timeout(idle.min(request_timeout), tap.peek(sniff)) => peeked,
         () = stopping(&mut shutdown) => {
             return Some("shutdown: the server stopped before a request".into());
         }
@@ -338,9 +355,13 @@ where
         Ok(Ok(Some(spoken))) => spoken,
         Ok(Ok(None)) => return Some("no_request: client closed before sending a request".into()),
         Ok(Err(error)) => return Some(format!("read_error: {error}")),
-        Err(_) => {
+        Err(_) if idle <= request_timeout => {
             shared.metrics.idle_closed();
             return Some("idle_timeout: no request before the idle timeout".into());
+        }
+        Err(_) => {
+            shared.metrics.request_timeout();
+            return Some(REQUEST_TIMEOUT.into());
         }
     };
     let _ = conn.spoken.set(spoken);
@@ -361,16 +382,28 @@ where
         async move { router.oneshot(request).await }
     });
     let io = TokioIo::new(tap);
-    let buffer = Arc::clone(&conn.tap);
     // Served by what the client speaks, not by ALPN: this is how a client that negotiated h2
     // and then sent HTTP/1.1 (bucket D) still gets its answer.
     let outcome = if spoken == Spoken::H2 {
-        let connection = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-            .serve_connection(io, service);
-        drive!(connection, buffer, idle, shutdown, shared.metrics)
+        let connection = builders::http2().serve_connection(io, service);
+        drive!(
+            connection,
+            conn,
+            first_deadline,
+            idle,
+            shutdown,
+            shared.metrics
+        )
     } else {
-        let connection = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
-        drive!(connection, buffer, idle, shutdown, shared.metrics)
+        let connection = builders::http1(request_timeout).serve_connection(io, service);
+        drive!(
+            connection,
+            conn,
+            first_deadline,
+            idle,
+            shutdown,
+            shared.metrics
+        )
     };
     match outcome {
         Ended::Done => None,
@@ -378,6 +411,7 @@ where
             Some("idle_timeout: no request before the idle timeout".into())
         }
         Ended::Idle => None,
+        Ended::RequestTimeout => Some(REQUEST_TIMEOUT.into()),
         Ended::Error(error) if conn.requests() == 0 => Some(format!("http_error: {error}")),
         Ended::Error(_) => None,
     }

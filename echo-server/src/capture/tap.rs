@@ -46,6 +46,19 @@ impl TapBuffer {
         Bytes::copy_from_slice(&bytes)
     }
 
+    /// Bytes kept so far.
+    pub fn len(&self) -> usize {
+        self.bytes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether nothing was kept yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Whether the client sent more than the cap (the snapshot is then a prefix).
     pub fn truncated(&self) -> bool {
         self.truncated.load(Ordering::Relaxed)

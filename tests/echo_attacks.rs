@@ -1,0 +1,211 @@
+//! Bounded versions of the attacks of `bench/attacks/run.sh` (issue 5), as regression tests:
+//! after each, the server is still running, answers a legitimate request, its peak memory is
+//! bounded, and the open-connection gauge returns to its baseline.
+//!
+//! Run with `cargo test --test echo_attacks`; needs curl (scripts/install-test-deps.sh).
+
+mod echo_support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use echo_support::EchoServer;
+use exitvoice_attacks::{legit, run, Attack, Params, Report, Target};
+
+/// Peak RSS allowed after an attack; the server idles at about 20 MiB.
+const RSS_BOUND_KIB: u64 = 256 * 1024;
+
+fn target(server: &EchoServer) -> Target {
+    Target::new(SocketAddr::from(([127, 0, 0, 1], server.port))).expect("loopback")
+}
+
+fn params(connections: usize, count: usize, seconds: u64) -> Params {
+    Params {
+        connections,
+        count,
+        duration: Duration::from_secs(seconds),
+        sources: 4,
+        interval: Duration::from_millis(200),
+        reconnect: true,
+    }
+}
+
+/// Every connection of `tasks` attackers was cut by the server, except at most the last one
+/// of each, which the attack's own time limit may have ended first.
+fn assert_all_cut(report: &Report, tasks: u64) {
+    assert!(report.connected >= tasks, "{report:?}");
+    assert!(report.closed_by_server >= tasks, "{report:?}");
+    assert!(
+        report.closed_by_server + tasks >= report.connected,
+        "{report:?}"
+    );
+}
+
+/// The server is running, answers a legitimate request, stayed under the memory bound, and
+/// every attack connection is gone; returns the `/healthz` body.
+async fn assert_survived(server: &mut EchoServer, what: &str) -> serde_json::Value {
+    assert!(server.running(), "{what}: the server died");
+    let answered = legit::request(&target(server)).await;
+    assert!(
+        matches!(answered, Ok(true)),
+        "{what}: no answer: {answered:?}"
+    );
+    let rss = server.peak_rss_kib();
+    assert!(rss > 0 && rss < RSS_BOUND_KIB, "{what}: peak RSS {rss} KiB");
+    let health = server.wait_open_zero(Duration::from_secs(15));
+    assert_eq!(
+        health["connections"]["open"], 1,
+        "{what}: only the /healthz connection stays open: {health}"
+    );
+    assert!(!server.stderr().contains("panicked"), "{what}: panic");
+    health
+}
+
+#[tokio::test]
+async fn slowloris_on_the_hello_and_the_preface_is_cut_at_the_deadlines() {
+    // The idle timeout is long, so only the handshake and request deadlines can cut them.
+    let mut server = EchoServer::start(&[
+        "--handshake-timeout",
+        "1s",
+        "--request-timeout",
+        "1s",
+        "--idle-timeout",
+        "60s",
+    ]);
+    let target = target(&server);
+    // Four attackers for 2 s, each reconnecting when cut.
+    let hello = run(Attack::SlowHello, &target, params(4, 100_000, 2)).await;
+    assert_all_cut(&hello, 4);
+    // One byte per 200 ms: about five bytes before the 1 s deadline.
+    assert!(hello.sent <= hello.connected * 12, "{hello:?}");
+
+    let preface = run(Attack::SlowPreface, &target, params(4, 100_000, 2)).await;
+    assert_all_cut(&preface, 4);
+    assert!(preface.sent <= preface.connected * 12, "{preface:?}");
+
+    let health = assert_survived(&mut server, "slowloris").await;
+    assert!(
+        health["handshakes"]["failures"]["hello_timeout"].as_u64() >= Some(hello.closed_by_server),
+        "{health}"
+    );
+    assert!(
+        health["connections"]["request_timeouts"].as_u64() >= Some(preface.closed_by_server),
+        "{health}"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_request_after_a_quick_preface_is_cut_too() {
+    // The preface arrives at once, then the HEADERS frame drips: the first-request deadline,
+    // not the idle timeout, ends it.
+    let mut server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "60s"]);
+    let target = target(&server);
+    let mut slow = params(2, 100_000, 2);
+    slow.interval = Duration::from_millis(100);
+    let report = run(Attack::SlowHeaders, &target, slow).await;
+    assert_all_cut(&report, 2);
+    // Preface and SETTINGS (33 bytes) at once, then about ten bytes before the deadline.
+    assert!(
+        report.sent > report.connected * 33,
+        "past the preface: {report:?}"
+    );
+    assert!(
+        report.sent < report.connected * (33 + 20),
+        "cut at the deadline: {report:?}"
+    );
+    let health = assert_survived(&mut server, "slow request").await;
+    assert!(
+        health["connections"]["request_timeouts"].as_u64() >= Some(report.closed_by_server),
+        "{health}"
+    );
+}
+
+#[tokio::test]
+async fn oversized_hellos_are_refused_at_once() {
+    let mut server = EchoServer::start(&[]);
+    let report = run(Attack::BigHello, &target(&server), params(2, 10, 1)).await;
+    assert!(report.connected >= 2, "{report:?}");
+    assert_eq!(report.closed_by_server, report.connected, "{report:?}");
+    let health = assert_survived(&mut server, "big hello").await;
+    assert_eq!(
+        health["handshakes"]["failures"]["hello_too_large"].as_u64(),
+        Some(report.connected),
+        "{health}"
+    );
+}
+
+/// Runs one HTTP/2 flood on its own connection(s) and checks the server afterwards.
+async fn flood(server: &mut EchoServer, attack: Attack, count: usize) -> Report {
+    let report = run(attack, &target(server), params(2, count, 1)).await;
+    assert!(report.connected >= 2, "{attack:?}: {report:?}");
+    assert!(report.sent > 0, "{attack:?}: {report:?}");
+    assert_survived(server, attack.name()).await;
+    report
+}
+
+#[tokio::test]
+async fn http2_floods_leave_the_server_answering() {
+    let mut server = EchoServer::start(&["--per-ip-connections", "256"]);
+    let priority = flood(&mut server, Attack::Priority, 10_000).await;
+    assert!(priority.sent >= 20_000, "{priority:?}");
+    let settings = flood(&mut server, Attack::Settings, 2_000).await;
+    assert!(settings.sent >= 4_000, "{settings:?}");
+    // 200 × 16 KB of header block that never ends: refused once over the header list cap.
+    let continuation = flood(&mut server, Attack::Continuation, 200).await;
+    assert_eq!(
+        continuation.closed_by_server, continuation.connected,
+        "{continuation:?}"
+    );
+    // Each block decodes to 48 MB; the table size update is a compression error.
+    let bomb = flood(&mut server, Attack::HpackBomb, 50).await;
+    assert_eq!(bomb.closed_by_server, bomb.connected, "{bomb:?}");
+    let reset = flood(&mut server, Attack::RapidReset, 5_000).await;
+    assert!(reset.sent > 0, "{reset:?}");
+}
+
+#[tokio::test]
+async fn idle_connections_are_closed_at_the_handshake_deadline() {
+    let mut server = EchoServer::start(&[
+        "--handshake-timeout",
+        "1s",
+        "--max-connections",
+        "1000",
+        "--per-ip-connections",
+        "64",
+    ]);
+    let mut idle = params(400, 1, 3);
+    idle.sources = 8;
+    let report = run(Attack::Idle, &target(&server), idle).await;
+    assert!(report.connected >= 400, "{report:?}");
+    // 50 per source fit under the per-IP cap; each was cut at the 1 s deadline and reopened.
+    assert!(report.closed_by_server >= 400, "{report:?}");
+    let health = assert_survived(&mut server, "idle").await;
+    assert!(
+        health["handshakes"]["failures"]["hello_timeout"].as_u64() >= Some(400),
+        "{health}"
+    );
+}
+
+#[tokio::test]
+async fn raw_bytes_held_by_the_queue_are_capped() {
+    // The writer holds its batch for a minute, so everything queued stays in memory; a 100 KiB
+    // budget takes a few oversized hellos (up to 64 KiB kept each) and drops the rest, counted.
+    let mut server = EchoServer::start(&[
+        "--queue-bytes",
+        "102400",
+        "--flush-interval",
+        "60s",
+        "--batch-size",
+        "100000",
+    ]);
+    let report = run(Attack::BigHello, &target(&server), params(2, 10, 1)).await;
+    assert!(report.connected >= 4, "{report:?}");
+    let health = assert_survived(&mut server, "queue bytes").await;
+    let held = health["queue"]["bytes"].as_u64().unwrap_or(u64::MAX);
+    assert!(held <= 102_400, "{health}");
+    assert!(held > 0, "some hellos are held: {health}");
+    assert!(
+        health["observations"]["queue_drops"].as_u64() >= Some(1),
+        "{health}"
+    );
+}
