@@ -114,29 +114,3 @@ pub fn echo(hello: &ClientHello<'_>) -> TlsEcho {
         detail: serde_json::to_value(hello).unwrap_or(serde_json::Value::Null),
     }
 }
-
-/// TEMPORARY refactoring guard for the performance work (removed before the branch is
-/// reported): pins the output of the pre-change code on the Chrome bench hello.
-#[cfg(test)]
-mod perf_guard {
-    #[test]
-    fn chrome_bench_hello_unchanged() {
-        let line = include_str!("../../tests/data/ja4/clienthellos.jsonl")
-            .lines()
-            .find(|l| {
-                l.contains("\"pcap/tls-handshake.pcapng\"")
-                    && l.contains("\"ja4_spec\": \"t13d1516h2_8daaf6152771_e5627efa2ab1\"")
-            })
-            .unwrap();
-        let value: serde_json::Value = serde_json::from_str(line).unwrap();
-        let message = hex::decode(value["client_hello_hex"].as_str().unwrap()).unwrap();
-        let mut records = vec![22, 3, 1];
-        records.extend_from_slice(&u16::try_from(message.len()).unwrap().to_be_bytes());
-        records.extend_from_slice(&message);
-        let fp = super::super::parse_client_hello(&records)
-            .unwrap()
-            .fingerprints();
-        assert_eq!(format!("{fp:?}"), EXPECTED);
-    }
-    const EXPECTED: &str = r#"TlsFingerprints { ja3: "771,4865-4866-4867-49195-49199-49196-49200-52393-52392-49171-49172-156-157-47-53,65281-51-45-5-17513-13-16-35-27-43-0-18-10-23-11-21,29-23-24,0", ja3_hash: "1c258ebef8eee2dfa3df6d8d07285af9", ja3n: "771,4865-4866-4867-49195-49199-49196-49200-52393-52392-49171-49172-156-157-47-53,0-5-10-11-13-16-18-21-23-27-35-43-45-51-17513-65281,29-23-24,0", ja3n_hash: "aa56c057ad164ec4fdcb7a5a283be9fc", ja4: "t13d1516h2_8daaf6152771_e5627efa2ab1", ja4_r: "t13d1516h2_002f,0035,009c,009d,1301,1302,1303,c013,c014,c02b,c02c,c02f,c030,cca8,cca9_0005,000a,000b,000d,0012,0015,0017,001b,0023,002b,002d,0033,4469,ff01_0403,0804,0401,0503,0805,0501,0806,0601", ja4_o: "t13d1516h2_acb858a92679_8fc3c02244b2", ja4_ro: "t13d1516h2_1301,1302,1303,c02b,c02f,c02c,c030,cca9,cca8,c013,c014,009c,009d,002f,0035_ff01,0033,002d,0005,4469,000d,0010,0023,001b,002b,0000,0012,000a,0017,000b,0015_0403,0804,0401,0503,0805,0501,0806,0601", voice_id: VoiceId("tlsv1_3cfe3bd598188b97e8c7b925"), order_id: "tlso1_8250e3c1e5b4d0a87ba53569" }"#;
-}
