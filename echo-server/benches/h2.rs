@@ -7,7 +7,7 @@
 //! time then mostly measures the wait for a core; CPU time does not.
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
-use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use criterion::{black_box, criterion_group, Criterion};
 use exitvoice_echo::h2;
 
 const CHROME: &[u8] = include_bytes!("../tests/data/h2/chrome_shaped.bin");
@@ -91,4 +91,26 @@ criterion_group! {
     config = Criterion::default().with_measurement(CpuTime(WallTime));
     targets = cpu
 }
-criterion_main!(wall_time, cpu_time);
+
+/// With `EXITVOICE_BENCH_ITERS=N` set, runs the full path N times and exits without criterion,
+/// printing the mean
+/// thread CPU time per run; for instruction counts under `valgrind --tool=callgrind` (see
+/// docs/benchmarks.md).
+fn main() {
+    if let Some(n) = std::env::var("EXITVOICE_BENCH_ITERS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        let start = thread_cpu_ns();
+        for _ in 0..n {
+            let p = h2::parse_prefix(black_box(CHROME)).expect("fixture parses");
+            black_box((h2::akamai_fingerprint(&p), h2::voice_id(&p)));
+        }
+        let per = (thread_cpu_ns() - start) as f64 / n.max(1) as f64;
+        println!("{n} iterations, {per:.0} ns CPU each");
+        return;
+    }
+    wall_time();
+    cpu_time();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -51,28 +51,53 @@ impl Ascii {
 
     /// `value` in decimal.
     pub(crate) fn dec(&mut self, value: u16) {
-        let mut digits = [0u8; 5];
-        let mut n = value;
-        let mut start = digits.len();
-        for slot in digits.iter_mut().rev() {
-            // `n % 10` is a single digit.
-            *slot = b'0' + (n % 10) as u8;
-            n /= 10;
-            start -= 1;
-            if n == 0 {
-                break;
-            }
+        self.sep_dec(None, value);
+    }
+
+    /// `sep` (when given) then `value` in decimal, as one fixed-size 8-byte append cut back
+    /// to the real length: no per-digit push, no variable-length copy.
+    pub(crate) fn sep_dec(&mut self, sep: Option<u8>, value: u16) {
+        let (mut word, mut len) = match sep {
+            Some(sep) => ([sep, 0, 0, 0, 0, 0, 0, 0], 1),
+            None => ([0u8; 8], 0),
+        };
+        let n = u32::from(value);
+        let digits = match n {
+            0..=9 => 1,
+            10..=99 => 2,
+            100..=999 => 3,
+            1000..=9999 => 4,
+            _ => 5,
+        };
+        len += digits;
+        let mut rest = n;
+        // `len` is at most 6, so every slot is inside the 8-byte word.
+        for slot in word.iter_mut().take(len).rev().take(digits) {
+            // `rest % 10` is a single digit.
+            *slot = b'0' + (rest % 10) as u8;
+            rest /= 10;
         }
-        // Byte pushes: a variable-length copy would be a memmove call.
-        for d in digits.iter().skip(start) {
-            self.0.push(*d);
-        }
+        let at = self.0.len();
+        self.0.extend_from_slice(&word);
+        self.0.truncate(at + len);
     }
 
     /// `value` as 4 lowercase hex digits.
     pub(crate) fn hex4(&mut self, value: u16) {
         let [hi, lo] = value.to_be_bytes();
         self.0.extend_from_slice(&[
+            hex_digit(hi >> 4),
+            hex_digit(hi),
+            hex_digit(lo >> 4),
+            hex_digit(lo),
+        ]);
+    }
+
+    /// `sep` then `value` as 4 lowercase hex digits, in one 5-byte append.
+    pub(crate) fn sep_hex4(&mut self, sep: u8, value: u16) {
+        let [hi, lo] = value.to_be_bytes();
+        self.0.extend_from_slice(&[
+            sep,
             hex_digit(hi >> 4),
             hex_digit(hi),
             hex_digit(lo >> 4),
@@ -105,8 +130,15 @@ mod tests {
             a.dec(v);
             a.byte(b' ');
         }
+        a.sep_dec(Some(b'-'), 5);
+        a.sep_dec(Some(b'-'), 12345);
+        a.sep_hex4(b',', 0xff01);
+        a.byte(b' ');
         a.hex4(0x0a1b);
         a.hex(&[0xff, 0x00]);
-        assert_eq!(a.into_string(), "0 7 10 99 100 771 4865 65535 0a1bff00");
+        assert_eq!(
+            a.into_string(),
+            "0 7 10 99 100 771 4865 65535 -5-12345,ff01 0a1bff00"
+        );
     }
 }

@@ -15,11 +15,10 @@ use super::grease::is_grease;
 
 /// Appends `values` in decimal joined by `-`.
 fn push_list(out: &mut Ascii, values: impl Iterator<Item = u16>) {
-    for (i, v) in values.enumerate() {
-        if i > 0 {
-            out.byte(b'-');
-        }
-        out.dec(v);
+    let mut sep = None;
+    for v in values {
+        out.sep_dec(sep, v);
+        sep = Some(b'-');
     }
 }
 

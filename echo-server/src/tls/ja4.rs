@@ -12,11 +12,12 @@ use super::grease::is_grease;
 
 /// Appends `values` as 4-digit hex joined by `,`.
 fn push_hex_list(out: &mut Ascii, values: impl Iterator<Item = u16>) {
-    for (i, v) in values.enumerate() {
-        if i > 0 {
-            out.byte(b',');
-        }
-        out.hex4(v);
+    let mut values = values;
+    if let Some(first) = values.next() {
+        out.hex4(first);
+    }
+    for v in values {
+        out.sep_hex4(b',', v);
     }
 }
 
