@@ -172,6 +172,9 @@ fn run_client(client: &str, url: &str, dir: &Path) -> ClientRun {
         .args([client, url])
         .env("CLIENT_TIMEOUT", CLIENT_TIMEOUT_SECS.to_string())
         .env(MARKER_VAR, &marker)
+        // Browser profiles go into this test's temporary directory, removed with it even when
+        // the run had to be killed before run-client.sh could clean up.
+        .env("PROFILE_ROOT", dir)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
         .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))

@@ -14,7 +14,8 @@
 # Output: the client's stdout (the response body for most clients; Chromium prints the DOM).
 # Exit status: the client's (124 when it ran out of time). Each run of a browser gets a fresh,
 # empty profile directory. $CLIENT_TIMEOUT (seconds, default 90) bounds one run: the client's
-# process group gets SIGTERM then, and SIGKILL 5 s later.
+# process group gets SIGTERM then, and SIGKILL 5 s later. Profiles are made under
+# $PROFILE_ROOT (default /tmp).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CA=${CA:-$ROOT/.tools/certs/ca.pem}
@@ -75,7 +76,7 @@ esac
 [ $# -eq 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 name=$1 url=$2
 cmd=$(command_of "$name" "$url") || { echo "unknown client $name" >&2; exit 2; }
-profile=$(mktemp -d /tmp/exitvoice-client.XXXXXX)
+profile=$(mktemp -d "${PROFILE_ROOT:-/tmp}/exitvoice-client.XXXXXX")
 trap 'rm -rf "$profile"' EXIT
 cmd=${cmd//\{profile\}/$profile}
 case $name in
