@@ -12,7 +12,7 @@
 //! - ALPN offered / negotiated / spoken and SNI: the recorder's notes (`conn1.json`, Python ssl).
 //! - TLS voice and HTTP/2 or HTTP/1 voice: a relation, not a constant — the live connection must
 //!   carry the voice our parser gives the recorded `conn1` of the same client (same client, same
-//!   voice; that is what users rely on).
+//!   voice; that is what users rely on). Likewise the browser profile matched.
 //! - Bucket: what the client is (A for the browsers, B for the HTTP/2 libraries, none for the
 //!   HTTP/1-only clients, which offer no h2).
 //!
@@ -33,6 +33,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use echo_support::{curl, json_stream, EchoServer, Row};
+use exitvoice_echo::classify::browser_profile;
 use exitvoice_echo::h1::parse_head;
 use exitvoice_echo::h2::parse_prefix;
 use exitvoice_echo::tls::parse_client_hello;
@@ -111,6 +112,7 @@ impl Recording {
         (self.expected(1, field) == Some(first)).then_some(first)
     }
 
+    /// Whether the recorded connection spoke HTTP/2 (capture.json then has an Akamai string).
     fn is_h2(&self) -> bool {
         self.expected(0, "akamai").is_some()
     }
@@ -137,6 +139,31 @@ impl Recording {
             }
         }
     }
+
+    /// The browser profile our table gives the recorded HTTP/2 prefix (`null` when none).
+    fn profile(&self) -> Value {
+        if !self.is_h2() {
+            return Value::Null;
+        }
+        match parse_prefix(&self.prefix) {
+            Ok(p) => browser_profile(&p).map_or(Value::Null, |profile| json!(profile.name)),
+            Err(e) => panic!("{}/conn1.prefix.bin does not parse: {e}", self.client),
+        }
+    }
+}
+
+/// Fails unless `echo.exitvoice.test` resolves to loopback only (tests never leave loopback).
+fn assert_test_name_is_loopback() {
+    use std::net::ToSocketAddrs as _;
+    let addrs: Vec<std::net::SocketAddr> = ("echo.exitvoice.test", 443)
+        .to_socket_addrs()
+        .map(Iterator::collect)
+        .unwrap_or_default();
+    assert!(
+        !addrs.is_empty() && addrs.iter().all(|a| a.ip().is_loopback()),
+        "echo.exitvoice.test must resolve to loopback only (got {addrs:?}): run \
+         scripts/install-test-deps.sh, which adds `127.0.0.1 echo.exitvoice.test` to /etc/hosts"
+    );
 }
 
 /// The installed client's version, as run-client.sh reports it.
@@ -295,6 +322,7 @@ fn expect(errors: &mut Vec<String>, what: &str, source: &str, want: &Value, got:
 
 /// Runs `client` once against a fresh server and checks its echo and stored observation.
 async fn check_client(client: &'static str, kind: Kind) {
+    assert_test_name_is_loopback();
     let rec = Recording::load(client);
     let recorded = rec.doc["version"].as_str().unwrap_or_default();
     let installed = installed_version(client);
@@ -592,6 +620,13 @@ async fn check_client(client: &'static str, kind: Kind) {
             echo["profile"]
         ));
     }
+    expect(
+        &mut errors,
+        "profile",
+        &ours,
+        &rec.profile(),
+        &echo["profile"],
+    );
 
     // The stored raw bytes are the connection's: recomputing from them gives the same JA4.
     match parse_client_hello(&row.hello) {
