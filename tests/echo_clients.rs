@@ -16,6 +16,10 @@
 //! - Bucket: what the client is (A for the browsers, B for the HTTP/2 libraries, none for the
 //!   HTTP/1-only clients, which offer no h2).
 //!
+//! Two more relations on real clients: a connection resuming its TLS session (curl, and
+//! `openssl s_client -sess_out/-sess_in`, which also sends session_ticket) keeps the voice of
+//! the recorded connection.
+//!
 //! Before running a client the test compares its installed version with the recorded one and
 //! fails with both when they differ (the captures must then be re-recorded). Each client run has
 //! a time limit (`CLIENT_TIMEOUT` for run-client.sh, plus a watchdog here); whatever the run
@@ -720,4 +724,169 @@ async fn openssl_s_client() {
 #[tokio::test]
 async fn nghttp() {
     check_client("nghttp", Kind::H2Library).await;
+}
+
+/// A resumed connection keeps its client's voice: curl (HTTP/1.1, `Connection: close`) fetches
+/// two URLs over two connections, the second resuming the first's TLS session. Both echoes carry
+/// the TLS voice of the recorded curl-h1 connection, and both are stored.
+#[tokio::test]
+async fn curl_resumed_connection_keeps_the_recorded_voice() {
+    assert_test_name_is_loopback();
+    let rec = Recording::load("curl-h1");
+    let installed = installed_version("curl-h1");
+    assert_eq!(
+        installed,
+        rec.doc["version"].as_str().unwrap_or_default(),
+        "curl's installed version differs from captures/curl-h1's; re-record"
+    );
+    let certs = root().join(".tools/certs");
+    let server = EchoServer::start(&[
+        "--cert",
+        certs.join("leaf-chain.pem").to_str().expect("UTF-8 path"),
+        "--key",
+        certs.join("leaf.key").to_str().expect("UTF-8 path"),
+    ]);
+    let url = |token: &str| format!("https://echo.exitvoice.test:{}/probe/{token}", server.port);
+    let out = curl(&[
+        "-sS",
+        "--http1.1",
+        "--cacert",
+        certs.join("ca.pem").to_str().expect("UTF-8 path"),
+        "-H",
+        "Connection: close",
+        &url("fresh-hello"),
+        &url("resumed-hello"),
+    ]);
+    assert!(out.status.success(), "curl: {out:?}");
+    let echoes = json_stream(&out.stdout);
+    assert_eq!(echoes.len(), 2, "two echoes");
+    let (fresh, resumed) = (&echoes[0], &echoes[1]);
+    assert_ne!(
+        fresh["peer"]["port"], resumed["peer"]["port"],
+        "two connections"
+    );
+    assert_eq!(fresh["tls"]["resumed"], false);
+    assert_eq!(
+        resumed["tls"]["resumed"], true,
+        "curl resumed the first session: {}",
+        resumed["tls"]
+    );
+    let want = json!(rec.tls_voice());
+    for echo in [fresh, resumed] {
+        assert_eq!(
+            echo["tls"]["voice_id"], want,
+            "{}: the voice of captures/curl-h1/conn1 (our parser), whatever the resumption",
+            echo["token"]
+        );
+    }
+    let rows = server
+        .rows_until(|rows| rows.iter().filter(|r| r.token.is_some()).count() >= 2)
+        .await;
+    for echo in [fresh, resumed] {
+        let stored = rows
+            .iter()
+            .find(|r| r.token.as_deref() == echo["token"].as_str())
+            .unwrap_or_else(|| panic!("{} stored", echo["token"]));
+        assert_eq!(&stored.summary, echo, "stored summary is the echo");
+    }
+}
+
+/// The same with `openssl s_client`, which (unlike curl) sends the session_ticket extension:
+/// a run saving its session (`-sess_out`), then a run resuming it (`-sess_in`), both carry the
+/// TLS voice of the recorded openssl-s_client connection.
+#[tokio::test]
+async fn openssl_resumed_session_keeps_the_recorded_voice() {
+    use std::io::Write as _;
+    assert_test_name_is_loopback();
+    let rec = Recording::load("openssl-s_client");
+    assert_eq!(
+        installed_version("openssl-s_client"),
+        rec.doc["version"].as_str().unwrap_or_default(),
+        "openssl's installed version differs from captures/openssl-s_client's; re-record"
+    );
+    let certs = root().join(".tools/certs");
+    let server = EchoServer::start(&[
+        "--cert",
+        certs.join("leaf-chain.pem").to_str().expect("UTF-8 path"),
+        "--key",
+        certs.join("leaf.key").to_str().expect("UTF-8 path"),
+    ]);
+    let session = server.dir.path().join("openssl-session.pem");
+    let session = session.to_str().expect("UTF-8 path");
+    let hostport = format!("echo.exitvoice.test:{}", server.port);
+    let ca = certs.join("ca.pem");
+    let mut echoes = Vec::new();
+    for (token, session_flag) in [
+        ("saved-session", "-sess_out"),
+        ("resumed-session", "-sess_in"),
+    ] {
+        // The flags of run-client.sh's openssl-s_client, plus the session file.
+        let mut child = Command::new("timeout")
+            .args([
+                "-k",
+                "5",
+                &CLIENT_TIMEOUT_SECS.to_string(),
+                "openssl",
+                "s_client",
+            ])
+            .args([
+                "-quiet",
+                "-connect",
+                &hostport,
+                "-servername",
+                "echo.exitvoice.test",
+            ])
+            .arg("-CAfile")
+            .arg(&ca)
+            .args([session_flag, session])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("openssl is installed (scripts/install-test-deps.sh)");
+        let request =
+            format!("GET /probe/{token} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(request.as_bytes())
+            .expect("write the request");
+        let out = child.wait_with_output().expect("openssl s_client");
+        assert!(
+            out.status.success(),
+            "openssl s_client {session_flag}: {out:?}"
+        );
+        let run = ClientRun {
+            stdout: out.stdout,
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            secs: 0.0,
+        };
+        echoes.push(printed_echo("openssl-s_client", &run).expect("an echo"));
+    }
+    assert_eq!(echoes[0]["tls"]["resumed"], false);
+    assert_eq!(
+        echoes[1]["tls"]["resumed"], true,
+        "openssl resumed the saved session: {}",
+        echoes[1]["tls"]
+    );
+    let want = json!(rec.tls_voice());
+    for echo in &echoes {
+        assert_eq!(
+            echo["tls"]["voice_id"], want,
+            "{}: the voice of captures/openssl-s_client/conn1 (our parser), whatever the \
+             resumption",
+            echo["token"]
+        );
+    }
+    let rows = server
+        .rows_until(|rows| rows.iter().filter(|r| r.token.is_some()).count() >= 2)
+        .await;
+    for echo in &echoes {
+        let stored = rows
+            .iter()
+            .find(|r| r.token.as_deref() == echo["token"].as_str())
+            .unwrap_or_else(|| panic!("{} stored", echo["token"]));
+        assert_eq!(&stored.summary, echo, "stored summary is the echo");
+    }
 }
