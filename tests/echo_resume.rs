@@ -20,7 +20,8 @@ async fn second_connection_resumes_with_a_ticket_and_the_echo_says_so() {
         .expect("first handshake");
     let echo = http1_body(&http1_request(&mut first, "/api/tls").await);
     assert_eq!(echo["tls"]["resumed"], false);
-    assert!(echo["tls"]["voice_id"].is_string());
+    let fresh_voice = echo["tls"]["voice_id"].clone();
+    assert!(fresh_voice.is_string());
 
     let mut second = tls_connect(server.port, config)
         .await
@@ -48,6 +49,8 @@ async fn second_connection_resumes_with_a_ticket_and_the_echo_says_so() {
         names(&echo).contains(&"pre_shared_key".to_owned()),
         "{echo}"
     );
+    // …and yet it is the same stack: the voice ignores resumption (docs/voice-tls.md).
+    assert_eq!(echo["tls"]["voice_id"], fresh_voice, "{echo}");
 }
 
 #[tokio::test]

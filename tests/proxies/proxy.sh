@@ -114,6 +114,11 @@ CONF
     ;;
   mitmproxy)
     mitmdump="${MITMDUMP:-$REPO/.tools/venv-mitm/bin/mitmdump}"
+    if [ ! -x "$mitmdump" ] && command -v mitmdump >/dev/null; then mitmdump="$(command -v mitmdump)"; fi
+    if [ ! -x "$mitmdump" ]; then
+      echo "mitmdump not found: python3 -m venv .tools/venv-mitm && .tools/venv-mitm/bin/pip install mitmproxy" >&2
+      exit 1
+    fi
     start_bg mitmproxy "$dir" "$mitmdump" --mode regular --listen-host 127.0.0.1 \
       --listen-port "$port" --ssl-insecure --set confdir="$dir/conf" --set flow_detail=0 "$@"
     wait_listen mitmproxy "$port" "$dir"

@@ -29,9 +29,12 @@ const ORDER_DOMAIN: &[u8] = b"exitvoice tls order v1\0";
 const GREASE_PLACEHOLDER: u16 = 0x0a0a;
 
 /// Extensions left out of the voice's extension set: they come and go with resumption or with
-/// the hello's size, not with the stack.
-const VOLATILE: [ExtensionType; 3] = [
+/// the hello's size, not with the stack. session_ticket is among them because some stacks drop
+/// it when they resume with a TLS 1.3 ticket (rustls sends it empty on a fresh hello and leaves
+/// it out of the resuming one, RFC 8446 section 4.6.1 tickets being offered as pre_shared_key).
+const VOLATILE: [ExtensionType; 4] = [
     ExtensionType::PADDING,
+    ExtensionType::SESSION_TICKET,
     ExtensionType::PRE_SHARED_KEY,
     ExtensionType::EARLY_DATA,
 ];
