@@ -12,10 +12,14 @@
 # $CA (default .tools/certs/ca.pem); Chromium runs with --ignore-certificate-errors; Firefox trusts
 # the CA through the enterprise policy installed by scripts/install-test-deps.sh.
 # Output: the client's stdout (the response body for most clients; Chromium prints the DOM).
-# Exit status: the client's. Each run of a browser gets a fresh, empty profile directory.
+# Exit status: the client's (124 when it ran out of time). Each run of a browser gets a fresh,
+# empty profile directory. $CLIENT_TIMEOUT (seconds, default 90) bounds one run: the client's
+# process group gets SIGTERM then, and SIGKILL 5 s later. Profiles are made under
+# $PROFILE_ROOT (default /tmp).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CA=${CA:-$ROOT/.tools/certs/ca.pem}
+CLIENT_TIMEOUT=${CLIENT_TIMEOUT:-90}
 PY=$ROOT/.tools/venv/bin/python
 CLIENTS=(chromium firefox-esr curl-h2 curl-h1 go-h2 go-h1 java-httpclient node-https node-http2
   python-httpx-h2 python-requests python-aiohttp openssl-s_client nghttp)
@@ -57,7 +61,7 @@ command_of() {
     python-httpx-h2) echo "$PY $ROOT/tests/clients/py_httpx.py $url $CA" ;;
     python-requests) echo "$PY $ROOT/tests/clients/py_requests.py $url $CA" ;;
     python-aiohttp) echo "$PY $ROOT/tests/clients/py_aiohttp.py $url $CA" ;;
-    # The request is written on stdin: GET / HTTP/1.1, Host, Connection: close.
+    # The request is written on stdin: GET <the URL's path> HTTP/1.1, Host, Connection: close.
     openssl-s_client) echo "openssl s_client -quiet -connect $hostport -servername ${hostport%:*} -CAfile $CA" ;;
     nghttp) echo "nghttp $url" ;;
     *) return 1 ;;
@@ -69,17 +73,20 @@ case ${1:-} in
   --version) version "$2" || { echo "unknown client $2" >&2; exit 2; }; exit 0 ;;
   --command) command_of "$2" "$3" || { echo "unknown client $2" >&2; exit 2; }; exit 0 ;;
 esac
-[ $# -eq 2 ] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,18p' "$0" >&2; exit 2; }
 name=$1 url=$2
 cmd=$(command_of "$name" "$url") || { echo "unknown client $name" >&2; exit 2; }
-profile=$(mktemp -d /tmp/exitvoice-client.XXXXXX)
+profile=$(mktemp -d "${PROFILE_ROOT:-/tmp}/exitvoice-client.XXXXXX")
 trap 'rm -rf "$profile"' EXIT
 cmd=${cmd//\{profile\}/$profile}
 case $name in
   firefox-esr) cp "$ROOT/tests/clients/firefox-user.js" "$profile/user.js" ;;
   openssl-s_client)
-    hostport=${url#https://}; hostport=${hostport%%/*}
-    printf 'GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$hostport" | timeout 60 $cmd
+    hostport=${url#https://}; path=/
+    case $hostport in */*) path=/${hostport#*/} ;; esac
+    hostport=${hostport%%/*}
+    printf 'GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$path" "$hostport" |
+      timeout -k 5 "$CLIENT_TIMEOUT" $cmd
     exit ;;
 esac
-timeout 90 $cmd </dev/null
+timeout -k 5 "$CLIENT_TIMEOUT" $cmd </dev/null
