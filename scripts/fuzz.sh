@@ -69,7 +69,7 @@ for t in "${targets[@]}"; do
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   speed=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   rss=$(grep -o 'stat::peak_rss_mb: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
-  crashes=$(grep -c -E 'ERROR: libFuzzer: deadly signal|panicked at|ERROR: AddressSanitizer' "$log")
+  crashes=$(grep -c -E 'ERROR: libFuzzer: deadly signal|ERROR: AddressSanitizer' "$log")
   timeouts=$(grep -c 'ERROR: libFuzzer: timeout' "$log")
   ooms=$(grep -c -E 'ERROR: libFuzzer: out-of-memory|ERROR: libFuzzer: malloc' "$log")
   printf '%-14s %12s %9s %7s %7s %8s %5s %8s\n' "$t" "${execs:-?}" "${speed:-?}" "$wall" \

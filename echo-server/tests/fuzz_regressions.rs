@@ -28,6 +28,8 @@ enum Expect {
     H1(fn(&Result<h1::H1Head, h1::H1Error>) -> bool),
     /// `pcap::read` (the error, or `None` for success).
     Pcap(fn(Option<&PcapError>) -> bool),
+    /// `pcap::read` succeeded; why it stopped before the end (`Capture::stopped`).
+    PcapStopped(fn(Option<&PcapError>) -> bool),
 }
 
 /// `(target, file, what it must give)`; a file may have several entries.
@@ -121,6 +123,14 @@ const EXPECTED: &[(&str, &str, Expect)] = &[
         "random-bytes",
         Expect::Pcap(|e| e == Some(&PcapError::NotACapture)),
     ),
+    // Found by the `pcap` fuzz target: a big-endian pcapng whose second block is a Process
+    // Information Block (type 0x80000001) with total length 4; pcap-parser 0.17 computed
+    // `4 - 12` (overflow panic with overflow checks on). Now the walk stops there.
+    (
+        "pcap",
+        "pib-block-length-under-12",
+        Expect::PcapStopped(|e| e == Some(&PcapError::BadBlock { offset: 284 })),
+    ),
 ];
 
 fn dir() -> PathBuf {
@@ -211,6 +221,10 @@ fn every_regression_input_gives_its_recorded_outcome() {
             Expect::H2(check) => check(h2_prefix(&data)),
             Expect::H1(check) => check(&h1_head(&data)),
             Expect::Pcap(check) => check(pcap_read(&data).as_ref()),
+            Expect::PcapStopped(check) => match pcap::read(&data, None) {
+                Ok(capture) => check(capture.stopped.as_ref()),
+                Err(_) => false,
+            },
         };
         assert!(ok, "{target}/{file}: not the recorded outcome ({expect:?})");
     }

@@ -40,6 +40,9 @@ use crate::labels::RouteRule;
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 /// Most sessions one gateway entry may expand to.
 pub const MAX_SESSIONS: u32 = 1024;
+/// Most exits one file may name, gateway sessions expanded: without it a 1 MiB file of
+/// gateways with 1024 sessions each expands to millions of exits (found by fuzzing).
+pub const MAX_EXITS: usize = 10_000;
 
 /// The echo server probes go to, with its pinned certificate key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -153,6 +156,9 @@ pub enum ConfigError {
     /// The file names no exit.
     #[error("exits file names no exit")]
     Empty,
+    /// More than [`MAX_EXITS`] exits, gateway sessions expanded.
+    #[error("exits file names more than {MAX_EXITS} exits (sessions included)")]
+    TooManyExits,
 }
 
 #[derive(Deserialize)]
@@ -218,6 +224,10 @@ impl AuditFile {
                 which: raw_exit.name.clone(),
                 error,
             })?;
+            let adding = raw_exit.sessions.map_or(1, |count| count as usize);
+            if exits.len().saturating_add(adding) > MAX_EXITS {
+                return Err(ConfigError::TooManyExits);
+            }
             match raw_exit.sessions {
                 None => exits.push(Exit {
                     name: raw_exit.name,
@@ -269,17 +279,21 @@ fn is_plain_list(text: &str) -> bool {
 
 fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
     let mut exits = Vec::new();
+    let mut names = HashSet::new();
     for (index, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
+        }
+        if exits.len() >= MAX_EXITS {
+            return Err(ConfigError::TooManyExits);
         }
         let proxy = ProxyUrl::parse(line).map_err(|error| ConfigError::Url {
             which: format!("line {}", index + 1),
             error,
         })?;
         let mut name = format!("{}://{}", proxy.scheme.as_str(), proxy.authority());
-        if exits.iter().any(|exit: &Exit| exit.name == name) {
+        if !names.insert(name.clone()) {
             name = format!("{name}#{}", index + 1);
         }
         exits.push(Exit::new(name, proxy));

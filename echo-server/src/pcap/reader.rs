@@ -103,13 +103,21 @@ fn read_pcap(file: &[u8]) -> Result<Contents<'_>, PcapError> {
 }
 
 fn read_pcapng(file: &[u8]) -> Result<Contents<'_>, PcapError> {
-    let blocks = PcapNGSlice::from_slice(file).map_err(|_| PcapError::BadHeader)?;
+    let mut blocks = PcapNGSlice::from_slice(file).map_err(|_| PcapError::BadHeader)?;
     let mut contents = Contents::default();
     // Link type of each interface of the current section, by interface id (pcapng section 4.2:
     // interface ids count from zero in each section).
     let mut interfaces: Vec<i32> = Vec::new();
     let mut offset = 0usize;
-    for block in blocks {
+    let mut big_endian = false;
+    loop {
+        if block_too_short(file, offset, big_endian) {
+            contents.stopped = Some(PcapError::BadBlock { offset });
+            break;
+        }
+        let Some(block) = blocks.next() else {
+            break;
+        };
         let block = match block {
             Ok(pcap_parser::PcapBlockOwned::NG(block)) => block,
             Ok(_) => continue,
@@ -120,7 +128,10 @@ fn read_pcapng(file: &[u8]) -> Result<Contents<'_>, PcapError> {
         };
         offset = offset.saturating_add(block_len(&block));
         match block {
-            Block::SectionHeader(_) => interfaces.clear(),
+            Block::SectionHeader(shb) => {
+                interfaces.clear();
+                big_endian = shb.big_endian();
+            }
             Block::InterfaceDescription(idb) => interfaces.push(idb.linktype.0),
             Block::EnhancedPacket(epb) => {
                 let link = usize::try_from(epb.if_id)
@@ -151,6 +162,30 @@ fn read_pcapng(file: &[u8]) -> Result<Contents<'_>, PcapError> {
         }
     }
     Ok(contents)
+}
+
+/// Whether the block at `offset` declares a total length under 12 bytes, the size of the
+/// type and the two length fields (pcapng section 3.1). pcap-parser 0.17 subtracts 12 from it
+/// unchecked for a Process Information Block (its minimum header size is set to 4): an
+/// integer overflow panic in builds with overflow checks (found by the `pcap` fuzz target).
+/// Section Header Blocks are left to pcap-parser, which checks them and knows their byte order.
+fn block_too_short(file: &[u8], offset: usize, big_endian: bool) -> bool {
+    let Some(&[t0, t1, t2, t3, l0, l1, l2, l3]) = file
+        .get(offset..)
+        .and_then(|rest| rest.get(..8))
+        .and_then(|header| <&[u8; 8]>::try_from(header).ok())
+    else {
+        return false;
+    };
+    if [t0, t1, t2, t3] == PCAPNG_MAGIC {
+        return false;
+    }
+    let len = if big_endian {
+        u32::from_be_bytes([l0, l1, l2, l3])
+    } else {
+        u32::from_le_bytes([l0, l1, l2, l3])
+    };
+    len < 12
 }
 
 /// Length of a pcapng block as written in its header, for error offsets.
