@@ -87,6 +87,9 @@ fn tunnelling_proxies_keep_the_voice_and_labels_repeat() {
         assert_eq!(label["state"], "stable", "{name}: {label}");
         assert_eq!(label["flags"]["tls_preserved"], true, "{name}: {label}");
         assert_eq!(label["flags"]["h2_preserved"], true, "{name}: {label}");
+        // A tunnel passes the ClientHello and the connection through untouched.
+        assert_eq!(label["flags"]["alpn_preserved"], true, "{name}: {label}");
+        assert_eq!(label["flags"]["remuxed"], false, "{name}: {label}");
         assert_eq!(label["flags"]["tls_intercepted"], false, "{name}: {label}");
         assert_eq!(label["bucket"], "A", "{name}: {label}");
         assert_eq!(label["route"], "identity", "{name}: {label}");

@@ -24,6 +24,8 @@ fn downgrading_gateway_is_bucket_d_and_quarantined() {
     assert_eq!(label["route"], "quarantine", "{label}");
     // It terminated TLS, so the auditor saw the gateway's certificate, not the echo's.
     assert_eq!(label["flags"]["tls_intercepted"], true, "{label}");
+    // It negotiated h2 with the auditor but spoke HTTP/1.1 to the echo.
+    assert_eq!(label["flags"]["alpn_preserved"], false, "{label}");
 }
 
 #[test]
@@ -43,4 +45,6 @@ fn remuxing_gateway_is_bucket_c() {
     assert_eq!(label["bucket"], "C", "{label}");
     let history = label["history"].as_array().unwrap();
     assert!(history[1..].iter().all(|h| h["bucket"] == "C"), "{label}");
+    // The later probes' requests arrived behind the first one's on the shared connection.
+    assert_eq!(label["flags"]["remuxed"], true, "{label}");
 }

@@ -9,6 +9,24 @@
 //! 2. **identity** if the state is in `identity_states` (default stable), the latest bucket is in
 //!    `identity_buckets` (default A), and both `tls_preserved` and `h2_preserved` hold;
 //! 3. **anonymous** otherwise.
+//!
+//! # Flags
+//! Each sample is compared with the run's direct baseline when its record is built
+//! ([`crate::record`]); a label folds its window's successful samples:
+//! - `tls_preserved`, `h2_preserved`: every sample had the baseline's TLS / HTTP voice;
+//! - `alpn_preserved`: every sample's ALPN, as the echo saw it, equals the baseline's in all three
+//!   facts — offered (the ClientHello list, in order), negotiated (the server's choice) and
+//!   spoken (the first bytes after the handshake). An exit that re-originates TLS with another
+//!   offer, or negotiates h2 with the client but speaks HTTP/1.1 upstream, breaks it;
+//! - `remuxed`: at least one sample's request arrived at another HTTP/2 stream id than the
+//!   baseline's first request, or was not the first request on its connection (index > 1). A
+//!   fresh connection's first client stream is 1 (RFC 9113 section 5.1.1), so either means the
+//!   exit put the request on a connection it shares or reuses: the evidence for bucket C;
+//! - `tls_intercepted`: at least one sample was answered with a certificate other than the pinned
+//!   one.
+//!
+//! A sample without a baseline has no comparisons, so its label shows the `*_preserved` flags
+//! false and `remuxed` false.
 
 use std::collections::BTreeMap;
 
@@ -115,6 +133,9 @@ pub fn label(
         h2_preserved: !samples.is_empty()
             && samples.iter().all(|(_, s)| s.h2_preserved == Some(true)),
         tls_intercepted: samples.iter().any(|(_, s)| s.tls_intercepted),
+        alpn_preserved: !samples.is_empty()
+            && samples.iter().all(|(_, s)| s.alpn_preserved == Some(true)),
+        remuxed: samples.iter().any(|(_, s)| s.remuxed == Some(true)),
     };
     let mut errors: BTreeMap<String, u32> = BTreeMap::new();
     for failure in window.iter().filter_map(|r| r.error.as_ref()) {
@@ -283,6 +304,8 @@ mod tests {
                 cert_issuer: None,
                 tls_preserved: Some(preserved),
                 h2_preserved: Some(preserved),
+                alpn_preserved: Some(preserved),
+                remuxed: Some(false),
                 echo: echo(),
             }),
         }
@@ -379,6 +402,106 @@ mod tests {
         assert!(rule.quarantine_intercepted, "defaults fill the rest");
     }
 
+    /// An echo whose ALPN and request position are the given ones.
+    fn echo_at(alpn: (&[&str], Option<&str>, Spoken), stream_id: Option<u32>, index: u32) -> Echo {
+        let (offered, negotiated, spoken) = alpn;
+        Echo {
+            alpn: Alpn {
+                offered: offered.iter().map(|&p| p.to_owned()).collect(),
+                negotiated: negotiated.map(str::to_owned),
+                spoken,
+            },
+            request: RequestPosition { stream_id, index },
+            ..echo()
+        }
+    }
+
+    /// The record `crate::record` builds for a probe whose echo is `echo`.
+    fn probed(at: u32, echo: Echo, baseline: Option<&Sample>) -> ProbeRecord {
+        let context = crate::record::ProbeContext {
+            run_id: "r",
+            exit: None,
+            token: "t",
+            persona: "p",
+            started_at: format!("2026-01-01T00:00:{at:02}Z"),
+        };
+        let outcome = crate::probe::ProbeOutcome {
+            echo,
+            alpn: Some("h2".into()),
+            cert: None,
+            latency: std::time::Duration::from_millis(5),
+        };
+        crate::record::record(context, Ok(outcome), baseline)
+    }
+
+    #[test]
+    fn alpn_and_stream_position_are_compared_with_the_baseline() {
+        const H2: &[&str] = &["h2"];
+        const BOTH: &[&str] = &["h2", "http/1.1"];
+        let baseline = probed(0, echo_at((H2, Some("h2"), Spoken::H2), Some(1), 1), None)
+            .sample
+            .unwrap();
+        // (case, the odd sample's ALPN offered / negotiated / spoken, stream id, index,
+        //  expected alpn_preserved, expected remuxed)
+        type Case<'a> = (
+            &'a str,
+            (&'a [&'a str], Option<&'a str>, Spoken),
+            Option<u32>,
+            u32,
+            bool,
+            bool,
+        );
+        #[rustfmt::skip]
+        let cases: [Case; 9] = [
+            ("same as baseline", (H2, Some("h2"), Spoken::H2), Some(1), 1, true, false),
+            ("spoken http/1.1", (H2, Some("h2"), Spoken::Http1), Some(1), 1, false, false),
+            ("negotiated http/1.1", (H2, Some("http/1.1"), Spoken::H2), Some(1), 1, false, false),
+            ("nothing negotiated", (H2, None, Spoken::H2), Some(1), 1, false, false),
+            ("other offer", (BOTH, Some("h2"), Spoken::H2), Some(1), 1, false, false),
+            ("downgrade to h1", (BOTH, Some("http/1.1"), Spoken::Http1), None, 1, false, false),
+            ("stream 3", (H2, Some("h2"), Spoken::H2), Some(3), 1, true, true),
+            ("index 2", (H2, Some("h2"), Spoken::H2), Some(1), 2, true, true),
+            ("stream 3, index 2", (H2, Some("h2"), Spoken::H2), Some(3), 2, true, true),
+        ];
+        for (case, alpn, stream_id, index, alpn_preserved, remuxed) in cases {
+            // Three samples like the baseline and the odd one in the middle: one sample decides.
+            let mut records: Vec<_> = (1..=4)
+                .map(|i| probed(i, baseline.echo.clone(), Some(&baseline)))
+                .collect();
+            records[2] = probed(3, echo_at(alpn, stream_id, index), Some(&baseline));
+            let odd = records[2].sample.as_ref().unwrap();
+            assert_eq!(odd.alpn_preserved, Some(alpn_preserved), "{case}: sample");
+            assert_eq!(odd.remuxed, Some(remuxed), "{case}: sample");
+            let flags = route(&records).flags;
+            assert_eq!(flags.alpn_preserved, alpn_preserved, "{case}: label");
+            assert_eq!(flags.remuxed, remuxed, "{case}: label");
+        }
+
+        // Without a baseline nothing is compared, so nothing is claimed preserved or re-muxed.
+        let alone: Vec<_> = (1..=4)
+            .map(|i| probed(i, echo_at((H2, Some("h2"), Spoken::H2), Some(3), 2), None))
+            .collect();
+        let flags = route(&alone).flags;
+        assert!(!flags.alpn_preserved && !flags.remuxed, "{flags:?}");
+    }
+
+    #[test]
+    fn records_and_labels_from_before_the_alpn_and_remux_flags_still_load() {
+        let record = ok(1, "tlsA", Bucket::A, true, false);
+        let mut json = serde_json::to_value(&record).unwrap();
+        let sample = json["sample"].as_object_mut().unwrap();
+        assert!(sample.remove("alpn_preserved").is_some() && sample.remove("remuxed").is_some());
+        let old: ProbeRecord = serde_json::from_value(json).unwrap();
+        let sample = old.sample.unwrap();
+        assert_eq!((sample.alpn_preserved, sample.remuxed), (None, None));
+
+        let mut json = serde_json::to_value(route(&[record])).unwrap();
+        let flags = json["flags"].as_object_mut().unwrap();
+        assert!(flags.remove("alpn_preserved").is_some() && flags.remove("remuxed").is_some());
+        let old: ExitLabel = serde_json::from_value(json).unwrap();
+        assert!(!old.flags.alpn_preserved && !old.flags.remuxed);
+    }
+
     #[test]
     fn labels_json_has_the_documented_fields() {
         let records = vec![
@@ -411,6 +534,8 @@ mod tests {
         assert_eq!(json["route"], "identity");
         assert_eq!(json["errors"]["timeout"], 1);
         assert_eq!(json["flags"]["tls_intercepted"], false);
+        assert_eq!(json["flags"]["alpn_preserved"], true);
+        assert_eq!(json["flags"]["remuxed"], false);
         assert_eq!(json["history"][1]["error"], "timeout");
         assert_eq!(json["voices"][0], "tlsA+h2v1_x");
     }

@@ -1,6 +1,6 @@
 //! From a probe's outcome to the [`ProbeRecord`] that is stored and labelled.
 
-use exitvoice_schema::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
+use exitvoice_schema::{ProbeFailure, ProbeRecord, RequestPosition, Sample, PROBE_SCHEMA_VERSION};
 
 use crate::error::ProbeError;
 use crate::exits::Exit;
@@ -83,6 +83,8 @@ fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
             let base = b.h2_voice.clone().or_else(|| b.h1_voice.clone());
             base.is_some() && base == http_voice
         }),
+        alpn_preserved: baseline.map(|b| b.echo.alpn == echo.alpn),
+        remuxed: baseline.map(|b| remuxed(&echo.request, b.echo.request.stream_id)),
         tls_voice,
         h2_voice,
         h1_voice,
@@ -100,4 +102,17 @@ fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
         cert_issuer: outcome.cert.map(|c| c.issuer),
         echo,
     }
+}
+
+/// Whether a request was re-multiplexed on its way: it is not the first request on its
+/// connection, or it arrived at another HTTP/2 stream id than the direct baseline's first request
+/// (a fresh client connection opens stream 1, RFC 9113 section 5.1.1; a gateway that pools
+/// clients onto one upstream connection hands later ones 3, 5, …). Stream ids are compared only
+/// when both sides spoke h2; a downgrade to HTTP/1.1 is the ALPN and bucket D's business.
+fn remuxed(request: &RequestPosition, baseline_stream_id: Option<u32>) -> bool {
+    let other_stream = matches!(
+        (request.stream_id, baseline_stream_id),
+        (Some(seen), Some(base)) if seen != base
+    );
+    request.index > 1 || other_stream
 }

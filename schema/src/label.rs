@@ -95,6 +95,13 @@ pub struct Flags {
     pub h2_preserved: bool,
     /// At least one sample was answered with a certificate other than the pinned one.
     pub tls_intercepted: bool,
+    /// Every successful sample had the baseline's ALPN: offered, negotiated and spoken.
+    #[serde(default)]
+    pub alpn_preserved: bool,
+    /// At least one sample's request arrived at another HTTP/2 stream id than the baseline's
+    /// first, or behind another request on its connection (index > 1): re-mux, bucket C evidence.
+    #[serde(default)]
+    pub remuxed: bool,
 }
 
 /// Latency percentiles over the successful samples of the window, milliseconds.

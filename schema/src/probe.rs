@@ -81,6 +81,15 @@ pub struct Sample {
     pub tls_preserved: Option<bool>,
     /// HTTP/2 voice equal to the direct baseline's; `None` without a baseline.
     pub h2_preserved: Option<bool>,
+    /// ALPN offered, negotiated and spoken (as the echo saw them) all equal to the direct
+    /// baseline's; `None` without a baseline (and in records written before this field).
+    #[serde(default)]
+    pub alpn_preserved: Option<bool>,
+    /// The request arrived re-multiplexed: at another HTTP/2 stream id than the direct
+    /// baseline's first request, or not as the first request on its connection (index > 1);
+    /// `None` without a baseline (and in records written before this field).
+    #[serde(default)]
+    pub remuxed: Option<bool>,
     /// The echo as received.
     pub echo: Echo,
 }

@@ -148,20 +148,33 @@ fn write_labels(doc: &LabelsDoc, path: &std::path::Path) -> anyhow::Result<()> {
 
 fn summary(doc: &LabelsDoc, violations: u64) -> String {
     let mut out = format!(
-        "{:<28} {:<11} {:<6} {:<10} {:<4} {:<4} {:<4} {:>7} {:>6} {:>7}\n",
-        "exit", "state", "bucket", "route", "tls", "h2", "mitm", "samples", "errors", "p50 ms"
+        "{:<28} {:<11} {:<6} {:<10} {:<4} {:<4} {:<4} {:<5} {:<4} {:>7} {:>6} {:>7}\n",
+        "exit",
+        "state",
+        "bucket",
+        "route",
+        "tls",
+        "h2",
+        "alpn",
+        "remux",
+        "mitm",
+        "samples",
+        "errors",
+        "p50 ms"
     );
     let yes = |b: bool| if b { "yes" } else { "no" };
     for label in &doc.exits {
         let name: String = label.name.chars().take(28).collect();
         out.push_str(&format!(
-            "{:<28} {:<11} {:<6} {:<10} {:<4} {:<4} {:<4} {:>7} {:>6} {:>7}\n",
+            "{:<28} {:<11} {:<6} {:<10} {:<4} {:<4} {:<4} {:<5} {:<4} {:>7} {:>6} {:>7}\n",
             name,
             label.state.to_string(),
             label.bucket.map_or("-".to_owned(), |b| b.to_string()),
             label.route.to_string(),
             yes(label.flags.tls_preserved),
             yes(label.flags.h2_preserved),
+            yes(label.flags.alpn_preserved),
+            yes(label.flags.remuxed),
             yes(label.flags.tls_intercepted),
             label.samples,
             label.errors.values().sum::<u32>(),
