@@ -9,9 +9,13 @@
 //! time (`CLOCK_THREAD_CPUTIME_ID`), which the wait for a core on a shared machine does not
 //! inflate.
 
-use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::measurement::{Measurement, WallTime};
 use criterion::{black_box, criterion_group, Criterion};
 use exitvoice_echo::tls::{parse_client_hello, scan};
+
+mod support;
+
+use support::CpuTime;
 
 /// The first vector whose JA4 is Chrome's `t13d1516h2_8daaf6152771_e5627efa2ab1` in
 /// `tls-handshake.pcapng`, as one TLS record.
@@ -33,47 +37,6 @@ fn chrome_records() -> Vec<u8> {
     );
     records.extend_from_slice(&message);
     records
-}
-
-/// Nanoseconds this thread has run on a CPU.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Thread CPU time as a criterion measurement, formatted like wall time.
-struct CpuTime(WallTime);
-
-impl Measurement for CpuTime {
-    type Intermediate = u64;
-    type Value = u64;
-
-    fn start(&self) -> u64 {
-        thread_cpu_ns()
-    }
-    fn end(&self, start: u64) -> u64 {
-        thread_cpu_ns().saturating_sub(start)
-    }
-    fn add(&self, a: &u64, b: &u64) -> u64 {
-        a + b
-    }
-    fn zero(&self) -> u64 {
-        0
-    }
-    fn to_f64(&self, v: &u64) -> f64 {
-        *v as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        self.0.formatter()
-    }
 }
 
 fn benches<M: Measurement + 'static>(c: &mut Criterion<M>, tag: &str) {
@@ -107,23 +70,14 @@ criterion_group! {
     targets = cpu
 }
 
-/// With `EXITVOICE_BENCH_ITERS=N` set, runs the full path N times and exits without criterion,
-/// printing the mean
-/// thread CPU time per run; for instruction counts under `valgrind --tool=callgrind` (see
-/// docs/benchmarks.md).
+/// With `EXITVOICE_BENCH_ITERS=N` set, runs the full path N times without criterion (for
+/// instruction counts under `valgrind --tool=callgrind`, see docs/benchmarks.md).
 fn main() {
-    if let Some(n) = std::env::var("EXITVOICE_BENCH_ITERS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        let records = chrome_records();
-        let start = thread_cpu_ns();
-        for _ in 0..n {
-            let hello = parse_client_hello(black_box(&records)).expect("valid hello");
-            black_box(hello.fingerprints());
-        }
-        let per = (thread_cpu_ns() - start) as f64 / n.max(1) as f64;
-        println!("{n} iterations, {per:.0} ns CPU each");
+    let records = chrome_records();
+    if support::run_fixed_iterations(|| {
+        let hello = parse_client_hello(black_box(&records)).expect("valid hello");
+        black_box(hello.fingerprints());
+    }) {
         return;
     }
     wall_time();
