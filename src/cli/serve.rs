@@ -83,20 +83,7 @@ const API_TOKEN_ENV: &str = "EXITVOICE_API_TOKEN";
 
 /// `250ms`, `10s`, `2m`, or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(at) => text.split_at(at),
-        None => (text, "s"),
-    };
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}`: expected a duration like 250ms, 10s or 2m"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => return Err(format!("`{text}`: unit must be ms, s or m")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|error| format!("`{text}`: {error}"))
+    super::duration::parse(text, false)
 }
 
 impl Args {
