@@ -30,6 +30,19 @@ pub const DEFAULT_CAPTURE_BYTES: usize = 64 * 1024;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// Default maximum number of open connections from one IP address.
 pub const DEFAULT_PER_IP_CONNECTIONS: usize = 64;
+/// Default sustained rate of new connections per second from one source (IPv4 address or
+/// IPv6 /64). Far above what a client or an auditor behind one gateway opens, far below the
+/// handshakes per second a reconnecting flood makes the server do.
+pub const DEFAULT_PER_IP_RATE: u32 = 100;
+/// Default number of new connections one source may open at once after a quiet spell.
+pub const DEFAULT_PER_IP_BURST: u32 = 200;
+/// Default number of strikes (connections that broke the protocol or a deadline) within the
+/// penalty window that put a source in the penalty box.
+pub const DEFAULT_PENALTY_STRIKES: u32 = 20;
+/// Default window the strikes are counted in.
+pub const DEFAULT_PENALTY_WINDOW: Duration = Duration::from_secs(60);
+/// Default time a penalised source is refused.
+pub const DEFAULT_PENALTY_TIME: Duration = Duration::from_secs(300);
 /// Default cap on a request body the server reads (and discards): 64 KiB.
 pub const DEFAULT_BODY_CAP: usize = 64 * 1024;
 /// Default capacity of the observation queue between connections and the writer.
@@ -106,6 +119,8 @@ pub struct Limits {
     pub capture_bytes: usize,
     /// Cap on the request body read per request.
     pub body_cap: usize,
+    /// Rate limit and penalty box on new connections per source.
+    pub admission: AdmissionLimits,
 }
 
 impl Default for Limits {
@@ -119,6 +134,35 @@ impl Default for Limits {
             hello_cap: DEFAULT_HELLO_CAP,
             capture_bytes: DEFAULT_CAPTURE_BYTES,
             body_cap: DEFAULT_BODY_CAP,
+            admission: AdmissionLimits::default(),
+        }
+    }
+}
+
+/// The admission policy for new connections, per source (an IPv4 address or an IPv6 /64);
+/// zero turns a part off.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdmissionLimits {
+    /// New connections per second per source, sustained (0: no rate limit).
+    pub rate: u32,
+    /// New connections a source may open at once after a quiet spell (the bucket's size).
+    pub burst: u32,
+    /// Strikes within `window` that put a source in the penalty box (0: no penalty box).
+    pub strikes: u32,
+    /// The window the strikes are counted in.
+    pub window: Duration,
+    /// How long a penalised source is refused.
+    pub penalty: Duration,
+}
+
+impl Default for AdmissionLimits {
+    fn default() -> Self {
+        Self {
+            rate: DEFAULT_PER_IP_RATE,
+            burst: DEFAULT_PER_IP_BURST,
+            strikes: DEFAULT_PENALTY_STRIKES,
+            window: DEFAULT_PENALTY_WINDOW,
+            penalty: DEFAULT_PENALTY_TIME,
         }
     }
 }

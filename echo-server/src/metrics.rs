@@ -16,6 +16,10 @@ pub struct Metrics {
     open: AtomicI64,
     rejected_max_connections: AtomicU64,
     rejected_per_ip: AtomicU64,
+    rejected_rate: AtomicU64,
+    rejected_penalty: AtomicU64,
+    strikes: AtomicU64,
+    penalties: AtomicU64,
     handshakes: AtomicU64,
     handshake_failures: Mutex<BTreeMap<&'static str, u64>>,
     parse_errors: Mutex<BTreeMap<&'static str, u64>>,
@@ -68,6 +72,26 @@ impl Metrics {
     /// Counts a connection closed at once because its IP reached `--per-ip-connections`.
     pub fn reject_per_ip(&self) {
         self.rejected_per_ip.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection reset at once because its source exceeded `--per-ip-rate`.
+    pub fn reject_rate(&self) {
+        self.rejected_rate.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection reset at once because its source is in the penalty box.
+    pub fn reject_penalty(&self) {
+        self.rejected_penalty.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a strike: a connection that broke the protocol or a deadline.
+    pub fn strike(&self) {
+        self.strikes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a source put in the penalty box.
+    pub fn penalty(&self) {
+        self.penalties.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a completed TLS handshake.
@@ -143,6 +167,10 @@ impl Metrics {
                 accepted: load(&self.accepted),
                 rejected_max_connections: load(&self.rejected_max_connections),
                 rejected_per_ip: load(&self.rejected_per_ip),
+                rejected_rate: load(&self.rejected_rate),
+                rejected_penalty: load(&self.rejected_penalty),
+                strikes: load(&self.strikes),
+                penalties: load(&self.penalties),
                 idle_closed: load(&self.idle_closed),
                 request_timeouts: load(&self.request_timeouts),
             },
@@ -190,6 +218,16 @@ pub struct ConnectionsReport {
     pub rejected_max_connections: u64,
     /// Closed at once: the peer's IP reached `--per-ip-connections`.
     pub rejected_per_ip: u64,
+    /// Reset at once: the peer's source (IPv4 address or IPv6 /64) exceeded `--per-ip-rate`.
+    pub rejected_rate: u64,
+    /// Reset at once: the peer's source is in the penalty box.
+    pub rejected_penalty: u64,
+    /// Connections that broke the protocol or a deadline (hello invalid, too large or too
+    /// slow, TLS error, handshake or request deadline missed, HTTP protocol error).
+    pub strikes: u64,
+    /// Times a source was put in the penalty box (`--penalty-strikes` within
+    /// `--penalty-window`).
+    pub penalties: u64,
     /// Closed by the idle timeout.
     pub idle_closed: u64,
     /// Closed because the first request head was not complete by the request deadline.

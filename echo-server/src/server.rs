@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::api::{self, ApiState};
+use crate::capture::admission::Admission;
 use crate::capture::listener::{accept_loop, Limiter};
 use crate::cert::{self, CertError, CertSource};
 use crate::config::{Config, Limits};
@@ -58,6 +59,7 @@ pub(crate) struct Shared {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) writer: WriterHandle,
     pub(crate) limiter: Arc<Limiter>,
+    pub(crate) admission: Admission,
     /// Flips to `true` once shutdown starts.
     pub(crate) shutdown: watch::Receiver<bool>,
     /// Start time of this server in ms since the epoch: the first part of connection ids.
@@ -151,6 +153,7 @@ impl Server {
                 config.limits.max_connections,
                 config.limits.per_ip_connections,
             )),
+            admission: Admission::new(config.limits.admission),
             limits: config.limits,
             metrics,
             writer,

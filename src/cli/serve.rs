@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use exitvoice_echo::cert::CertSource;
-use exitvoice_echo::config::{self, ApiToken, Limits, WriterConfig};
+use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, Limits, WriterConfig};
 use exitvoice_echo::{Config, Server};
 
 /// Flags of `exitvoice serve`.
@@ -41,6 +41,24 @@ pub struct Args {
     /// Most open connections from one IP address.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_PER_IP_CONNECTIONS)]
     per_ip_connections: usize,
+    /// Most new connections per second from one source (an IPv4 address or an IPv6 /64),
+    /// sustained; faster ones are reset before the handshake. 0 turns the limit off.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_PER_IP_RATE)]
+    per_ip_rate: u32,
+    /// New connections one source may open at once after a quiet spell.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_PER_IP_BURST)]
+    per_ip_burst: u32,
+    /// Strikes (connections that sent no valid ClientHello, missed the handshake or request
+    /// deadline, or broke TLS or HTTP) within --penalty-window that put their source in the
+    /// penalty box: its new connections are reset for --penalty-time. 0 turns it off.
+    #[arg(long, value_name = "N", default_value_t = config::DEFAULT_PENALTY_STRIKES)]
+    penalty_strikes: u32,
+    /// Window the strikes are counted in.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    penalty_window: Duration,
+    /// How long a source in the penalty box is refused.
+    #[arg(long, value_name = "DURATION", default_value = "300s", value_parser = parse_duration)]
+    penalty_time: Duration,
     /// Deadline for the whole TLS handshake, ClientHello read included (`10s`, `500ms`).
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     handshake_timeout: Duration,
@@ -107,6 +125,13 @@ impl Args {
                 hello_cap: self.hello_cap,
                 capture_bytes: self.capture_bytes,
                 body_cap: self.body_cap,
+                admission: AdmissionLimits {
+                    rate: self.per_ip_rate,
+                    burst: self.per_ip_burst,
+                    strikes: self.penalty_strikes,
+                    window: self.penalty_window,
+                    penalty: self.penalty_time,
+                },
             },
             writer: WriterConfig {
                 queue_size: self.queue_size,

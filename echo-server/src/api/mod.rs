@@ -15,7 +15,7 @@
 //! | `GET /api/clean` | hashes and ids only: `ja3_hash, ja3n_hash, ja4, tls_voice_id, order_id, akamai_fingerprint_hash, http2_voice_id, http1_voice_id, spoken, stream_id, index, bucket, profile` |
 //! | any other path | 404 `{api_version, error: "not_found", path, fingerprint: <clean>}` |
 //! | `GET /api/observations?token=&since=&limit=&raw=` | `{schema_version, observations: [StoredObservation]}`, oldest first; `since` is RFC 3339 or Unix ms; `limit` ≤ 1000 (default 100); `hello`/`prefix` hex only with `raw=true`; bearer `--api-token` when set |
-//! | `GET /healthz` | `{api_version, status ("ok" / "degraded" while the store refuses writes), server, uptime_s, queue {depth, capacity, bytes}, connections {open, accepted, rejected_max_connections, rejected_per_ip, idle_closed, request_timeouts}, handshakes {completed, failures {reason: n}}, parse_errors {tls/h2/h1: n}, requests, observations {queued, queue_drops, written, write_failures, store_failing, record_failures}}` |
+//! | `GET /healthz` | `{api_version, status ("ok" / "degraded" while the store refuses writes), server, uptime_s, queue {depth, capacity, bytes}, connections {open, accepted, rejected_max_connections, rejected_per_ip, rejected_rate, rejected_penalty, strikes, penalties, idle_closed, request_timeouts}, handshakes {completed, failures {reason: n}}, parse_errors {tls/h2/h1: n}, requests, observations {queued, queue_drops, written, write_failures, store_failing, record_failures}}` |
 //!
 //! Errors are `{api_version, error, message}` with 400 (`bad_token`, `bad_query`), 401
 //! (`unauthorized`), 413 (`body_too_large`) or 503 (`store_unavailable`).

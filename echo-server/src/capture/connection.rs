@@ -19,6 +19,7 @@ use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at, Instant};
 use tower::ServiceExt as _;
 
+use super::admission::{Source, Struck};
 use super::builders;
 use super::hello::{read_client_hello, Replay};
 use super::tap::{Tap, TapBuffer};
@@ -201,6 +202,9 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
     };
     let failed = |reason: &'static str, detail: String, hello: Bytes| {
         shared.metrics.handshake_failure(reason);
+        if is_handshake_strike(reason) {
+            strike(&shared, peer, reason);
+        }
         let conn = Arc::new(Connection::new(
             id.clone(),
             peer,
@@ -361,6 +365,7 @@ where
         }
         Err(_) => {
             shared.metrics.request_timeout();
+            strike(shared, conn.peer, "request_timeout");
             return Some(REQUEST_TIMEOUT.into());
         }
     };
@@ -405,6 +410,13 @@ where
             shared.metrics
         )
     };
+    match &outcome {
+        Ended::RequestTimeout => strike(shared, conn.peer, "request_timeout"),
+        Ended::Error(error) if is_protocol_violation(error) => {
+            strike(shared, conn.peer, "http_protocol_error");
+        }
+        Ended::Done | Ended::Idle | Ended::Error(_) => {}
+    }
     match outcome {
         Ended::Done => None,
         Ended::Idle if conn.requests() == 0 => {
@@ -430,6 +442,54 @@ async fn idle_expired(buffer: &TapBuffer, idle: Duration) {
             return;
         }
         tokio::time::sleep(idle - quiet).await;
+    }
+}
+
+/// Whether a failed handshake's reason is the peer's fault: bytes that are no ClientHello, one
+/// over the cap, a hello or handshake not done by the deadline, or a TLS protocol error. A peer
+/// that closes (port scans, load-balancer health checks), refuses our certificate, or whose
+/// socket fails is not.
+fn is_handshake_strike(reason: &str) -> bool {
+    matches!(
+        reason,
+        "hello_invalid" | "hello_too_large" | "hello_timeout" | "handshake_timeout" | "tls_error"
+    )
+}
+
+/// Whether hyper's error is the peer breaking HTTP rather than the transport failing or the
+/// peer giving up: an HTTP/1 head that is malformed or too slow, or an HTTP/2 connection or
+/// stream error our side detected (GOAWAY for too many resets, a header block over the
+/// limits, a COMPRESSION_ERROR; RFC 9113 section 5.4). An error the peer sent itself, or an I/O
+/// error, is not.
+fn is_protocol_violation(error: &hyper::Error) -> bool {
+    if error.is_parse() || error.is_timeout() {
+        return true;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        if let Some(h2) = inner.downcast_ref::<h2::Error>() {
+            return !h2.is_io() && !h2.is_remote();
+        }
+        source = inner.source();
+    }
+    false
+}
+
+/// Counts a strike against the peer's source, and says so in the log when it puts the source
+/// in the penalty box.
+fn strike(shared: &Shared, peer: SocketAddr, reason: &'static str) {
+    shared.metrics.strike();
+    if shared.admission.strike(peer.ip(), Instant::now()) == Struck::Penalised {
+        shared.metrics.penalty();
+        let limits = shared.limits.admission;
+        tracing::warn!(
+            source = %Source::of(peer.ip()),
+            last_strike = reason,
+            strikes = limits.strikes,
+            window_s = limits.window.as_secs(),
+            penalty_s = limits.penalty.as_secs(),
+            "source put in the penalty box: its new connections are reset"
+        );
     }
 }
 

@@ -1,15 +1,19 @@
 //! The accept loop: our own, not `axum::serve`, because each connection's handlers need that
 //! connection's capture. Every accepted connection runs in its own task; a bad peer ends only
-//! its own connection. Limits on open connections (total and per IP) are enforced here, before
-//! any byte is read.
+//! its own connection. Admission (rate limit and penalty box, `admission.rs`) and the limits on
+//! open connections (total and per IP) are enforced here, before any byte is read; a refused
+//! connection is reset, not closed politely, so it leaves no TIME_WAIT behind, and one from a
+//! source in the penalty box is first held for the handshake deadline (a tarpit).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
 
+use super::admission::Denied;
 use super::connection;
 use crate::server::Shared;
 
@@ -110,17 +114,29 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
+        let admitted = shared.admission.admit(peer.ip(), Instant::now());
+        if admitted == Err(Denied::Rate) {
+            shared.metrics.reject_rate();
+            reset(tcp);
+            continue;
+        }
         let permit = match shared.limiter.admit(peer.ip()) {
             Ok(permit) => permit,
-            Err(Refused::Total) => {
-                shared.metrics.reject_max_connections();
-                continue;
-            }
-            Err(Refused::PerIp) => {
-                shared.metrics.reject_per_ip();
+            Err(refused) => {
+                match (admitted, refused) {
+                    (Err(_), _) => shared.metrics.reject_penalty(),
+                    (Ok(()), Refused::Total) => shared.metrics.reject_max_connections(),
+                    (Ok(()), Refused::PerIp) => shared.metrics.reject_per_ip(),
+                }
+                reset(tcp);
                 continue;
             }
         };
+        if admitted.is_err() {
+            shared.metrics.reject_penalty();
+            tokio::spawn(tarpit(Arc::clone(&shared), tcp, permit));
+            continue;
+        }
         let open = shared.metrics.accept();
         let shared = Arc::clone(&shared);
         tokio::spawn(async move {
@@ -129,6 +145,28 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             connection::serve(shared, tcp, peer).await;
         });
     }
+}
+
+/// Holds a connection from a source in the penalty box without reading from it, then resets
+/// it (a tarpit): an attacker that reconnects the moment it is refused waits out the hold
+/// instead of making the server accept and reset thousands of connections a second. The held
+/// connection keeps its place under the open-connection limits, so a source gets at most
+/// `--per-ip-connections` held at once and is reset at once beyond that.
+async fn tarpit(shared: Arc<Shared>, tcp: TcpStream, permit: Permit) {
+    let mut shutdown = shared.shutdown.clone();
+    tokio::select! {
+        () = tokio::time::sleep(shared.limits.handshake_timeout) => {}
+        _ = shutdown.wait_for(|stopping| *stopping) => {}
+    }
+    reset(tcp);
+    drop(permit);
+}
+
+/// Drops a refused connection with a TCP reset (`SO_LINGER` 0): the peer learns at once, and
+/// the server keeps no TIME_WAIT state for it.
+fn reset(tcp: TcpStream) {
+    let _ = tcp.set_zero_linger();
+    drop(tcp);
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The only socket code: reading the raw ClientHello records under a deadline and a byte cap,
 //! replaying them into rustls, tapping the decrypted client stream, and the accept loop.
 
+pub(crate) mod admission;
 pub mod builders;
 pub mod connection;
 pub mod hello;
