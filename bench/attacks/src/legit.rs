@@ -1,7 +1,10 @@
-//! The legitimate client measured beside each attack: one client, one request per new TLS
-//! connection (`GET /api/clean` over HTTP/1.1), back to back, as an echo service's users do.
+//! The legitimate client measured beside each attack: one request per new TLS connection
+//! (`GET /api/clean` over HTTP/1.1), back to back, as an echo service's users do. Its requests
+//! come from a population of [`LEGIT_SOURCES`] addresses in turn, as a public service's users
+//! do, so that each address stays under the server's per-source rate limit.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -9,8 +12,12 @@ use tokio::time::{timeout, Instant};
 
 use crate::net::Target;
 
-/// Source address of the legitimate client, apart from the attackers' 127.0.0.1…
-pub const LEGIT_SOURCE: [u8; 4] = [127, 0, 1, 1];
+/// Addresses of the legitimate users: 127.0.1.1 up to 127.0.1.LEGIT_SOURCES, apart from the
+/// attackers' 127.0.0.1…
+pub const LEGIT_SOURCES: u8 = 16;
+
+/// The source of the next legitimate request.
+static NEXT_SOURCE: AtomicU8 = AtomicU8::new(0);
 
 /// Longest a legitimate request may take before it counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -53,7 +60,8 @@ pub async fn legit(target: &Target, duration: Duration) -> LegitReport {
 
 /// One request on a fresh connection; true on a 200.
 pub async fn request(target: &Target) -> std::io::Result<bool> {
-    let mut tls = target.tls(IpAddr::from(LEGIT_SOURCE), false).await?;
+    let n = NEXT_SOURCE.fetch_add(1, Ordering::Relaxed) % LEGIT_SOURCES;
+    let mut tls = target.tls(IpAddr::from([127, 0, 1, 1 + n]), false).await?;
     tls.write_all(
         b"GET /api/clean HTTP/1.1\r\nHost: localhost\r\nUser-Agent: exitvoice-legit\r\nConnection: close\r\n\r\n",
     )
