@@ -62,7 +62,7 @@ hwm_kib() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2], ''))" "$1" "$2"; }
 
-echo "| attack | parameters | server up? | peak RSS (MiB) | baseline RSS (MiB) | legit rate (req/s) | baseline (req/s) | % of baseline | attack figures | admission |"
+echo "| attack | parameters | server up? | peak RSS (MiB) | baseline RSS (MiB) | legit rate (req/s) | baseline before / after (req/s) | % of mean baseline | attack figures | admission |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for entry in "${PLAN[@]}"; do
   IFS='|' read -r name flags server_flags <<<"$entry"
@@ -75,8 +75,9 @@ for entry in "${PLAN[@]}"; do
   up="yes"
   kill -0 "$SERVER" 2>/dev/null || up="NO"
   hwm="$(hwm_kib "$SERVER")"
-  # One more request after the attack: the server must still answer.
-  after="$("$ATTACK" baseline --addr "$ADDR" --seconds 1)"
+  # The baseline again after the attack: the server must still answer, and the mean of the two
+  # baselines cancels part of the drift of the other load on the machine.
+  after="$("$ATTACK" baseline --addr "$ADDR" --seconds "$((SECS * 3 / 5))")"
   [ "$(field "$after" legit_ok)" -gt 0 ] || up="no answer"
   # What admission did (asked from an address no attacker uses): connections reset for the rate
   # limit / the penalty box, strikes counted, penalties given.
@@ -87,11 +88,13 @@ keys = ("rejected_rate", "rejected_penalty", "strikes", "penalties")
 print("reset: rate %s, penalty %s; strikes %s, penalties %s" % tuple(c[k] for k in keys))' 2>/dev/null || echo "healthz unavailable")"
   stop_server
   rate="$(field "$result" legit_rate)"
-  base_rate="$(field "$base" legit_rate)"
+  before_rate="$(field "$base" legit_rate)"
+  after_rate="$(field "$after" legit_rate)"
+  base_rate="$(python3 -c "print(f'{(float($before_rate)+float($after_rate))/2:.1f}')")"
   pct="$(python3 -c "print(f'{100*float($rate)/max(float($base_rate),1e-9):.0f}')")"
-  printf '| %s | `%s` %s | %s | %.1f | %.1f | %.1f | %.1f | %s %% | connected %s, failed %s, sent %s, closed by server %s; legit failures %s | %s |\n' \
+  printf '| %s | `%s` %s | %s | %.1f | %.1f | %.1f | %.1f / %.1f | %s %% | connected %s, failed %s, sent %s, closed by server %s; legit failures %s | %s |\n' \
     "$name" "$flags" "$server_flags" "$up" "$(echo "$hwm/1024" | bc -l)" "$(echo "$base_hwm/1024" | bc -l)" \
-    "$rate" "$base_rate" "$pct" \
+    "$rate" "$before_rate" "$after_rate" "$pct" \
     "$(field "$result" connected)" "$(field "$result" failed)" "$(field "$result" sent)" \
     "$(field "$result" closed_by_server)" "$(field "$result" legit_failed)" "$admission"
 done
