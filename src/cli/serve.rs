@@ -3,6 +3,7 @@
 //! With no flags it runs on the embedded defaults: `127.0.0.1:8443`, `./exitvoice.db`, and a
 //! self-signed certificate generated beside the database on first start.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -152,6 +153,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in journald or a log file.
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     let server = Server::bind(args.into_config()).await?;
     // stdout carries the facts a user (or a test) needs, one per line.
