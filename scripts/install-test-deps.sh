@@ -19,7 +19,7 @@ say() { echo "install-test-deps: $*"; }
 
 # --- Debian packages --------------------------------------------------------------------------
 APT_PACKAGES=(
-  ca-certificates curl wget openssl iproute2 procps
+  ca-certificates curl wget openssl iproute2 procps e2fsprogs
   python3 python3-venv
   tshark libnss3-tools
   chromium firefox-esr nghttp2-client golang-go

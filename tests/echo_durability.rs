@@ -2,14 +2,17 @@
 //! - kill -9 while observations are being written: the server restarts on the same database,
 //!   `PRAGMA integrity_check` says `ok`, and the observations answered but not stored are at most
 //!   one batch (the number is printed: `lost N of M`);
-//! - the database filesystem full: echoes keep being answered, failed writes are counted,
-//!   `/healthz` says `degraded` and the log says why; once space returns, writes resume and
-//!   `/healthz` says `ok` again.
+//! - the database filesystem full, or the database files made read-only under the running
+//!   server: echoes keep being answered, failed writes are counted, `/healthz` says `degraded`
+//!   and the log says why; once space returns (or the files are writable again), writes resume
+//!   and `/healthz` says `ok` again.
 //!
 //! SIGTERM losing nothing is `tests/echo_shutdown.rs`.
 //!
-//! Run with `cargo test --test echo_durability`. The full-disk test mounts a small tmpfs and so
-//! needs root (CAP_SYS_ADMIN); it fails, not skips, without it.
+//! Run with `cargo test --test echo_durability`. The full-disk test mounts a small tmpfs and the
+//! read-only test sets the immutable attribute (`chattr +i`, which even root cannot write
+//! through), so both need root (CAP_SYS_ADMIN, CAP_LINUX_IMMUTABLE); they fail, not skip,
+//! without it.
 
 mod echo_support;
 
@@ -180,6 +183,19 @@ async fn health_until(
     }
 }
 
+/// Every observation `/healthz` counts as written is in the database, as another connection
+/// reads it: a failed write must not leave the writer "committing" into a transaction that is
+/// never committed (rows counted, then lost at close).
+async fn assert_written_is_stored(server: &EchoServer) {
+    let health = server.healthz();
+    let written = health["observations"]["written"].as_u64().unwrap_or(0);
+    let stored = read_rows(&server.db()).await.len() as u64;
+    assert!(
+        stored >= written,
+        "{written} counted as written, {stored} in the database: {health}"
+    );
+}
+
 #[tokio::test]
 async fn full_disk_keeps_echoing_counts_failures_and_recovers() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -245,5 +261,122 @@ async fn full_disk_keeps_echoing_counts_failures_and_recovers() {
     assert!(rows
         .iter()
         .any(|r| r.token.as_deref() == Some("before-full")));
+    for i in 0..10 {
+        assert!(probe(&target, &format!("recovered-{i}")).await);
+    }
+    server
+        .rows_until(|rows| {
+            rows.iter()
+                .any(|r| r.token.as_deref() == Some("recovered-9"))
+        })
+        .await;
+    assert_written_is_stored(&server).await;
     drop(server);
+}
+
+/// Files marked immutable (`chattr +i`): nobody, root included, can write them, through a new
+/// or an already open descriptor (the kernel refuses with EPERM). Cleared on drop, so the
+/// temporary directory can be removed whatever the test did.
+struct Immutable(Vec<PathBuf>);
+
+impl Immutable {
+    fn set(paths: Vec<PathBuf>) -> Self {
+        let status = Command::new("chattr")
+            .arg("+i")
+            .args(&paths)
+            .status()
+            .expect("chattr is installed (e2fsprogs, scripts/install-test-deps.sh)");
+        assert!(
+            status.success(),
+            "chattr +i failed: needs root and a filesystem with the attribute"
+        );
+        Self(paths)
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").args(&self.0).status();
+    }
+}
+
+#[tokio::test]
+async fn read_only_database_keeps_echoing_counts_failures_and_recovers() {
+    // In the build's own tmp dir: on the checkout's filesystem, which takes `chattr +i`.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir");
+    let mut server =
+        EchoServer::start_in(dir, &["--batch-size", "8", "--flush-interval", "20ms"], &[]);
+    let target = target_for(&server);
+    assert!(probe(&target, "before-read-only").await);
+    let health = health_until(&server, |h| {
+        h["observations"]["written"].as_u64() >= Some(1)
+    })
+    .await;
+    assert_eq!(health["status"], "ok", "{health}");
+
+    // The database, its write-ahead log and their directory become read-only under the running
+    // server (the directory too, or SQLite would simply create a new log beside them). Not the
+    // `-shm` index: SQLite maps it into memory, and a write to a mapped page of a file made
+    // immutable after the mapping faults (SIGBUS) — no file system does that to a live file.
+    let mut files: Vec<PathBuf> = ["echo.db", "echo.db-wal"]
+        .iter()
+        .map(|name| server.dir.path().join(name))
+        .filter(|path| path.exists())
+        .collect();
+    files.push(server.dir.path().to_path_buf());
+    let read_only = Immutable::set(files);
+    for i in 0..20 {
+        assert!(
+            probe(&target, &format!("read-only-{i}")).await,
+            "echo {i} answered on a read-only database"
+        );
+    }
+    let health = health_until(&server, |h| h["status"] == "degraded").await;
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert_eq!(health["observations"]["store_failing"], true, "{health}");
+    let failures = health["observations"]["write_failures"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(failures > 0, "{health}");
+    eprintln!(
+        "read-only database: {failures} observations failed to write: {}",
+        health["observations"]
+    );
+    let stderr = server.stderr();
+    let said = stderr
+        .lines()
+        .find(|line| line.contains("observation batch not stored"))
+        .unwrap_or_else(|| panic!("the log says a batch was not stored: {stderr}"));
+    eprintln!("read-only database, the log says: {said}");
+    assert!(said.contains("I/O error"), "the log says why: {said}");
+
+    drop(read_only);
+    assert!(probe(&target, "after-read-only").await);
+    let health = health_until(&server, |h| h["status"] == "ok").await;
+    assert_eq!(health["status"], "ok", "{health}");
+    let rows = server
+        .rows_until(|rows| {
+            rows.iter()
+                .any(|r| r.token.as_deref() == Some("after-read-only"))
+        })
+        .await;
+    assert!(rows
+        .iter()
+        .any(|r| r.token.as_deref() == Some("before-read-only")));
+    for i in 0..10 {
+        assert!(probe(&target, &format!("recovered-{i}")).await);
+    }
+    server
+        .rows_until(|rows| {
+            rows.iter()
+                .any(|r| r.token.as_deref() == Some("recovered-9"))
+        })
+        .await;
+    assert_written_is_stored(&server).await;
+    assert!(server.running());
+    assert_eq!(
+        integrity_check(&server.db()).await,
+        "ok",
+        "the database is intact after the read-only spell"
+    );
 }

@@ -1,7 +1,8 @@
 //! The `observations` table: batched inserts from the echo server's writer, and queries for
 //! `GET /api/observations`.
 
-use sqlx::Row as _;
+use sqlx::sqlite::SqliteConnection;
+use sqlx::{Connection as _, Row as _};
 
 use super::{Store, StoreError};
 use crate::echo::Peer;
@@ -14,31 +15,18 @@ impl Store {
     /// Fails if the transaction fails (disk full, read-only file, …) or a summary cannot be
     /// encoded; nothing of the batch is stored then.
     pub async fn insert_observations(&self, batch: &[Observation]) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
-        for observation in batch {
-            let summary = serde_json::to_string(&observation.summary)?;
-            sqlx::query(
-                "INSERT INTO observations (conn_id, request_index, time, time_unix_ms, peer_ip, \
-                 peer_port, token, sni, failure, summary, hello, prefix) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&observation.conn_id)
-            .bind(i64::from(observation.request_index))
-            .bind(&observation.time)
-            .bind(observation.time_unix_ms)
-            .bind(&observation.peer.ip)
-            .bind(i64::from(observation.peer.port))
-            .bind(&observation.token)
-            .bind(&observation.sni)
-            .bind(&observation.failure)
-            .bind(summary)
-            .bind(&observation.hello)
-            .bind(&observation.prefix)
-            .execute(&mut *tx)
-            .await?;
+        let mut conn = self.pool().acquire().await?;
+        let inserted = insert_batch(&mut conn, batch).await;
+        if inserted.is_err() {
+            // After a failed COMMIT (I/O error, full disk) SQLite may or may not have rolled the
+            // transaction back (https://sqlite.org/lang_transaction.html, "Response To Errors
+            // Within A Transaction"), and sqlx's own idea of the transaction depth can then be
+            // wrong: a connection returned to the pool like that turns every later batch into a
+            // savepoint of a transaction that is never committed, reported as written and lost
+            // at close. Closing it rolls back whatever is open; the pool opens a fresh one.
+            conn.close_on_drop();
         }
-        tx.commit().await?;
-        Ok(())
+        inserted
     }
 
     /// Stored observations matching `query`, oldest first.
@@ -98,6 +86,38 @@ fn stored_observation(row: &sqlx::sqlite::SqliteRow) -> Result<StoredObservation
             prefix: row.try_get("prefix")?,
         },
     })
+}
+
+/// Inserts `batch` in one transaction on `conn`.
+async fn insert_batch(
+    conn: &mut SqliteConnection,
+    batch: &[Observation],
+) -> Result<(), StoreError> {
+    let mut tx = conn.begin().await?;
+    for observation in batch {
+        let summary = serde_json::to_string(&observation.summary)?;
+        sqlx::query(
+            "INSERT INTO observations (conn_id, request_index, time, time_unix_ms, peer_ip, \
+             peer_port, token, sni, failure, summary, hello, prefix) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&observation.conn_id)
+        .bind(i64::from(observation.request_index))
+        .bind(&observation.time)
+        .bind(observation.time_unix_ms)
+        .bind(&observation.peer.ip)
+        .bind(i64::from(observation.peer.port))
+        .bind(&observation.token)
+        .bind(&observation.sni)
+        .bind(&observation.failure)
+        .bind(summary)
+        .bind(&observation.hello)
+        .bind(&observation.prefix)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 #[cfg(test)]
