@@ -87,7 +87,9 @@ impl DynamicTable {
         }
         let offset = self.store.len();
         if self.store.capacity() == 0 {
+            // One allocation each for a typical first request (a browser's ~15 fields).
             self.store.reserve(1024);
+            self.entries.reserve(32);
         }
         self.store.extend_from_slice(name);
         self.store.extend_from_slice(value);
