@@ -162,9 +162,9 @@ pub enum HuffmanError {
 /// Decode the Huffman string `src`, appending the octets to `out`.
 pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
     let start = out.len();
-    // The shortest code is 5 bits, so at most 8/5 octets per input byte; 2 more for the slack
-    // of the two-symbol write.
-    out.resize(start + src.len() * 8 / 5 + 2, 0);
+    // The shortest code is 5 bits, so at most 8/5 octets per input byte; 8 more for the slack
+    // of the unrolled lookups' writes.
+    out.resize(start + src.len() * 8 / 5 + 8, 0);
     let result = decode_into(src, out.get_mut(start..).unwrap_or_default());
     match result {
         Ok(n) => {
@@ -193,15 +193,50 @@ fn decode_into(src: &[u8], dst: &mut [u8]) -> Result<usize, HuffmanError> {
             acc |= u64::from_be_bytes(*word) >> nbits;
             pos += ((63 - nbits) / 8) as usize;
             nbits |= 56;
-        } else {
-            while nbits <= 56 {
-                let Some(&b) = src.get(pos) else {
-                    break;
-                };
-                acc |= u64::from(b) << (56 - nbits);
-                nbits += 8;
-                pos += 1;
+            // At least 56 bits are at hand: four lookups of at most 12 bits each fit, and they
+            // write at most 8 octets.
+            if let Some(chunk) = dst.get_mut(w..).and_then(|d| d.first_chunk_mut::<8>()) {
+                let mut k = 0usize;
+                let mut long = false;
+                for _ in 0..4 {
+                    // In bounds: a u64 shifted right by 52 is below 4096, the table's length.
+                    let e = PAIRS[(acc >> (64 - PAIR_BITS)) as usize];
+                    let used = e >> 24;
+                    if used == 0 {
+                        long = true;
+                        break;
+                    }
+                    // `k` grows by 1 or 2 per lookup, so `k + 2 <= 8` holds: no bounds check.
+                    if let Some(d) = chunk.get_mut(k..k + 2) {
+                        d.copy_from_slice(&(e as u16).to_le_bytes());
+                    }
+                    k += 1 + ((e >> 17) & 1) as usize;
+                    acc <<= used;
+                    nbits -= used;
+                }
+                w += k;
+                if !long {
+                    // Each lookup used 5 bits or more: the refill takes 2 bytes or more.
+                    continue;
+                }
             }
+        } else if let Some(rest) = src.get(pos..).filter(|r| !r.is_empty()) {
+            // Fewer than 8 bytes are left: read them all at once, left-aligned.
+            let rem = rest.len();
+            let last = src
+                .len()
+                .checked_sub(8)
+                .and_then(|s| src.get(s..))
+                .and_then(|s| s.first_chunk::<8>());
+            let word = match last {
+                Some(last) => u64::from_be_bytes(*last),
+                None => rest.iter().fold(0, |w, &b| w << 8 | u64::from(b)),
+            } << (8 * (8 - rem));
+            // Whole bytes that fit; the rest of the word's bits are the stream's next bits.
+            let take = rem.min(((64 - nbits) / 8) as usize);
+            acc |= word.checked_shr(nbits).unwrap_or(0);
+            nbits += 8 * take as u32;
+            pos += take;
         }
         // Up to two symbols per lookup while 12 bits are at hand.
         while nbits >= PAIR_BITS {
