@@ -286,9 +286,14 @@ impl Decoder {
             list_size += (name.len + value.len) as usize + 32;
             check_size(list_size)?;
             if kind == FieldKind::IncrementalIndexing {
-                let n = out.slice(name);
-                let v = out.slice(value);
-                self.table.insert(n, v);
+                // The value was decoded right after the name.
+                debug_assert_eq!(value.start, name.start + name.len);
+                let field = Span {
+                    start: name.start,
+                    len: name.len + value.len,
+                };
+                self.table
+                    .insert_joined(out.slice(field), name.len as usize);
             }
             out.fields.push(FieldSpan {
                 name,
