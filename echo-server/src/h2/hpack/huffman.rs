@@ -159,27 +159,16 @@ pub enum HuffmanError {
     BadPadding,
 }
 
-/// Decode the Huffman string `src`, appending the octets to `out`.
-pub(crate) fn decode(src: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
-    let start = out.len();
-    // The shortest code is 5 bits, so at most 8/5 octets per input byte; 8 more for the slack
-    // of the unrolled lookups' writes.
-    out.resize(start + src.len() * 8 / 5 + 8, 0);
-    let result = decode_into(src, out.get_mut(start..).unwrap_or_default());
-    match result {
-        Ok(n) => {
-            out.truncate(start + n);
-            Ok(())
-        }
-        Err(e) => {
-            out.truncate(start);
-            Err(e)
-        }
-    }
+/// Most octets `len` Huffman-coded bytes can decode to, plus the room the decoder needs: the
+/// shortest code is 5 bits, so at most 8/5 octets per byte; 8 more for the slack of the
+/// unrolled lookups' writes.
+pub(crate) const fn max_decoded_len(len: usize) -> usize {
+    len * 8 / 5 + 8
 }
 
-/// Decode into `dst` (large enough, see [`decode`]); returns the number of octets written.
-fn decode_into(src: &[u8], dst: &mut [u8]) -> Result<usize, HuffmanError> {
+/// Decode the Huffman string `src` into `dst` (of at least [`max_decoded_len`] octets, or the
+/// output is cut); returns the number of octets written. On an error, `dst` holds junk.
+pub(crate) fn decode(src: &[u8], dst: &mut [u8]) -> Result<usize, HuffmanError> {
     let mut w = 0usize;
     // Bits are kept left-aligned in `acc`; the top `nbits` are valid. The bits below them are
     // zero or the stream's next bits (of the byte at `pos`), so OR-ing that byte in again is
@@ -329,8 +318,8 @@ mod tests {
     use super::*;
 
     fn dec(src: &[u8]) -> Result<Vec<u8>, HuffmanError> {
-        let mut out = Vec::new();
-        decode(src, &mut out).map(|()| out)
+        let mut out = vec![0; max_decoded_len(src.len())];
+        decode(src, &mut out).map(|n| out[..n].to_vec())
     }
 
     #[test]

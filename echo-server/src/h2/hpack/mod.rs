@@ -126,7 +126,10 @@ impl Field<'_> {
 /// The decoded fields of one header block, in wire order. All octets live in one buffer.
 #[derive(Clone, Debug, Default)]
 pub struct HeaderBlock {
+    /// The decoded octets, `buf[..end]` (while a block is being decoded, `buf` also holds
+    /// zeroed room after them for the Huffman decoder).
     buf: Vec<u8>,
+    end: usize,
     fields: Vec<FieldSpan>,
     /// Dynamic table size updates found in the block.
     pub table_size_updates: Vec<TableSizeUpdate>,
@@ -138,6 +141,7 @@ impl HeaderBlock {
     pub(crate) fn with_capacity(encoded_len: usize) -> Self {
         Self {
             buf: Vec::with_capacity(encoded_len * 2),
+            end: 0,
             fields: Vec::with_capacity(encoded_len.min(64)),
             table_size_updates: Vec::new(),
         }
@@ -170,12 +174,25 @@ impl HeaderBlock {
     }
 
     fn push_bytes(&mut self, bytes: &[u8]) -> Span {
-        let start = self.buf.len() as u32;
-        self.buf.extend_from_slice(bytes);
+        let start = self.end;
+        let end = start + bytes.len();
+        if let Some(dst) = self.room(bytes.len()) {
+            dst.copy_from_slice(bytes);
+        }
+        self.end = end;
         Span {
-            start,
+            start: start as u32,
             len: bytes.len() as u32,
         }
+    }
+
+    /// The `n` octets after the decoded ones, zeroed room made if needed.
+    fn room(&mut self, n: usize) -> Option<&mut [u8]> {
+        let end = self.end + n;
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        self.buf.get_mut(self.end..end)
     }
 }
 
@@ -232,6 +249,17 @@ impl Decoder {
     ///
     /// [`HpackError`] on the first malformed field.
     pub fn decode_into(&mut self, block: &[u8], out: &mut HeaderBlock) -> Result<(), HpackError> {
+        // Zeroed room for the block's Huffman output in one stretch rather than one per string
+        // (more is made if the table's entries need it).
+        out.buf.truncate(out.end);
+        out.buf
+            .resize(out.end + huffman::max_decoded_len(block.len()), 0);
+        let result = self.decode_fields(block, out);
+        out.buf.truncate(out.end);
+        result
+    }
+
+    fn decode_fields(&mut self, block: &[u8], out: &mut HeaderBlock) -> Result<(), HpackError> {
         let mut r = Cursor { buf: block, pos: 0 };
         let mut list_size = 0usize;
         while let Some(first) = r.peek() {
@@ -381,11 +409,15 @@ impl<'a> Cursor<'a> {
         if !huffman {
             return Ok((out.push_bytes(raw), false));
         }
-        let start = out.buf.len();
-        huffman::decode(raw, &mut out.buf).map_err(HpackError::Huffman)?;
+        let start = out.end;
+        let room = out
+            .room(huffman::max_decoded_len(raw.len()))
+            .unwrap_or_default();
+        let len = huffman::decode(raw, room).map_err(HpackError::Huffman)?;
+        out.end += len;
         let span = Span {
             start: start as u32,
-            len: (out.buf.len() - start) as u32,
+            len: len as u32,
         };
         Ok((span, true))
     }
