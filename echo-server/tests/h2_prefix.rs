@@ -428,6 +428,29 @@ fn voice_is_stable_across_values_and_moves_with_the_stack() {
 
 const SHA_OF_DESCRIPTION: &str = "9ae3390c420ba1ea42ad55e4";
 
+/// The voice hashes exactly its description, however long (the description is built on the
+/// stack up to 512 bytes and moves to the heap past that).
+#[test]
+fn voice_id_is_the_hash_of_the_description_at_any_length() {
+    use sha2::Digest;
+    for n in 0..70 {
+        let names: Vec<String> = (0..n).map(|i| format!("x-header-{i:03}")).collect();
+        let mut list = vec![(&b":method"[..], &b"GET"[..]), (b":path", b"/")];
+        list.extend(names.iter().map(|h| (h.as_bytes(), &b"v"[..])));
+        let block = loona_hpack::Encoder::new().encode(list);
+        let p = parse_prefix(&prefix(&[frame(4, 0, 0, &[]), frame(1, 0x5, 1, &block)]))
+            .expect("parses");
+        let description = h2::voice_description(&p);
+        let digest = sha2::Sha256::digest(description.as_bytes());
+        assert_eq!(
+            h2::voice_id(&p).0,
+            format!("h2v1_{}", &hex::encode(digest)[..24]),
+            "{} bytes",
+            description.len()
+        );
+    }
+}
+
 #[test]
 fn echo_detail_has_representations_and_no_secrets() {
     let (bin, _) = fixture("continuation_two_requests");

@@ -49,6 +49,44 @@ impl Sink for Vec<u8> {
     }
 }
 
+/// The description in a buffer on the stack (no allocation for the usual few hundred bytes),
+/// moved to the heap if it outgrows it.
+struct StackSink {
+    buf: [u8; 512],
+    len: usize,
+    spill: Vec<u8>,
+}
+
+impl Sink for StackSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        match self.buf.get_mut(self.len..end) {
+            Some(dst) if self.spill.is_empty() => {
+                dst.copy_from_slice(bytes);
+                self.len = end;
+            }
+            _ => {
+                if self.spill.is_empty() {
+                    self.spill
+                        .extend_from_slice(self.buf.get(..self.len).unwrap_or_default());
+                }
+                self.spill.extend_from_slice(bytes);
+            }
+        }
+    }
+}
+
+impl StackSink {
+    fn bytes(&self) -> &[u8] {
+        if self.spill.is_empty() {
+            self.buf.get(..self.len).unwrap_or_default()
+        } else {
+            &self.spill
+        }
+    }
+}
+
 fn describe(prefix: &H2Prefix, w: &mut impl Sink) {
     w.put(b"h2v1\ns=");
     if let Some(settings) = prefix.settings() {
@@ -137,9 +175,13 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// The HTTP/2 voice, `h2v1_` + 24 lowercase hex.
 pub fn voice_id(prefix: &H2Prefix) -> VoiceId {
-    let mut buf = Vec::with_capacity(512);
-    describe(prefix, &mut buf);
-    let digest = Sha256::digest(&buf);
+    let mut sink = StackSink {
+        buf: [0; 512],
+        len: 0,
+        spill: Vec::new(),
+    };
+    describe(prefix, &mut sink);
+    let digest = Sha256::digest(sink.bytes());
     let mut id = Vec::with_capacity(29);
     id.extend_from_slice(b"h2v1_");
     for &b in digest.get(..12).unwrap_or_default() {
