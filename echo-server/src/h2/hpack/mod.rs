@@ -374,12 +374,18 @@ impl<'a> Cursor<'a> {
     }
 
     /// An integer with an `n`-bit prefix (RFC 7541 section 5.1), at most 32 bits.
+    #[inline]
     fn int(&mut self, n: u32) -> Result<u32, HpackError> {
         let mask = (1u32 << n) - 1;
-        let mut value = u32::from(self.byte()?) & mask;
+        let value = u32::from(self.byte()?) & mask;
         if value < mask {
             return Ok(value);
         }
+        self.int_tail(value)
+    }
+
+    /// The continuation bytes of an integer whose prefix was all ones.
+    fn int_tail(&mut self, mut value: u32) -> Result<u32, HpackError> {
         let mut shift = 0u32;
         loop {
             let b = self.byte()?;
