@@ -180,3 +180,26 @@ fn window_updates(
             _ => None,
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::decimal;
+
+    #[test]
+    fn decimal_matches_std_formatting() {
+        let edges = [
+            0, 1, 9, 10, 99, 100, 101, 999, 1_000, 65_535, 6_291_456, 15_663_105,
+        ];
+        let powers = (0..20).flat_map(|p| {
+            let x = 10u64.pow(p);
+            [x - 1, x, x + 1]
+        });
+        for n in edges
+            .into_iter()
+            .chain(powers)
+            .chain([u64::MAX, u64::MAX - 1])
+        {
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes(), "{n}");
+        }
+    }
+}
