@@ -428,6 +428,29 @@ fn voice_is_stable_across_values_and_moves_with_the_stack() {
 
 const SHA_OF_DESCRIPTION: &str = "9ae3390c420ba1ea42ad55e4";
 
+/// The voice hashes exactly its description, however long (the description is built on the
+/// stack up to 512 bytes and moves to the heap past that).
+#[test]
+fn voice_id_is_the_hash_of_the_description_at_any_length() {
+    use sha2::Digest;
+    for n in 0..70 {
+        let names: Vec<String> = (0..n).map(|i| format!("x-header-{i:03}")).collect();
+        let mut list = vec![(&b":method"[..], &b"GET"[..]), (b":path", b"/")];
+        list.extend(names.iter().map(|h| (h.as_bytes(), &b"v"[..])));
+        let block = loona_hpack::Encoder::new().encode(list);
+        let p = parse_prefix(&prefix(&[frame(4, 0, 0, &[]), frame(1, 0x5, 1, &block)]))
+            .expect("parses");
+        let description = h2::voice_description(&p);
+        let digest = sha2::Sha256::digest(description.as_bytes());
+        assert_eq!(
+            h2::voice_id(&p).0,
+            format!("h2v1_{}", &hex::encode(digest)[..24]),
+            "{} bytes",
+            description.len()
+        );
+    }
+}
+
 #[test]
 fn echo_detail_has_representations_and_no_secrets() {
     let (bin, _) = fixture("continuation_two_requests");
@@ -445,4 +468,55 @@ fn echo_detail_has_representations_and_no_secrets() {
     assert_eq!(fields[0]["representation"]["kind"], "indexed");
     assert_eq!(e.detail["settings"][0]["id"], 3);
     assert_eq!(e.akamai_fingerprint_hash.len(), 32);
+}
+
+/// Long Huffman strings are decoded two at a time (the second ahead of its turn); errors still
+/// come in wire order, and the fields before them are kept.
+#[test]
+fn strings_decoded_ahead_keep_wire_order_of_errors() {
+    use exitvoice_echo::h2::hpack::{Decoder, HeaderBlock, HpackError, HuffmanError};
+    let (bin, json) = fixture("chrome_shaped");
+    // The user-agent value of the fixture: 78 Huffman bytes at offset 214.
+    let ua = &bin[214..214 + 78];
+    let ua_text = json["requests"][0]["fields"][8][1].as_str().expect("ua");
+    // Literal without indexing, name index 58 (user-agent), Huffman value of 78 bytes.
+    let mut first = vec![0x0f, 58 - 15, 0x80 | 78];
+    first.extend(ua);
+    // Literal without indexing, name index 19 (accept), 20 bytes of ones: EOS inside.
+    let mut eos = vec![0x0f, 19 - 15, 0x80 | 20];
+    eos.extend([0xff; 20]);
+    let cases: [(Vec<u8>, HpackError); 3] = [
+        (
+            [&first[..], &eos].concat(),
+            HpackError::Huffman(HuffmanError::EosInString),
+        ),
+        // An index past the table between them comes first.
+        (
+            [&first[..], &[0xff, 200 - 127], &eos].concat(),
+            HpackError::IndexPastTable {
+                index: 200,
+                table_len: 61,
+            },
+        ),
+        // And a cut block: the second string's bytes are not all there.
+        (
+            [&first[..], &eos[..eos.len() - 1]].concat(),
+            HpackError::UnexpectedEnd,
+        ),
+    ];
+    for (block, error) in cases {
+        let mut out = HeaderBlock::default();
+        assert_eq!(Decoder::new().decode_into(&block, &mut out), Err(error));
+        let fields: Vec<_> = out.fields().collect();
+        assert_eq!(fields.len(), 1);
+        assert_eq!(fields[0].name, b"user-agent");
+        assert_eq!(fields[0].value, ua_text.as_bytes());
+    }
+    // Both long strings valid: both decoded, as the fixture says.
+    let mut good = first.clone();
+    good.extend([0x0f, 19 - 15, 0x80 | 78]);
+    good.extend(ua);
+    let b = Decoder::new().decode(&good).expect("decodes");
+    let values: Vec<_> = b.fields().map(|f| f.value.to_vec()).collect();
+    assert_eq!(values, [ua_text.as_bytes(), ua_text.as_bytes()]);
 }

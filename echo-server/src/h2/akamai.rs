@@ -54,26 +54,28 @@ pub fn akamai_fingerprint_hash(fingerprint: &str) -> String {
     hex::encode(Md5::digest(fingerprint.as_bytes()))
 }
 
-/// Append `n` in decimal (no `fmt` machinery on the hot path).
-fn push_num(s: &mut String, mut n: u64) {
-    let mut buf = [0u8; 20];
+/// `n` in decimal, written at the end of `buf` (no `fmt` machinery on the hot path).
+pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
-    loop {
+    while let Some(slot) = i.checked_sub(1).and_then(|j| buf.get_mut(j)) {
+        *slot = b'0' + (n % 10) as u8;
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    for &d in buf.get(i..).unwrap_or_default() {
-        s.push(char::from(d));
-    }
+    buf.get(i..).unwrap_or_default()
+}
+
+/// Append `n` in decimal.
+fn push_num(s: &mut Vec<u8>, n: u64) {
+    s.extend_from_slice(decimal(n, &mut [0; 20]));
 }
 
 /// The Akamai string as `variant` writes it.
 pub fn akamai_variant(prefix: &H2Prefix, variant: AkamaiVariant) -> String {
-    let mut s = String::with_capacity(96);
+    let mut s: Vec<u8> = Vec::with_capacity(96);
     if let Some(settings) = prefix.settings() {
         let mut sep = false;
         for e in &settings.entries {
@@ -81,15 +83,15 @@ pub fn akamai_variant(prefix: &H2Prefix, variant: AkamaiVariant) -> String {
                 continue;
             }
             if sep {
-                s.push(';');
+                s.push(b';');
             }
             push_num(&mut s, e.id.into());
-            s.push(':');
+            s.push(b':');
             push_num(&mut s, e.value.into());
             sep = true;
         }
     }
-    s.push('|');
+    s.push(b'|');
     let wu = match variant {
         AkamaiVariant::WindowUpdateSum => window_update_sum(prefix),
         AkamaiVariant::WindowUpdateAnywhere => window_update_anywhere(prefix),
@@ -97,14 +99,14 @@ pub fn akamai_variant(prefix: &H2Prefix, variant: AkamaiVariant) -> String {
     };
     match wu {
         Some(v) => push_num(&mut s, v.into()),
-        None if variant == AkamaiVariant::WindowUpdateSingleZero => s.push('0'),
-        None => s.push_str("00"),
+        None if variant == AkamaiVariant::WindowUpdateSingleZero => s.push(b'0'),
+        None => s.extend_from_slice(b"00"),
     }
-    s.push('|');
+    s.push(b'|');
     let mut any = false;
     for (stream, f) in prefix.priority_frames() {
         if any {
-            s.push(',');
+            s.push(b',');
         }
         let weight = if variant == AkamaiVariant::PriorityWireWeight {
             u16::from(f.weight_byte)
@@ -112,16 +114,16 @@ pub fn akamai_variant(prefix: &H2Prefix, variant: AkamaiVariant) -> String {
             f.weight
         };
         push_num(&mut s, stream.into());
-        s.push_str(if f.exclusive { ":1:" } else { ":0:" });
+        s.extend_from_slice(if f.exclusive { b":1:" } else { b":0:" });
         push_num(&mut s, f.dependency.into());
-        s.push(':');
+        s.push(b':');
         push_num(&mut s, weight.into());
         any = true;
     }
     if !any {
-        s.push('0');
+        s.push(b'0');
     }
-    s.push('|');
+    s.push(b'|');
     if let Some(req) = prefix.first_request() {
         let mut sep = false;
         for name in req.pseudo_header_order() {
@@ -129,22 +131,23 @@ pub fn akamai_variant(prefix: &H2Prefix, variant: AkamaiVariant) -> String {
                 continue;
             };
             if sep {
-                s.push(',');
+                s.push(b',');
             }
             s.push(letter);
             sep = true;
         }
     }
-    s
+    // Only ASCII was written: digits, separators and the letters of `pseudo_letter`.
+    String::from_utf8(s).unwrap_or_default()
 }
 
 /// The letter of a pseudo-header in PS, or `None` for those the format skips.
-pub(crate) fn pseudo_letter(name: &[u8]) -> Option<char> {
+pub(crate) fn pseudo_letter(name: &[u8]) -> Option<u8> {
     match name {
-        b":method" => Some('m'),
-        b":authority" => Some('a'),
-        b":scheme" => Some('s'),
-        b":path" => Some('p'),
+        b":method" => Some(b'm'),
+        b":authority" => Some(b'a'),
+        b":scheme" => Some(b's'),
+        b":path" => Some(b'p'),
         _ => None,
     }
 }
@@ -176,4 +179,27 @@ fn window_updates(
             super::Payload::WindowUpdate(w) => Some((f.header.stream_id, w.increment)),
             _ => None,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal;
+
+    #[test]
+    fn decimal_matches_std_formatting() {
+        let edges = [
+            0, 1, 9, 10, 99, 100, 101, 999, 1_000, 65_535, 6_291_456, 15_663_105,
+        ];
+        let powers = (0..20).flat_map(|p| {
+            let x = 10u64.pow(p);
+            [x - 1, x, x + 1]
+        });
+        for n in edges
+            .into_iter()
+            .chain(powers)
+            .chain([u64::MAX, u64::MAX - 1])
+        {
+            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes(), "{n}");
+        }
+    }
 }

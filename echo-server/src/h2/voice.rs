@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use exitvoice_schema::VoiceId;
 
-use super::akamai::pseudo_letter;
+use super::akamai::{decimal, pseudo_letter};
 use super::H2Prefix;
 
 /// Header names left out of the voice (they depend on the request, not the stack).
@@ -37,24 +37,53 @@ pub(crate) const PER_REQUEST_HEADERS: [&[u8]; 4] =
 trait Sink {
     fn put(&mut self, bytes: &[u8]);
 
-    fn num(&mut self, mut n: u64) {
-        let mut buf = [0u8; 20];
-        let mut i = buf.len();
-        loop {
-            i -= 1;
-            buf[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.put(buf.get(i..).unwrap_or_default());
+    fn num(&mut self, n: u64) {
+        self.put(decimal(n, &mut [0; 20]));
     }
 }
 
 impl Sink for Vec<u8> {
+    #[inline]
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes);
+    }
+}
+
+/// The description in a buffer on the stack (no allocation for the usual few hundred bytes),
+/// moved to the heap if it outgrows it.
+struct StackSink {
+    buf: [u8; 512],
+    len: usize,
+    spill: Vec<u8>,
+}
+
+impl Sink for StackSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        match self.buf.get_mut(self.len..end) {
+            Some(dst) if self.spill.is_empty() => {
+                dst.copy_from_slice(bytes);
+                self.len = end;
+            }
+            _ => {
+                if self.spill.is_empty() {
+                    self.spill
+                        .extend_from_slice(self.buf.get(..self.len).unwrap_or_default());
+                }
+                self.spill.extend_from_slice(bytes);
+            }
+        }
+    }
+}
+
+impl StackSink {
+    fn bytes(&self) -> &[u8] {
+        if self.spill.is_empty() {
+            self.buf.get(..self.len).unwrap_or_default()
+        } else {
+            &self.spill
+        }
     }
 }
 
@@ -113,7 +142,7 @@ fn describe(prefix: &H2Prefix, w: &mut impl Sink) {
                 w.put(b",");
             }
             match pseudo_letter(name) {
-                Some(c) => w.put(&[c as u8]),
+                Some(c) => w.put(&[c]),
                 None => w.put(name),
             }
         }
@@ -142,13 +171,22 @@ pub fn voice_description(prefix: &H2Prefix) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 /// The HTTP/2 voice, `h2v1_` + 24 lowercase hex.
 pub fn voice_id(prefix: &H2Prefix) -> VoiceId {
-    let mut buf = Vec::with_capacity(512);
-    describe(prefix, &mut buf);
-    let digest = Sha256::digest(&buf);
-    let mut id = String::with_capacity(29);
-    id.push_str("h2v1_");
-    id.push_str(&hex::encode(digest.get(..12).unwrap_or_default()));
-    VoiceId(id)
+    let mut sink = StackSink {
+        buf: [0; 512],
+        len: 0,
+        spill: Vec::new(),
+    };
+    describe(prefix, &mut sink);
+    let digest = Sha256::digest(sink.bytes());
+    let mut id = Vec::with_capacity(29);
+    id.extend_from_slice(b"h2v1_");
+    for &b in digest.get(..12).unwrap_or_default() {
+        id.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+    }
+    // Only ASCII was written.
+    VoiceId(String::from_utf8(id).unwrap_or_default())
 }

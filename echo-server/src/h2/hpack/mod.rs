@@ -126,7 +126,10 @@ impl Field<'_> {
 /// The decoded fields of one header block, in wire order. All octets live in one buffer.
 #[derive(Clone, Debug, Default)]
 pub struct HeaderBlock {
+    /// The decoded octets, `buf[..end]` (while a block is being decoded, `buf` also holds
+    /// zeroed room after them for the Huffman decoder).
     buf: Vec<u8>,
+    end: usize,
     fields: Vec<FieldSpan>,
     /// Dynamic table size updates found in the block.
     pub table_size_updates: Vec<TableSizeUpdate>,
@@ -138,6 +141,7 @@ impl HeaderBlock {
     pub(crate) fn with_capacity(encoded_len: usize) -> Self {
         Self {
             buf: Vec::with_capacity(encoded_len * 2),
+            end: 0,
             fields: Vec::with_capacity(encoded_len.min(64)),
             table_size_updates: Vec::new(),
         }
@@ -170,12 +174,25 @@ impl HeaderBlock {
     }
 
     fn push_bytes(&mut self, bytes: &[u8]) -> Span {
-        let start = self.buf.len() as u32;
-        self.buf.extend_from_slice(bytes);
+        let start = self.end;
+        let end = start + bytes.len();
+        if let Some(dst) = self.room(bytes.len()) {
+            dst.copy_from_slice(bytes);
+        }
+        self.end = end;
         Span {
-            start,
+            start: start as u32,
             len: bytes.len() as u32,
         }
+    }
+
+    /// The `n` octets after the decoded ones, zeroed room made if needed.
+    fn room(&mut self, n: usize) -> Option<&mut [u8]> {
+        let end = self.end + n;
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        self.buf.get_mut(self.end..end)
     }
 }
 
@@ -232,7 +249,19 @@ impl Decoder {
     ///
     /// [`HpackError`] on the first malformed field.
     pub fn decode_into(&mut self, block: &[u8], out: &mut HeaderBlock) -> Result<(), HpackError> {
+        // Zeroed room for the block's Huffman output in one stretch rather than one per string
+        // (more is made if the table's entries need it).
+        out.buf.truncate(out.end);
+        out.buf
+            .resize(out.end + huffman::max_decoded_len(block.len()), 0);
+        let result = self.decode_fields(block, out);
+        out.buf.truncate(out.end);
+        result
+    }
+
+    fn decode_fields(&mut self, block: &[u8], out: &mut HeaderBlock) -> Result<(), HpackError> {
         let mut r = Cursor { buf: block, pos: 0 };
+        let mut ahead = Ahead::new();
         let mut list_size = 0usize;
         while let Some(first) = r.peek() {
             if first & 0x80 != 0 {
@@ -276,19 +305,24 @@ impl Decoder {
             };
             let name_index = r.int(prefix)?;
             let (name, name_huffman) = if name_index == 0 {
-                let (span, huff) = r.string(out)?;
+                let (span, huff) = r.string(out, &mut ahead, true)?;
                 (span, Some(huff))
             } else {
                 let (name, _) = self.lookup(name_index)?;
                 (out.push_bytes(name), None)
             };
-            let (value, value_huffman) = r.string(out)?;
+            let (value, value_huffman) = r.string(out, &mut ahead, false)?;
             list_size += (name.len + value.len) as usize + 32;
             check_size(list_size)?;
             if kind == FieldKind::IncrementalIndexing {
-                let n = out.slice(name);
-                let v = out.slice(value);
-                self.table.insert(n, v);
+                // The value was decoded right after the name.
+                debug_assert_eq!(value.start, name.start + name.len);
+                let field = Span {
+                    start: name.start,
+                    len: name.len + value.len,
+                };
+                self.table
+                    .insert_joined(out.slice(field), name.len as usize);
             }
             out.fields.push(FieldSpan {
                 name,
@@ -340,12 +374,18 @@ impl<'a> Cursor<'a> {
     }
 
     /// An integer with an `n`-bit prefix (RFC 7541 section 5.1), at most 32 bits.
+    #[inline]
     fn int(&mut self, n: u32) -> Result<u32, HpackError> {
         let mask = (1u32 << n) - 1;
-        let mut value = u32::from(self.byte()?) & mask;
+        let value = u32::from(self.byte()?) & mask;
         if value < mask {
             return Ok(value);
         }
+        self.int_tail(value)
+    }
+
+    /// The continuation bytes of an integer whose prefix was all ones.
+    fn int_tail(&mut self, mut value: u32) -> Result<u32, HpackError> {
         let mut shift = 0u32;
         loop {
             let b = self.byte()?;
@@ -362,27 +402,138 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// A string literal (RFC 7541 section 5.2), decoded into `out`; returns its span and whether
-    /// it was Huffman-coded.
-    fn string(&mut self, out: &mut HeaderBlock) -> Result<(Span, bool), HpackError> {
+    /// The header of a string literal (RFC 7541 section 5.2): whether it is Huffman-coded, and
+    /// its encoded bytes, which the cursor skips.
+    fn string_bytes(&mut self) -> Result<(bool, usize, &'a [u8]), HpackError> {
         let huffman = self.peek().ok_or(HpackError::UnexpectedEnd)? & 0x80 != 0;
         let len = self.int(7)? as usize;
-        let end = self.pos.checked_add(len).ok_or(HpackError::UnexpectedEnd)?;
-        let raw = self
-            .buf
-            .get(self.pos..end)
-            .ok_or(HpackError::UnexpectedEnd)?;
+        let at = self.pos;
+        let end = at.checked_add(len).ok_or(HpackError::UnexpectedEnd)?;
+        let raw = self.buf.get(at..end).ok_or(HpackError::UnexpectedEnd)?;
         self.pos = end;
+        Ok((huffman, at, raw))
+    }
+
+    /// A string literal (RFC 7541 section 5.2), decoded into `out`; returns its span and whether
+    /// it was Huffman-coded. `value_follows`: this is a literal name, so the field's value
+    /// string comes next.
+    ///
+    /// A long Huffman string is decoded together with the next long Huffman string of the
+    /// block, if there is one close by (see [`Ahead`]), and that one is taken from [`Ahead`]
+    /// when its turn comes.
+    fn string(
+        &mut self,
+        out: &mut HeaderBlock,
+        ahead: &mut Ahead,
+        value_follows: bool,
+    ) -> Result<(Span, bool), HpackError> {
+        let (huffman, at, raw) = self.string_bytes()?;
         if !huffman {
             return Ok((out.push_bytes(raw), false));
         }
-        let start = out.buf.len();
-        huffman::decode(raw, &mut out.buf).map_err(HpackError::Huffman)?;
+        if ahead.string == Some((at, raw.len())) {
+            ahead.string = None;
+            let n = ahead.result.map_err(HpackError::Huffman)?;
+            return Ok((out.push_bytes(ahead.buf.get(..n).unwrap_or_default()), true));
+        }
+        let start = out.end;
+        let room = out
+            .room(huffman::max_decoded_len(raw.len()))
+            .unwrap_or_default();
+        let pair = if raw.len() >= PAIR_MIN {
+            self.next_huffman(value_follows)
+        } else {
+            None
+        };
+        let result = match pair {
+            Some((next_at, next)) => {
+                let (result, next_result) = huffman::decode_pair(raw, room, next, &mut ahead.buf);
+                ahead.string = Some((next_at, next.len()));
+                ahead.result = next_result;
+                result
+            }
+            None => huffman::decode(raw, room),
+        };
+        let len = result.map_err(HpackError::Huffman)?;
+        out.end += len;
         let span = Span {
             start: start as u32,
-            len: (out.buf.len() - start) as u32,
+            len: len as u32,
         };
         Ok((span, true))
+    }
+
+    /// The next Huffman string after the cursor (which stands after a string), within the next
+    /// [`AHEAD_FIELDS`] fields, if its decoded form fits [`Ahead`]'s buffer: its offset in the
+    /// block and its encoded bytes. Only reads: a malformed field ends the search.
+    fn next_huffman(&self, value_follows: bool) -> Option<(usize, &'a [u8])> {
+        let mut c = Cursor {
+            buf: self.buf,
+            pos: self.pos,
+        };
+        let found = |(huffman, at, raw): (bool, usize, &'a [u8])| {
+            (huffman && raw.len() >= PAIR_MIN && huffman::max_decoded_len(raw.len()) <= AHEAD_LEN)
+                .then_some((at, raw))
+        };
+        if value_follows {
+            if let Some(next) = found(c.string_bytes().ok()?) {
+                return Some(next);
+            }
+        }
+        for _ in 0..AHEAD_FIELDS {
+            let first = c.peek()?;
+            if first & 0x80 != 0 {
+                c.int(7).ok()?;
+                continue;
+            }
+            let prefix = if first & 0x40 != 0 {
+                6
+            } else if first & 0x20 != 0 {
+                c.int(5).ok()?;
+                continue;
+            } else {
+                4
+            };
+            if c.int(prefix).ok()? == 0 {
+                if let Some(next) = found(c.string_bytes().ok()?) {
+                    return Some(next);
+                }
+            }
+            if let Some(next) = found(c.string_bytes().ok()?) {
+                return Some(next);
+            }
+        }
+        None
+    }
+}
+
+/// Encoded length from which Huffman strings are decoded in pairs: below it, the overlap is
+/// too short to pay for the search and the copy.
+const PAIR_MIN: usize = 16;
+/// Fields [`Cursor::next_huffman`] looks through.
+const AHEAD_FIELDS: usize = 4;
+/// Size of [`Ahead`]'s buffer: room for a Huffman string of up to 315 bytes.
+const AHEAD_LEN: usize = 512;
+
+/// A Huffman string decoded ahead of its turn, as the second of a pair
+/// ([`huffman::decode_pair`]): one string alone is a chain of dependent table lookups, two are
+/// two chains the CPU runs side by side. It is found again by its position and length, so it is
+/// the same bytes whatever the fields in between turn out to be; its error, if any, is
+/// reported when its turn comes, so errors come in wire order as before.
+struct Ahead {
+    /// Offset in the block and encoded length of the string decoded ahead.
+    string: Option<(usize, usize)>,
+    result: Result<usize, huffman::HuffmanError>,
+    buf: [u8; AHEAD_LEN],
+}
+
+impl Ahead {
+    fn new() -> Self {
+        Self {
+            string: None,
+            result: Ok(0),
+            buf: [0; AHEAD_LEN],
+        }
     }
 }
 

@@ -77,9 +77,11 @@ impl DynamicTable {
         self.evict();
     }
 
-    /// Insert a field (RFC 7541 section 4.4): an entry larger than the table empties it.
-    pub(crate) fn insert(&mut self, name: &[u8], value: &[u8]) {
-        let cost = name.len() + value.len() + ENTRY_OVERHEAD;
+    /// Insert a field (RFC 7541 section 4.4), given as its name and value back to back with
+    /// `name_len` octets of name (one copy where two slices would take two): an entry larger
+    /// than the table empties it.
+    pub(crate) fn insert_joined(&mut self, field: &[u8], name_len: usize) {
+        let cost = field.len() + ENTRY_OVERHEAD;
         if cost > self.max_size {
             self.entries.clear();
             self.size = 0;
@@ -87,14 +89,16 @@ impl DynamicTable {
         }
         let offset = self.store.len();
         if self.store.capacity() == 0 {
+            // One allocation each for a typical first request (a browser's ~15 fields).
             self.store.reserve(1024);
+            self.entries.reserve(32);
         }
-        self.store.extend_from_slice(name);
-        self.store.extend_from_slice(value);
+        self.store.extend_from_slice(field);
+        let name_len = name_len.min(field.len());
         self.entries.push_front(Entry {
             offset,
-            name_len: name.len(),
-            value_len: value.len(),
+            name_len,
+            value_len: field.len() - name_len,
         });
         self.size += cost;
         self.evict();
