@@ -3,11 +3,12 @@
 use exitvoice_schema::{TlsEcho, VoiceId};
 use serde::Serialize;
 
+use super::ascii::{cut, Ascii};
 use super::client_hello::ClientHello;
-use super::grease::is_grease;
-use super::ja3::ja3_set;
-use super::ja4::ja4_set;
-use super::voice::{order_id, voice_id};
+use super::ja3::write_ja3;
+use super::ja4::write_ja4;
+use super::survey::Survey;
+use super::voice::{write_order_id, write_voice_id};
 
 /// The TLS fingerprints of a ClientHello.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -34,62 +35,30 @@ pub struct TlsFingerprints {
     pub order_id: String,
 }
 
-/// Collects `items` into `stack` when they fit, else into `heap`; answers the filled part.
-/// Keeps the hot path free of allocation for ordinary hellos.
-pub(crate) fn collect_into<'b, T: Copy>(
-    stack: &'b mut [T],
-    heap: &'b mut Vec<T>,
-    items: impl Iterator<Item = T> + Clone,
-) -> &'b mut [T] {
-    let mut len = 0;
-    for item in items.clone() {
-        match stack.get_mut(len) {
-            Some(slot) => *slot = item,
-            None => {
-                heap.clear();
-                heap.extend(items);
-                return heap.as_mut_slice();
-            }
-        }
-        len += 1;
-    }
-    stack.get_mut(..len).unwrap_or_default()
-}
-
 impl ClientHello<'_> {
     /// Computes JA3, JA3N, the JA4 family, the voice id and the order id.
+    ///
+    /// One survey pass collects the lists every fingerprint reads; all ten strings are written
+    /// into one scratch buffer, checked as text once and cut out at their exact sizes.
     pub fn fingerprints(&self) -> TlsFingerprints {
-        let (mut cipher_stack, mut cipher_heap) = ([0u16; 96], Vec::new());
-        let ciphers = collect_into(
-            &mut cipher_stack,
-            &mut cipher_heap,
-            self.cipher_suites.values().filter(|v| !is_grease(*v)),
-        );
-        ciphers.sort_unstable();
-        let (mut type_stack, mut type_heap) = ([0u16; 64], Vec::new());
-        let types = collect_into(
-            &mut type_stack,
-            &mut type_heap,
-            self.extensions()
-                .iter()
-                .map(|e| e.kind.0)
-                .filter(|v| !is_grease(*v)),
-        );
-        types.sort_unstable();
-        let ja3 = ja3_set(self, types);
-        let ja4 = ja4_set(self, ciphers, types);
-        let voice = voice_id(self, types);
+        let survey = Survey::new(self);
+        let mut out = Ascii::with_capacity(survey.text_capacity());
+        let ja3 = write_ja3(self, &survey, &mut out);
+        let ja4 = write_ja4(self, &survey, &mut out);
+        let voice = write_voice_id(self, &survey, &mut out);
+        let order = write_order_id(&survey, &mut out);
+        let text = out.text().unwrap_or_default();
         TlsFingerprints {
-            ja3: ja3.ja3,
-            ja3_hash: ja3.ja3_hash,
-            ja3n: ja3.ja3n,
-            ja3n_hash: ja3.ja3n_hash,
-            ja4: ja4.ja4,
-            ja4_r: ja4.ja4_r,
-            ja4_o: ja4.ja4_o,
-            ja4_ro: ja4.ja4_ro,
-            voice_id: VoiceId(voice),
-            order_id: order_id(self),
+            ja3: cut(text, ja3.ja3),
+            ja3_hash: cut(text, ja3.ja3_hash),
+            ja3n: cut(text, ja3.ja3n),
+            ja3n_hash: cut(text, ja3.ja3n_hash),
+            ja4: cut(text, ja4.ja4),
+            ja4_r: cut(text, ja4.ja4_r),
+            ja4_o: cut(text, ja4.ja4_o),
+            ja4_ro: cut(text, ja4.ja4_ro),
+            voice_id: VoiceId(cut(text, voice)),
+            order_id: cut(text, order),
         }
     }
 }

@@ -5,90 +5,70 @@
 //! joined by `-`, GREASE removed everywhere except the point formats, which are taken byte by
 //! byte. A malformed supported_groups or ec_point_formats extension gives an empty field.
 
+use std::ops::Range;
+
 use md5::{Digest, Md5};
 
 use super::ascii::Ascii;
 use super::client_hello::ClientHello;
-use super::enums::ExtensionType;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
+use super::survey::Survey;
 
-/// Appends `values` in decimal joined by `-`.
-fn push_list(out: &mut Ascii, values: impl Iterator<Item = u16>) {
-    let mut sep = None;
-    for v in values {
-        out.sep_dec(sep, v);
-        sep = Some(b'-');
-    }
-}
-
-/// Lowercase hex of an md5 digest.
-fn md5_hex(hasher: Md5) -> String {
-    let mut out = Ascii::with_capacity(32);
-    out.hex(&hasher.finalize());
-    out.into_string()
-}
-
-/// JA3 and JA3N: strings and md5 hashes.
+/// Where JA3, JA3N and their md5 hashes sit in the scratch buffer.
 pub(crate) struct Ja3Set {
-    pub(crate) ja3: String,
-    pub(crate) ja3_hash: String,
-    pub(crate) ja3n: String,
-    pub(crate) ja3n_hash: String,
+    pub(crate) ja3: Range<usize>,
+    pub(crate) ja3_hash: Range<usize>,
+    pub(crate) ja3n: Range<usize>,
+    pub(crate) ja3n_hash: Range<usize>,
 }
 
-/// JA3 and JA3N of `hello`; `sorted_types` are its non-GREASE extension types, sorted.
-pub(crate) fn ja3_set(hello: &ClientHello<'_>, sorted_types: &[u16]) -> Ja3Set {
-    let mut ja3 = Ascii::with_capacity(256);
-    ja3.dec(hello.legacy_version.0);
-    ja3.byte(b',');
-    push_list(
-        &mut ja3,
-        hello.cipher_suites.values().filter(|v| !is_grease(*v)),
-    );
-    ja3.byte(b',');
-    let head = ja3.len();
+/// Writes JA3, JA3N and their lowercase-hex md5 hashes of `hello` to `out`.
+pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut Ascii) -> Ja3Set {
+    let start = out.len();
+    out.dec(hello.legacy_version.0);
+    out.byte(b',');
+    out.dec_list(b'-', s.ciphers.as_slice().iter().copied());
+    out.byte(b',');
+    let head = out.len();
+    out.dec_list(b'-', s.types.as_slice().iter().copied());
+    let tail = out.len();
+    out.byte(b',');
+    if let Some(ExtensionBody::SupportedGroups(groups)) = s.supported_groups {
+        out.dec_list(b'-', groups.values().filter(|v| !is_grease(*v)));
+    }
+    out.byte(b',');
+    if let Some(ExtensionBody::EcPointFormats(formats)) = s.ec_point_formats {
+        out.dec_list(b'-', formats.values().map(u16::from));
+    }
+    let ja3 = start..out.len();
+
+    // JA3N: the same `version,ciphers,` and `,curves,formats` around the sorted types.
+    let ja3n_start = out.len();
+    out.repeat(start..head);
+    out.dec_list(b'-', s.sorted_types.as_slice().iter().copied());
+    out.repeat(tail..ja3.end);
+    let ja3n = ja3n_start..out.len();
+
     // Both strings share `version,ciphers,`: hash it once.
     let mut prefix = Md5::new();
-    prefix.update(ja3.as_bytes());
-
-    let mut ja3n = Ascii::with_capacity(256);
-    ja3n.bytes_from(&ja3);
-    push_list(
-        &mut ja3,
-        hello
-            .extensions()
-            .iter()
-            .map(|e| e.kind.0)
-            .filter(|v| !is_grease(*v)),
-    );
-    push_list(&mut ja3n, sorted_types.iter().copied());
-
-    let tail_start = ja3.len();
-    ja3.byte(b',');
-    if let Some(ExtensionBody::SupportedGroups(groups)) =
-        hello.extension(ExtensionType::SUPPORTED_GROUPS)
-    {
-        push_list(&mut ja3, groups.values().filter(|v| !is_grease(*v)));
-    }
-    ja3.byte(b',');
-    if let Some(ExtensionBody::EcPointFormats(formats)) =
-        hello.extension(ExtensionType::EC_POINT_FORMATS)
-    {
-        push_list(&mut ja3, formats.values().map(u16::from));
-    }
-    ja3n.extend(ja3.bytes(tail_start..ja3.len()));
-
+    prefix.update(out.bytes(start..head));
     let mut h = prefix.clone();
-    h.update(ja3.bytes(head..ja3.len()));
-    let ja3_hash = md5_hex(h);
+    h.update(out.bytes(head..ja3.end));
+    let ja3_digest = h.finalize();
     let mut h = prefix;
-    h.update(ja3n.bytes(head..ja3n.len()));
-    let ja3n_hash = md5_hex(h);
+    h.update(out.bytes(ja3n.start + (head - start)..ja3n.end));
+    let ja3n_digest = h.finalize();
+
+    let ja3_hash_start = out.len();
+    out.hex(&ja3_digest);
+    let ja3_hash = ja3_hash_start..out.len();
+    out.hex(&ja3n_digest);
+    let ja3n_hash = ja3_hash.end..out.len();
     Ja3Set {
-        ja3: ja3.into_string(),
+        ja3,
         ja3_hash,
-        ja3n: ja3n.into_string(),
+        ja3n,
         ja3n_hash,
     }
 }

@@ -2,32 +2,24 @@
 //! spec: fingerprints.md section 2). JA4+ methods (JA4H, JA4S, …) are deliberately absent:
 //! they are under the FoxIO non-commercial licence.
 
+use std::ops::Range;
+
 use sha2::{Digest, Sha256};
 
 use super::ascii::{hex_digit, Ascii};
 use super::client_hello::ClientHello;
-use super::enums::ExtensionType;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
+use super::survey::Survey;
 
-/// Appends `values` as 4-digit hex joined by `,`.
-fn push_hex_list(out: &mut Ascii, values: impl Iterator<Item = u16>) {
-    let mut values = values;
-    if let Some(first) = values.next() {
-        out.hex4(first);
-    }
-    for v in values {
-        out.sep_hex4(b',', v);
-    }
-}
-
-/// Appends the first 12 hex chars of sha256(`input`), or `000000000000` for an empty list.
-fn push_hash12(out: &mut Ascii, input: &[u8]) {
+/// Appends the first 12 hex chars of sha256(`out[input]`), or `000000000000` for an empty
+/// input.
+fn push_hash12(out: &mut Ascii, input: Range<usize>) {
     if input.is_empty() {
         out.str("000000000000");
         return;
     }
-    let digest = Sha256::digest(input);
+    let digest = Sha256::digest(out.bytes(input));
     out.hex(digest.get(..6).unwrap_or_default());
 }
 
@@ -45,145 +37,149 @@ pub fn alpn_chars(first: Option<&[u8]>) -> [char; 2] {
 }
 
 /// The version code of JA4_a.
-fn version_code(v: u16) -> &'static str {
+fn version_code(v: u16) -> [u8; 2] {
     match v {
-        0x0304 => "13",
-        0x0303 => "12",
-        0x0302 => "11",
-        0x0301 => "10",
-        0x0300 => "s3",
-        0x0002 => "s2",
-        0xfeff => "d1",
-        0xfefd => "d2",
-        0xfefc => "d3",
-        _ => "00",
+        0x0304 => *b"13",
+        0x0303 => *b"12",
+        0x0302 => *b"11",
+        0x0301 => *b"10",
+        0x0300 => *b"s3",
+        0x0002 => *b"s2",
+        0xfeff => *b"d1",
+        0xfefd => *b"d2",
+        0xfefc => *b"d3",
+        _ => *b"00",
     }
 }
 
-/// Appends a count as two digits, capped at 99.
-fn push_count(out: &mut Ascii, n: usize) {
+/// A count as two digits, capped at 99.
+fn count(n: usize) -> [u8; 2] {
     let n = n.min(99);
     // Both are single digits.
-    out.byte(b'0' + (n / 10) as u8);
-    out.byte(b'0' + (n % 10) as u8);
+    [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]
 }
 
-/// The four JA4 strings.
+/// Where the four JA4 strings sit in the scratch buffer.
 pub(crate) struct Ja4Set {
-    pub(crate) ja4: String,
-    pub(crate) ja4_r: String,
-    pub(crate) ja4_o: String,
-    pub(crate) ja4_ro: String,
+    pub(crate) ja4: Range<usize>,
+    pub(crate) ja4_r: Range<usize>,
+    pub(crate) ja4_o: Range<usize>,
+    pub(crate) ja4_ro: Range<usize>,
 }
 
 /// JA4_a: transport, version, SNI, cipher count, extension count, ALPN (always 10 chars).
-fn part_a(hello: &ClientHello<'_>) -> Ascii {
-    let exts = hello.extensions();
-    let mut a = Ascii::with_capacity(10);
+fn part_a(hello: &ClientHello<'_>, s: &Survey<'_, '_>) -> [u8; 10] {
     // Transport: `q` when the hello carries QUIC transport parameters (as FoxIO's Rust tool
     // decides it); an echo server on TCP otherwise sees `t`.
-    let quic = exts
-        .iter()
-        .any(|e| e.kind == ExtensionType::QUIC_TRANSPORT_PARAMETERS);
-    a.byte(if quic { b'q' } else { b't' });
-    let version = match hello.extension(ExtensionType::SUPPORTED_VERSIONS) {
+    let transport = if s.quic { b'q' } else { b't' };
+    let version = match s.supported_versions {
         Some(ExtensionBody::SupportedVersions(list)) => {
             list.values().filter(|v| !is_grease(*v)).max()
         }
         _ => None,
     }
     .unwrap_or(hello.legacy_version.0);
-    a.str(version_code(version));
-    let sni = exts.iter().any(|e| e.kind == ExtensionType::SERVER_NAME);
-    a.byte(if sni { b'd' } else { b'i' });
-    push_count(
-        &mut a,
-        hello
-            .cipher_suites
-            .values()
-            .filter(|v| !is_grease(*v))
-            .count(),
-    );
-    push_count(&mut a, exts.iter().filter(|e| !is_grease(e.kind.0)).count());
-    let first_alpn = match hello.extension(ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION) {
+    let [v0, v1] = version_code(version);
+    let sni = if s.server_name { b'd' } else { b'i' };
+    let [c0, c1] = count(s.ciphers.as_slice().len());
+    let [e0, e1] = count(s.types.as_slice().len());
+    let first_alpn = match s.alpn {
         Some(ExtensionBody::Alpn(names)) => names.iter().next(),
         _ => None,
     };
-    for c in alpn_chars(first_alpn) {
-        // Alphanumeric ASCII or a hex digit.
-        a.byte(u8::try_from(c).unwrap_or(b'0'));
-    }
-    a
+    // Alphanumeric ASCII or a hex digit.
+    let [a0, a1] = alpn_chars(first_alpn).map(|c| u8::try_from(c).unwrap_or(b'0'));
+    [transport, v0, v1, sni, c0, c1, e0, e1, a0, a1]
 }
 
-/// Builds `a_ciphers_exts[_sigs]` and the hashed form from the same pieces.
+/// Writes `a_ciphers_exts[_sigs]` (raw) then `a_hash(ciphers)_hash(exts[_sigs])` (hashed);
+/// `sigs` is where an earlier raw string already holds the hex signature list, if any.
 fn raw_and_hashed(
-    a: &Ascii,
-    ciphers: impl Iterator<Item = u16>,
+    out: &mut Ascii,
+    a: &[u8; 10],
+    ciphers: &[u16],
     exts: impl Iterator<Item = u16>,
-    sigs: impl Iterator<Item = u16> + Clone,
-) -> (String, String) {
-    let mut raw = Ascii::with_capacity(a.len() + 320);
-    raw.bytes_from(a);
-    raw.byte(b'_');
-    let b_start = raw.len();
-    push_hex_list(&mut raw, ciphers);
-    let b_end = raw.len();
-    raw.byte(b'_');
-    let c_start = raw.len();
-    push_hex_list(&mut raw, exts);
-    let exts_empty = raw.len() == c_start;
-    if sigs.clone().next().is_some() {
-        raw.byte(b'_');
-        push_hex_list(&mut raw, sigs);
+    sigs: &mut Option<Range<usize>>,
+    sig_list: impl Iterator<Item = u16>,
+) -> (Range<usize>, Range<usize>) {
+    let raw_start = out.len();
+    out.extend(a);
+    out.byte(b'_');
+    let b = out.len();
+    out.hex4_list(b',', ciphers.iter().copied());
+    let b = b..out.len();
+    out.byte(b'_');
+    let c_start = out.len();
+    out.hex4_list(b',', exts);
+    let exts_empty = out.len() == c_start;
+    match sigs.clone() {
+        Some(range) => {
+            if !range.is_empty() {
+                out.byte(b'_');
+                out.repeat(range);
+            }
+        }
+        None => {
+            let at = out.len();
+            out.byte(b'_');
+            let list = out.len();
+            out.hex4_list(b',', sig_list);
+            if out.len() == list {
+                // No signature algorithm: no `_` either.
+                out.truncate(at);
+                *sigs = Some(at..at);
+            } else {
+                *sigs = Some(list..out.len());
+            }
+        }
     }
-    let mut hashed = Ascii::with_capacity(36);
-    hashed.bytes_from(a);
-    hashed.byte(b'_');
-    push_hash12(&mut hashed, raw.bytes(b_start..b_end));
-    hashed.byte(b'_');
+    let raw = raw_start..out.len();
+    let hashed_start = out.len();
+    out.extend(a);
+    out.byte(b'_');
+    push_hash12(out, b);
+    out.byte(b'_');
     if exts_empty {
-        hashed.str("000000000000");
+        out.str("000000000000");
     } else {
-        push_hash12(&mut hashed, raw.bytes(c_start..raw.len()));
+        push_hash12(out, c_start..raw.end);
     }
-    (raw.into_string(), hashed.into_string())
+    (raw, hashed_start..out.len())
 }
 
-/// JA4, JA4_r, JA4_o and JA4_ro of `hello`, given its non-GREASE cipher suites and extension
-/// types, each sorted.
-pub(crate) fn ja4_set(
-    hello: &ClientHello<'_>,
-    sorted_ciphers: &[u16],
-    sorted_types: &[u16],
-) -> Ja4Set {
-    let a = part_a(hello);
-    let sig_list = match hello.extension(ExtensionType::SIGNATURE_ALGORITHMS) {
+/// Writes JA4_r, JA4, JA4_ro and JA4_o of `hello` to `out`.
+pub(crate) fn write_ja4(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut Ascii) -> Ja4Set {
+    let a = part_a(hello, s);
+    let sig_list = match s.signature_algorithms {
         Some(ExtensionBody::SignatureAlgorithms(list)) => Some(list),
         _ => None,
     };
-    let sigs = sig_list
-        .into_iter()
-        .flat_map(|list| list.values())
-        .filter(|v| !is_grease(*v));
+    let sig_values = || {
+        sig_list
+            .into_iter()
+            .flat_map(|list| list.values())
+            .filter(|v| !is_grease(*v))
+    };
+    let mut sigs = None;
     let (ja4_r, ja4) = raw_and_hashed(
+        out,
         &a,
-        sorted_ciphers.iter().copied(),
-        sorted_types
+        s.sorted_ciphers.as_slice(),
+        s.sorted_types
+            .as_slice()
             .iter()
             .copied()
             .filter(|v| *v != 0x0000 && *v != 0x0010),
-        sigs.clone(),
+        &mut sigs,
+        sig_values(),
     );
     let (ja4_ro, ja4_o) = raw_and_hashed(
+        out,
         &a,
-        hello.cipher_suites.values().filter(|v| !is_grease(*v)),
-        hello
-            .extensions()
-            .iter()
-            .map(|e| e.kind.0)
-            .filter(|v| !is_grease(*v)),
-        sigs,
+        s.ciphers.as_slice(),
+        s.types.as_slice().iter().copied(),
+        &mut sigs,
+        sig_values(),
     );
     Ja4Set {
         ja4,
@@ -223,8 +219,11 @@ mod tests {
 
     fn hash12(input: &str) -> String {
         let mut s = Ascii::with_capacity(12);
-        push_hash12(&mut s, input.as_bytes());
-        s.into_string()
+        s.str(input);
+        push_hash12(&mut s, 0..input.len());
+        s.text()
+            .map(|t| t[input.len()..].to_owned())
+            .unwrap_or_default()
     }
 
     /// Spec examples for the hashed parts (fingerprints.md section 2).

@@ -16,6 +16,7 @@ mod ja3;
 mod ja4;
 mod list;
 mod record;
+mod survey;
 mod voice;
 
 pub use client_hello::{parse_client_hello, ClientHello};

@@ -6,15 +6,17 @@
 //! `tag(u8) count(u16) items…`, fed to sha256; the id is `tlsv1_` + the first 12 digest bytes in
 //! lowercase hex. Changing what goes in means bumping the `v1`.
 
+use std::ops::Range;
+
 use sha2::{Digest, Sha256};
 
 use super::ascii::Ascii;
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
-use super::fingerprints::collect_into;
 use super::grease::is_grease;
 use super::list::U16List;
+use super::survey::Survey;
 
 /// Prefix of a TLS voice id; the `1` is the normalization version.
 pub const VOICE_PREFIX: &str = "tlsv1_";
@@ -137,14 +139,14 @@ impl Feed {
         }
     }
 
-    /// First 12 digest bytes as lowercase hex after `prefix`.
-    fn finish(mut self, prefix: &str) -> String {
+    /// Writes `prefix` and the first 12 digest bytes as lowercase hex to `out`.
+    fn finish(mut self, prefix: &str, out: &mut Ascii) -> Range<usize> {
         self.flush();
         let digest = self.hasher.finalize();
-        let mut out = Ascii::with_capacity(prefix.len() + 24);
+        let start = out.len();
         out.str(prefix);
         out.hex(digest.get(..12).unwrap_or_default());
-        out.into_string()
+        start..out.len()
     }
 }
 
@@ -169,14 +171,24 @@ fn names<'n>(feed: &mut Feed, list: impl Iterator<Item = &'n [u8]> + Clone) {
     }
 }
 
-/// The TLS voice id of `hello`; `sorted_types` are its non-GREASE extension types, sorted.
-pub(crate) fn voice_id(hello: &ClientHello<'_>, sorted_types: &[u16]) -> String {
+/// Writes the TLS voice id of `hello` to `out`.
+pub(crate) fn write_voice_id(
+    hello: &ClientHello<'_>,
+    s: &Survey<'_, '_>,
+    out: &mut Ascii,
+) -> Range<usize> {
     let mut feed = Feed::new(VOICE_DOMAIN);
     feed.u8(tag::EXTENSION_BLOCK);
     feed.u8(u8::from(hello.extensions.is_some()));
     feed.u8(tag::LEGACY_VERSION);
     feed.u16(hello.legacy_version.0);
-    feed.u16_wire(tag::CIPHER_SUITES, &hello.cipher_suites);
+    if s.cipher_grease {
+        feed.u16_list(tag::CIPHER_SUITES, hello.cipher_suites.values());
+    } else {
+        feed.u8(tag::CIPHER_SUITES);
+        feed.count(hello.cipher_suites.len());
+        feed.bytes(hello.cipher_suites.as_bytes());
+    }
     feed.u8(tag::COMPRESSION);
     feed.count(hello.compression_methods.len());
     for m in hello.compression_methods.values() {
@@ -184,6 +196,7 @@ pub(crate) fn voice_id(hello: &ClientHello<'_>, sorted_types: &[u16]) -> String 
     }
 
     let exts = hello.extensions();
+    let sorted_types = s.sorted_types.as_slice();
     feed.u16_list(
         tag::EXTENSION_SET,
         sorted_types
@@ -192,11 +205,8 @@ pub(crate) fn voice_id(hello: &ClientHello<'_>, sorted_types: &[u16]) -> String 
             .filter(|v| in_set(ExtensionType(*v))),
     );
     feed.u8(tag::GREASE_EXTENSIONS);
-    feed.count(exts.iter().filter(|e| is_grease(e.kind.0)).count());
-    let any_malformed = exts
-        .iter()
-        .any(|e| matches!(e.body, ExtensionBody::Malformed { .. }));
-    if any_malformed {
+    feed.count(s.grease_extensions);
+    if s.malformed {
         let mut list: Vec<u16> = sorted_types
             .iter()
             .copied()
@@ -212,24 +222,17 @@ pub(crate) fn voice_id(hello: &ClientHello<'_>, sorted_types: &[u16]) -> String 
     }
 
     // Contents in ascending type order so permutation can't move them; duplicates of one type
-    // in wire order: sort `type << 16 | index` keys.
-    let (mut stack, mut heap) = ([0u32; 64], Vec::new());
-    let keys = collect_into(
-        &mut stack,
-        &mut heap,
-        exts.iter()
-            .zip(0u32..)
-            .map(|(e, i)| u32::from(e.kind.0) << 16 | (i & 0xffff)),
-    );
-    keys.sort_unstable();
-    for ext in keys
+    // in wire order: the survey's keys are `type << 16 | index`, sorted.
+    for ext in s
+        .keys
+        .as_slice()
         .iter()
         .filter_map(|key| usize::try_from(key & 0xffff).ok())
         .filter_map(|i| exts.get(i))
     {
         voice_content(&mut feed, ext.kind, &ext.body);
     }
-    feed.finish(VOICE_PREFIX)
+    feed.finish(VOICE_PREFIX, out)
 }
 
 /// Feeds the voiced content of one extension (nothing for presence-only ones).
@@ -317,14 +320,9 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
     }
 }
 
-/// The order id: the raw non-GREASE extension types in wire order (duplicates kept).
-pub(crate) fn order_id(hello: &ClientHello<'_>) -> String {
+/// Writes the order id: the raw non-GREASE extension types in wire order (duplicates kept).
+pub(crate) fn write_order_id(s: &Survey<'_, '_>, out: &mut Ascii) -> Range<usize> {
     let mut feed = Feed::new(ORDER_DOMAIN);
-    let types = hello
-        .extensions()
-        .iter()
-        .map(|e| e.kind.0)
-        .filter(|v| !is_grease(*v));
-    feed.u16_list(0, types);
-    feed.finish(ORDER_PREFIX)
+    feed.u16_list(0, s.types.as_slice().iter().copied());
+    feed.finish(ORDER_PREFIX, out)
 }
