@@ -12,15 +12,33 @@ pub(crate) fn hex_digit(v: u8) -> u8 {
     HEX.get(usize::from(v & 0x0f)).copied().unwrap_or(b'0')
 }
 
-/// The 4 lowercase hex digits of `v`, most significant first, computed on all four nibbles at
-/// once: each byte of `spread` holds one nibble; bytes ≥ 10 get the `'a' - '0' - 10` offset.
-fn hex4_bytes(v: u16) -> [u8; 4] {
-    let v = u32::from(v);
-    let spread = (v >> 12) | ((v >> 8) & 0xf) << 8 | ((v >> 4) & 0xf) << 16 | (v & 0xf) << 24;
-    // Bit 4 of each byte is set exactly when its nibble is 10..=15 (nibble + 6 ≥ 16).
-    let letters = ((spread + 0x0606_0606) >> 4) & 0x0101_0101;
-    // Each byte stays below 0x80: no carry crosses into the next byte.
-    (spread + 0x3030_3030 + letters * 0x27).to_le_bytes()
+/// The two lowercase hex digits of every byte, first digit in the low byte.
+const HEX_PAIRS: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        table[i] = HEX[i >> 4] as u16 | (HEX[i & 0x0f] as u16) << 8;
+        i += 1;
+    }
+    table
+};
+
+/// The two decimal digits of 0..100, ASCII, first digit in the low byte.
+const DEC_PAIRS: [u16; 100] = {
+    let mut table = [0u16; 100];
+    let mut i = 0;
+    while i < 100 {
+        table[i] = (b'0' + (i / 10) as u8) as u16 | ((b'0' + (i % 10) as u8) as u16) << 8;
+        i += 1;
+    }
+    table
+};
+
+/// The 4 lowercase hex digits of `v` in the low 4 bytes of a little-endian word, most
+/// significant digit first.
+fn hex4_word(v: u16) -> u64 {
+    let [hi, lo] = v.to_be_bytes();
+    u64::from(HEX_PAIRS[usize::from(hi)]) | u64::from(HEX_PAIRS[usize::from(lo)]) << 16
 }
 
 /// `value` in decimal as up to 5 ASCII digits in the low bytes of a little-endian word (first
@@ -28,77 +46,115 @@ fn hex4_bytes(v: u16) -> [u8; 4] {
 fn dec_word(value: u16) -> (u64, usize) {
     let v = u32::from(value);
     let rest = v % 10_000;
-    let (hi, lo) = (rest / 100, rest % 100);
-    let digits = [v / 10_000, hi / 10, hi % 10, lo / 10, lo % 10];
-    let mut word = 0u64;
-    for (i, d) in digits.iter().enumerate() {
-        word |= u64::from(*d) << (8 * i);
-    }
+    // `rest / 100` and `rest % 100` are below 100.
+    let pair = |i: u32| u64::from(DEC_PAIRS.get(i as usize).copied().unwrap_or(0x3030));
+    let word = u64::from(b'0' as u32 + v / 10_000) | pair(rest / 100) << 8 | pair(rest % 100) << 24;
     let len = 1
         + usize::from(v >= 10)
         + usize::from(v >= 100)
         + usize::from(v >= 1_000)
         + usize::from(v >= 10_000);
-    // Drop the leading zeros (the lowest bytes), then make the digits ASCII.
-    let word = (word >> (8 * (5 - len))) + (0x30_3030_3030 >> (8 * (5 - len)));
-    (word, len)
+    // Drop the leading zeros (the lowest bytes).
+    (word >> (8 * (5 - len)), len)
 }
 
-/// An ASCII buffer under construction.
-pub(crate) struct Ascii(Vec<u8>);
+/// An ASCII buffer under construction: a zeroed byte buffer and the length written so far, so
+/// that a digit group is one bounds-checked 8-byte store (the tail past `len` is scratch).
+///
+/// The voice writes its binary description here too, past the text, and cuts it off once
+/// hashed ([`Self::be16`], [`Self::truncate`]): [`Self::text`] only ever sees ASCII.
+pub(crate) struct Ascii {
+    buf: Vec<u8>,
+    len: usize,
+}
 
 impl Ascii {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
-        Self(Vec::with_capacity(capacity))
+        Self {
+            buf: vec![0; capacity.max(8)],
+            len: 0,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.len
     }
 
     /// Cuts the buffer back to `len` bytes.
     pub(crate) fn truncate(&mut self, len: usize) {
-        self.0.truncate(len);
+        self.len = self.len.min(len);
     }
 
+    /// Makes room for `extra` more bytes past `len`.
+    #[cold]
+    fn grow(&mut self, extra: usize) {
+        let need = self.len + extra;
+        self.buf.resize(need.max(2 * self.buf.len()), 0);
+    }
+
+    /// The `n` bytes at `len`, growing the buffer if needed (`len` is not moved).
+    #[inline]
+    fn slot(&mut self, n: usize) -> &mut [u8] {
+        if self.buf.len() < self.len + n {
+            self.grow(n);
+        }
+        self.buf.get_mut(self.len..self.len + n).unwrap_or_default()
+    }
+
+    /// `v` as two big-endian bytes (binary, for the voice description).
+    #[inline]
+    pub(crate) fn be16(&mut self, v: u16) {
+        self.word(u64::from(v.swap_bytes()), 2);
+    }
+
+    #[inline]
     pub(crate) fn byte(&mut self, b: u8) {
-        self.0.push(b);
+        self.word(u64::from(b), 1);
     }
 
     /// Appends raw ASCII bytes.
     pub(crate) fn extend(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
+        self.slot(bytes.len()).copy_from_slice(bytes);
+        self.len += bytes.len();
     }
 
     /// Appends a copy of bytes already in the buffer (`range` comes from [`Self::len`]).
     pub(crate) fn repeat(&mut self, range: Range<usize>) {
-        if range.start <= range.end && range.end <= self.0.len() {
-            self.0.extend_from_within(range);
+        if range.start <= range.end && range.end <= self.len {
+            let n = range.end - range.start;
+            self.slot(n);
+            self.buf.copy_within(range, self.len);
+            self.len += n;
         }
     }
 
     pub(crate) fn str(&mut self, s: &str) {
-        self.0.extend_from_slice(s.as_bytes());
+        self.extend(s.as_bytes());
     }
 
     pub(crate) fn bytes(&self, range: Range<usize>) -> &[u8] {
-        self.0.get(range).unwrap_or_default()
+        if range.end > self.len {
+            return &[];
+        }
+        self.buf.get(range).unwrap_or_default()
     }
 
-    /// Writes the low `len` bytes of `word` (at most 8) as one 8-byte append cut back.
+    /// Writes the low `len` bytes of `word` (at most 8) as one 8-byte store.
+    #[inline]
     fn word(&mut self, word: u64, len: usize) {
-        let at = self.0.len();
-        self.0.extend_from_slice(&word.to_le_bytes());
-        self.0.truncate(at + len);
+        self.slot(8).copy_from_slice(&word.to_le_bytes());
+        self.len += len;
     }
 
     /// `value` in decimal.
+    #[inline]
     pub(crate) fn dec(&mut self, value: u16) {
         let (word, len) = dec_word(value);
         self.word(word, len);
     }
 
     /// `sep` then `value` in decimal.
+    #[inline]
     pub(crate) fn sep_dec(&mut self, sep: u8, value: u16) {
         let (word, len) = dec_word(value);
         self.word(word << 8 | u64::from(sep), len + 1);
@@ -116,14 +172,15 @@ impl Ascii {
     }
 
     /// `value` as 4 lowercase hex digits.
+    #[inline]
     pub(crate) fn hex4(&mut self, value: u16) {
-        self.0.extend_from_slice(&hex4_bytes(value));
+        self.word(hex4_word(value), 4);
     }
 
     /// `sep` then `value` as 4 lowercase hex digits.
+    #[inline]
     pub(crate) fn sep_hex4(&mut self, sep: u8, value: u16) {
-        let word = u64::from(u32::from_le_bytes(hex4_bytes(value))) << 8 | u64::from(sep);
-        self.word(word, 5);
+        self.word(hex4_word(value) << 8 | u64::from(sep), 5);
     }
 
     /// `values` as 4-digit hex joined by `sep`.
@@ -139,21 +196,14 @@ impl Ascii {
 
     /// `bytes` as lowercase hex.
     pub(crate) fn hex(&mut self, bytes: &[u8]) {
-        let mut pairs = bytes.chunks_exact(2);
-        for pair in pairs.by_ref() {
-            if let [a, b] = pair {
-                self.hex4(u16::from_be_bytes([*a, *b]));
-            }
-        }
-        for b in pairs.remainder() {
-            self.0
-                .extend_from_slice(&[hex_digit(b >> 4), hex_digit(*b)]);
+        for b in bytes {
+            self.word(u64::from(HEX_PAIRS[usize::from(*b)]), 2);
         }
     }
 
-    /// The whole buffer as text (it only ever holds ASCII; `None` would be a bug here).
+    /// The whole text written so far (it only ever holds ASCII; `None` would be a bug here).
     pub(crate) fn text(&self) -> Option<&str> {
-        std::str::from_utf8(&self.0).ok()
+        std::str::from_utf8(self.buf.get(..self.len)?).ok()
     }
 }
 

@@ -36,16 +36,33 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         self.heap.push(v);
     }
 
-    fn from_slice(values: &[T]) -> Self {
-        let mut s = Self::new();
-        match s.stack.get_mut(..values.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(values);
-                s.len = values.len();
+    /// Fills `self` with `values` sorted ascending. Short lists are placed by rank (each value
+    /// goes to the number of smaller values plus the number of equal ones before it): no
+    /// data-dependent branch, and the counting loops vectorize. Longer ones use `sort_unstable`.
+    fn sort_from(&mut self, values: &[T])
+    where
+        T: Ord,
+    {
+        self.len = 0;
+        self.heap.clear();
+        if values.len() <= RANK_SORT_MAX && values.len() <= N {
+            for (i, x) in values.iter().enumerate() {
+                // Counted in u32 lanes (at most 64 values): vectorizes far better than usize.
+                let below = values.iter().fold(0u32, |n, y| n + u32::from(y < x));
+                let ties = values
+                    .get(..i)
+                    .unwrap_or_default()
+                    .iter()
+                    .fold(0u32, |n, y| n + u32::from(y == x));
+                if let Some(slot) = self.stack.get_mut((below + ties) as usize) {
+                    *slot = *x;
+                }
             }
-            None => s.heap.extend_from_slice(values),
+            self.len = values.len();
+        } else {
+            self.heap.extend_from_slice(values);
+            self.heap.sort_unstable();
         }
-        s
     }
 
     pub(crate) fn as_slice(&self) -> &[T] {
@@ -55,22 +72,17 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
             &self.heap
         }
     }
-
-    fn as_mut_slice(&mut self) -> &mut [T] {
-        if self.heap.is_empty() {
-            self.stack.get_mut(..self.len).unwrap_or_default()
-        } else {
-            &mut self.heap
-        }
-    }
 }
+
+/// Longest list sorted by rank (quadratic) rather than by `sort_unstable`.
+const RANK_SORT_MAX: usize = 64;
 
 /// Everything the fingerprints read from one hello, gathered in one pass.
 pub(crate) struct Survey<'h, 'a> {
     /// Non-GREASE cipher suites, wire order.
-    pub(crate) ciphers: Small<u16, 128>,
+    pub(crate) ciphers: Small<u16, 64>,
     /// The same, sorted.
-    pub(crate) sorted_ciphers: Small<u16, 128>,
+    pub(crate) sorted_ciphers: Small<u16, 64>,
     /// Whether the cipher list holds any GREASE value.
     pub(crate) cipher_grease: bool,
     /// Non-GREASE extension types, wire order (duplicates kept).
@@ -103,22 +115,10 @@ pub(crate) struct Survey<'h, 'a> {
 impl<'h, 'a> Survey<'h, 'a> {
     /// Surveys `hello`.
     pub(crate) fn new(hello: &'h ClientHello<'a>) -> Self {
-        let mut ciphers = Small::new();
-        let mut cipher_grease = false;
-        for v in hello.cipher_suites.values() {
-            if is_grease(v) {
-                cipher_grease = true;
-            } else {
-                ciphers.push(v);
-            }
-        }
-        let mut sorted_ciphers = Small::from_slice(ciphers.as_slice());
-        sorted_ciphers.as_mut_slice().sort_unstable();
-
         let mut s = Survey {
-            ciphers,
-            sorted_ciphers,
-            cipher_grease,
+            ciphers: Small::new(),
+            sorted_ciphers: Small::new(),
+            cipher_grease: false,
             types: Small::new(),
             sorted_types: Small::new(),
             keys: Small::new(),
@@ -132,9 +132,19 @@ impl<'h, 'a> Survey<'h, 'a> {
             supported_versions: None,
             alpn: None,
         };
+        for v in hello.cipher_suites.values() {
+            if is_grease(v) {
+                s.cipher_grease = true;
+            } else {
+                s.ciphers.push(v);
+            }
+        }
+        s.sorted_ciphers.sort_from(s.ciphers.as_slice());
+
+        let mut keys: Small<u32, 48> = Small::new();
         for (ext, index) in hello.extensions().iter().zip(0u32..) {
             let kind = ext.kind.0;
-            s.keys.push(u32::from(kind) << 16 | (index & 0xffff));
+            keys.push(u32::from(kind) << 16 | (index & 0xffff));
             if is_grease(kind) {
                 s.grease_extensions += 1;
                 continue;
@@ -161,7 +171,7 @@ impl<'h, 'a> Survey<'h, 'a> {
             };
             slot.get_or_insert(&ext.body);
         }
-        s.keys.as_mut_slice().sort_unstable();
+        s.keys.sort_from(keys.as_slice());
         for key in s.keys.as_slice() {
             // The high half is the type.
             let kind = (key >> 16) as u16;

@@ -53,64 +53,30 @@ mod tag {
     pub(super) const CONTENT: u8 = 0x08;
 }
 
-/// Buffers small writes and feeds them to sha256 in blocks.
-struct Feed {
-    hasher: Sha256,
-    buf: [u8; FEED_BUF],
-    len: usize,
+/// Writes the canonical description into the scratch buffer, past the fingerprint text, and
+/// hashes it in one go when done (the description is then cut off again).
+struct Feed<'o> {
+    out: &'o mut Ascii,
+    start: usize,
 }
 
-/// Bytes buffered before they go to the hasher; a Chrome hello's description fits.
-const FEED_BUF: usize = 512;
-
-impl Feed {
-    fn new(domain: &[u8]) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(domain);
-        Self {
-            hasher,
-            buf: [0; FEED_BUF],
-            len: 0,
-        }
-    }
-
-    fn flush(&mut self) {
-        self.hasher
-            .update(self.buf.get(..self.len).unwrap_or_default());
-        self.len = 0;
-    }
-
-    /// Appends a fixed-size group of bytes (constant size, so the copy is inlined).
-    fn put<const N: usize>(&mut self, bytes: [u8; N]) {
-        if self.len + N > FEED_BUF {
-            self.flush();
-        }
-        if let Some(dst) = self.buf.get_mut(self.len..self.len + N) {
-            dst.copy_from_slice(&bytes);
-            self.len += N;
-        }
+impl<'o> Feed<'o> {
+    fn new(out: &'o mut Ascii, domain: &[u8]) -> Self {
+        let start = out.len();
+        out.extend(domain);
+        Self { out, start }
     }
 
     fn u8(&mut self, v: u8) {
-        self.put([v]);
+        self.out.byte(v);
     }
 
     fn u16(&mut self, v: u16) {
-        self.put(v.to_be_bytes());
+        self.out.be16(v);
     }
 
     fn bytes(&mut self, bytes: &[u8]) {
-        let end = self.len + bytes.len();
-        match self.buf.get_mut(self.len..end) {
-            Some(dst) => {
-                dst.copy_from_slice(bytes);
-                self.len = end;
-            }
-            None => {
-                self.flush();
-                self.hasher.update(bytes);
-            }
-        }
+        self.out.extend(bytes);
     }
 
     /// Like [`Self::u16_list`] for a wire list of two-byte values: the bytes go in as they are
@@ -139,14 +105,14 @@ impl Feed {
         }
     }
 
-    /// Writes `prefix` and the first 12 digest bytes as lowercase hex to `out`.
-    fn finish(mut self, prefix: &str, out: &mut Ascii) -> Range<usize> {
-        self.flush();
-        let digest = self.hasher.finalize();
-        let start = out.len();
-        out.str(prefix);
-        out.hex(digest.get(..12).unwrap_or_default());
-        start..out.len()
+    /// Replaces the description by `prefix` and the first 12 bytes of its sha256 in lowercase
+    /// hex; answers where that id sits.
+    fn finish(self, prefix: &str) -> Range<usize> {
+        let digest = Sha256::digest(self.out.bytes(self.start..self.out.len()));
+        self.out.truncate(self.start);
+        self.out.str(prefix);
+        self.out.hex(digest.get(..12).unwrap_or_default());
+        self.start..self.out.len()
     }
 }
 
@@ -157,13 +123,13 @@ fn in_set(kind: ExtensionType) -> bool {
 
 /// The content tag of an extension type: its code point, so the content of each extension is
 /// bound to its type.
-fn content(feed: &mut Feed, kind: ExtensionType) {
+fn content(feed: &mut Feed<'_>, kind: ExtensionType) {
     feed.u8(tag::CONTENT);
     feed.u16(kind.0);
 }
 
 /// Writes `count` names, each `len(u8) bytes`.
-fn names<'n>(feed: &mut Feed, list: impl Iterator<Item = &'n [u8]> + Clone) {
+fn names<'n>(feed: &mut Feed<'_>, list: impl Iterator<Item = &'n [u8]> + Clone) {
     feed.count(list.clone().count());
     for name in list {
         feed.u8(u8::try_from(name.len()).unwrap_or(u8::MAX));
@@ -177,7 +143,7 @@ pub(crate) fn write_voice_id(
     s: &Survey<'_, '_>,
     out: &mut Ascii,
 ) -> Range<usize> {
-    let mut feed = Feed::new(VOICE_DOMAIN);
+    let mut feed = Feed::new(out, VOICE_DOMAIN);
     feed.u8(tag::EXTENSION_BLOCK);
     feed.u8(u8::from(hello.extensions.is_some()));
     feed.u8(tag::LEGACY_VERSION);
@@ -232,11 +198,11 @@ pub(crate) fn write_voice_id(
     {
         voice_content(&mut feed, ext.kind, &ext.body);
     }
-    feed.finish(VOICE_PREFIX, out)
+    feed.finish(VOICE_PREFIX)
 }
 
 /// Feeds the voiced content of one extension (nothing for presence-only ones).
-fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>) {
+fn voice_content(feed: &mut Feed<'_>, kind: ExtensionType, body: &ExtensionBody<'_>) {
     use ExtensionBody as B;
     match body {
         B::SupportedGroups(list) => {
@@ -322,7 +288,7 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
 
 /// Writes the order id: the raw non-GREASE extension types in wire order (duplicates kept).
 pub(crate) fn write_order_id(s: &Survey<'_, '_>, out: &mut Ascii) -> Range<usize> {
-    let mut feed = Feed::new(ORDER_DOMAIN);
+    let mut feed = Feed::new(out, ORDER_DOMAIN);
     feed.u16_list(0, s.types.as_slice().iter().copied());
-    feed.finish(ORDER_PREFIX, out)
+    feed.finish(ORDER_PREFIX)
 }
