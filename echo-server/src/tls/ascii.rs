@@ -58,11 +58,8 @@ fn dec_word(value: u16) -> (u64, usize) {
     (word >> (8 * (5 - len)), len)
 }
 
-/// An ASCII buffer under construction: a zeroed byte buffer and the length written so far, so
-/// that a digit group is one bounds-checked 8-byte store (the tail past `len` is scratch).
-///
-/// The voice writes its binary description here too, past the text, and cuts it off once
-/// hashed ([`Self::be16`], [`Self::truncate`]): [`Self::text`] only ever sees ASCII.
+/// The scratch buffer: zeroed bytes and the length of the text written so far. Writing goes
+/// through a [`Cursor`] (see [`Self::write`]).
 pub(crate) struct Ascii {
     buf: Vec<u8>,
     len: usize,
@@ -71,69 +68,65 @@ pub(crate) struct Ascii {
 impl Ascii {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         Self {
-            buf: vec![0; capacity.max(8)],
+            buf: vec![0; capacity],
             len: 0,
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Cuts the buffer back to `len` bytes.
-    pub(crate) fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
-    }
-
-    /// Makes room for `extra` more bytes past `len`.
-    #[cold]
-    fn grow(&mut self, extra: usize) {
-        let need = self.len + extra;
-        self.buf.resize(need.max(2 * self.buf.len()), 0);
-    }
-
-    /// The `n` bytes at `len`, growing the buffer if needed (`len` is not moved).
-    #[inline]
-    fn slot(&mut self, n: usize) -> &mut [u8] {
-        if self.buf.len() < self.len + n {
-            self.grow(n);
-        }
-        self.buf.get_mut(self.len..self.len + n).unwrap_or_default()
-    }
-
-    /// `v` as two big-endian bytes (binary, for the voice description).
-    #[inline]
-    pub(crate) fn be16(&mut self, v: u16) {
-        self.word(u64::from(v.swap_bytes()), 2);
-    }
-
-    #[inline]
-    pub(crate) fn byte(&mut self, b: u8) {
-        self.word(u64::from(b), 1);
-    }
-
-    /// Appends raw ASCII bytes.
-    pub(crate) fn extend(&mut self, bytes: &[u8]) {
-        self.slot(bytes.len()).copy_from_slice(bytes);
-        self.len += bytes.len();
-    }
-
-    /// Appends a copy of bytes already in the buffer (`range` comes from [`Self::len`]).
-    pub(crate) fn repeat(&mut self, range: Range<usize>) {
-        if range.start <= range.end && range.end <= self.len {
-            let n = range.end - range.start;
-            self.slot(n);
-            self.buf.copy_within(range, self.len);
-            self.len += n;
+    /// Runs `f` with a cursor at the end of the text, after making sure at least `room` bytes
+    /// (plus the 8 a word store may touch) are there; the text then ends where the cursor
+    /// stopped. Should `f` run out of buffer anyway, the buffer is grown and `f` runs again
+    /// from the same start, so a low `room` costs time, never output.
+    pub(crate) fn write<R>(&mut self, room: usize, mut f: impl FnMut(&mut Cursor<'_>) -> R) -> R {
+        let mut room = room;
+        loop {
+            let need = self.len + room + 8;
+            if self.buf.len() < need {
+                self.buf.resize(need, 0);
+            }
+            let mut cursor = Cursor {
+                buf: &mut self.buf,
+                pos: self.len,
+                full: false,
+            };
+            let result = f(&mut cursor);
+            if !cursor.full {
+                self.len = cursor.pos;
+                return result;
+            }
+            room = 2 * room + 256;
         }
     }
 
-    pub(crate) fn str(&mut self, s: &str) {
-        self.extend(s.as_bytes());
+    /// The whole text written so far (it only ever holds ASCII; `None` would be a bug here).
+    pub(crate) fn text(&self) -> Option<&str> {
+        std::str::from_utf8(self.buf.get(..self.len)?).ok()
+    }
+}
+
+/// A write position in the scratch buffer. Kept in a local, its position and the buffer bounds
+/// stay in registers: a digit group is one bounds check and one 8-byte store.
+pub(crate) struct Cursor<'b> {
+    buf: &'b mut [u8],
+    pos: usize,
+    /// Set when a write did not fit; [`Ascii::write`] then grows the buffer and starts over.
+    full: bool,
+}
+
+impl Cursor<'_> {
+    /// Where the next byte goes.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
     }
 
+    /// Moves the position back to `pos` (dropping what was written after it).
+    pub(crate) fn rewind(&mut self, pos: usize) {
+        self.pos = self.pos.min(pos);
+    }
+
+    /// Bytes already written.
     pub(crate) fn bytes(&self, range: Range<usize>) -> &[u8] {
-        if range.end > self.len {
+        if range.end > self.pos {
             return &[];
         }
         self.buf.get(range).unwrap_or_default()
@@ -142,8 +135,51 @@ impl Ascii {
     /// Writes the low `len` bytes of `word` (at most 8) as one 8-byte store.
     #[inline]
     fn word(&mut self, word: u64, len: usize) {
-        self.slot(8).copy_from_slice(&word.to_le_bytes());
-        self.len += len;
+        match self.buf.get_mut(self.pos..self.pos + 8) {
+            Some(dst) => {
+                dst.copy_from_slice(&word.to_le_bytes());
+                self.pos += len;
+            }
+            None => self.full = true,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn byte(&mut self, b: u8) {
+        self.word(u64::from(b), 1);
+    }
+
+    /// `v` as two big-endian bytes (binary: the voice description, hashed then rewound).
+    #[inline]
+    pub(crate) fn be16(&mut self, v: u16) {
+        self.word(u64::from(v.swap_bytes()), 2);
+    }
+
+    /// Appends bytes.
+    #[inline]
+    pub(crate) fn extend(&mut self, bytes: &[u8]) {
+        match self.buf.get_mut(self.pos..self.pos + bytes.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.pos += bytes.len();
+            }
+            None => self.full = true,
+        }
+    }
+
+    pub(crate) fn str(&mut self, s: &str) {
+        self.extend(s.as_bytes());
+    }
+
+    /// Appends a copy of bytes already written.
+    pub(crate) fn repeat(&mut self, range: Range<usize>) {
+        let n = range.end.saturating_sub(range.start);
+        if range.end > self.pos || self.pos + n > self.buf.len() {
+            self.full = true;
+            return;
+        }
+        self.buf.copy_within(range, self.pos);
+        self.pos += n;
     }
 
     /// `value` in decimal.
@@ -200,11 +236,6 @@ impl Ascii {
             self.word(u64::from(HEX_PAIRS[usize::from(*b)]), 2);
         }
     }
-
-    /// The whole text written so far (it only ever holds ASCII; `None` would be a bug here).
-    pub(crate) fn text(&self) -> Option<&str> {
-        std::str::from_utf8(self.buf.get(..self.len)?).ok()
-    }
 }
 
 /// The part `range` of `text` as an owned string of exactly that size.
@@ -218,19 +249,22 @@ mod tests {
 
     #[test]
     fn decimal_and_hex() {
-        let mut a = Ascii::with_capacity(8);
-        for v in [0u16, 7, 10, 99, 100, 771, 4865, 65535] {
-            a.dec(v);
-            a.byte(b' ');
-        }
-        a.sep_dec(b'-', 5);
-        a.sep_dec(b'-', 12345);
-        a.sep_hex4(b',', 0xff01);
-        a.byte(b' ');
-        a.hex4(0x0a1b);
-        a.hex(&[0xff, 0x00, 0x9a]);
-        a.dec_list(b'-', [1, 22, 333]);
-        a.hex4_list(b',', [0x1301, 0xcafe]);
+        let mut a = Ascii::with_capacity(0);
+        // A room far too small: the writer grows and starts over.
+        a.write(1, |c| {
+            for v in [0u16, 7, 10, 99, 100, 771, 4865, 65535] {
+                c.dec(v);
+                c.byte(b' ');
+            }
+            c.sep_dec(b'-', 5);
+            c.sep_dec(b'-', 12345);
+            c.sep_hex4(b',', 0xff01);
+            c.byte(b' ');
+            c.hex4(0x0a1b);
+            c.hex(&[0xff, 0x00, 0x9a]);
+            c.dec_list(b'-', [1, 22, 333]);
+            c.hex4_list(b',', [0x1301, 0xcafe]);
+        });
         assert_eq!(
             a.text(),
             Some("0 7 10 99 100 771 4865 65535 -5-12345,ff01 0a1bff009a1-22-3331301,cafe")
@@ -242,15 +276,23 @@ mod tests {
     fn every_value_matches_fmt() {
         for v in 0..=u16::MAX {
             let mut a = Ascii::with_capacity(16);
-            a.dec(v);
-            a.sep_dec(b'-', v);
-            a.hex4(v);
-            a.sep_hex4(b',', v);
+            a.write(16, |c| {
+                c.dec(v);
+                c.sep_dec(b'-', v);
+                c.hex4(v);
+                c.sep_hex4(b',', v);
+            });
             assert_eq!(a.text(), Some(format!("{v}-{v}{v:04x},{v:04x}").as_str()));
         }
         let mut a = Ascii::with_capacity(4);
-        a.hex(&[0x01, 0xab, 0xcd, 0xef]);
-        a.repeat(0..2);
-        assert_eq!(a.text().map(|t| cut(t, 4..10)), Some("cdef01".to_owned()));
+        a.write(0, |c| {
+            c.hex(&[0x01, 0xab, 0xcd, 0xef]);
+            c.repeat(0..2);
+            c.be16(0x3132);
+            c.str("x");
+            c.extend(b"yz");
+            c.rewind(12);
+        });
+        assert_eq!(a.text().map(|t| cut(t, 4..12)), Some("cdef0112".to_owned()));
     }
 }

@@ -25,50 +25,65 @@ pub(crate) struct Ja3Set {
 
 /// Writes JA3, JA3N and their lowercase-hex md5 hashes of `hello` to `out`.
 pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut Ascii) -> Ja3Set {
-    let start = out.len();
-    out.dec(hello.legacy_version.0);
-    out.byte(b',');
-    out.dec_list(b'-', s.ciphers.as_slice().iter().copied());
-    out.byte(b',');
-    let head = out.len();
-    out.dec_list(b'-', s.types.as_slice().iter().copied());
-    let tail = out.len();
-    out.byte(b',');
-    if let Some(ExtensionBody::SupportedGroups(groups)) = s.supported_groups {
-        out.dec_list(b'-', groups.values().filter(|v| !is_grease(*v)));
-    }
-    out.byte(b',');
-    if let Some(ExtensionBody::EcPointFormats(formats)) = s.ec_point_formats {
-        out.dec_list(b'-', formats.values().map(u16::from));
-    }
-    let ja3 = start..out.len();
+    let groups = match s.supported_groups {
+        Some(ExtensionBody::SupportedGroups(groups)) => Some(groups),
+        _ => None,
+    };
+    let formats = match s.ec_point_formats {
+        Some(ExtensionBody::EcPointFormats(formats)) => Some(formats),
+        _ => None,
+    };
+    // Up to 6 bytes a number, each string twice (JA3, JA3N), and the two hashes.
+    let numbers = s.ciphers.as_slice().len()
+        + s.types.as_slice().len()
+        + groups.map_or(0, |g| g.len())
+        + formats.map_or(0, |f| f.len());
+    out.write(12 * numbers + 96, |c| {
+        let start = c.pos();
+        c.dec(hello.legacy_version.0);
+        c.byte(b',');
+        c.dec_list(b'-', s.ciphers.as_slice().iter().copied());
+        c.byte(b',');
+        let head = c.pos();
+        c.dec_list(b'-', s.types.as_slice().iter().copied());
+        let tail = c.pos();
+        c.byte(b',');
+        if let Some(groups) = groups {
+            c.dec_list(b'-', groups.values().filter(|v| !is_grease(*v)));
+        }
+        c.byte(b',');
+        if let Some(formats) = formats {
+            c.dec_list(b'-', formats.values().map(u16::from));
+        }
+        let ja3 = start..c.pos();
 
-    // JA3N: the same `version,ciphers,` and `,curves,formats` around the sorted types.
-    let ja3n_start = out.len();
-    out.repeat(start..head);
-    out.dec_list(b'-', s.sorted_types.as_slice().iter().copied());
-    out.repeat(tail..ja3.end);
-    let ja3n = ja3n_start..out.len();
+        // JA3N: the same `version,ciphers,` and `,curves,formats` around the sorted types.
+        let ja3n_start = c.pos();
+        c.repeat(start..head);
+        c.dec_list(b'-', s.sorted_types.as_slice().iter().copied());
+        c.repeat(tail..ja3.end);
+        let ja3n = ja3n_start..c.pos();
 
-    // Both strings share `version,ciphers,`: hash it once.
-    let mut prefix = Md5::new();
-    prefix.update(out.bytes(start..head));
-    let mut h = prefix.clone();
-    h.update(out.bytes(head..ja3.end));
-    let ja3_digest = h.finalize();
-    let mut h = prefix;
-    h.update(out.bytes(ja3n.start + (head - start)..ja3n.end));
-    let ja3n_digest = h.finalize();
+        // Both strings share `version,ciphers,`: hash it once.
+        let mut prefix = Md5::new();
+        prefix.update(c.bytes(start..head));
+        let mut h = prefix.clone();
+        h.update(c.bytes(head..ja3.end));
+        let ja3_digest = h.finalize();
+        let mut h = prefix;
+        h.update(c.bytes(ja3n.start + (head - start)..ja3n.end));
+        let ja3n_digest = h.finalize();
 
-    let ja3_hash_start = out.len();
-    out.hex(&ja3_digest);
-    let ja3_hash = ja3_hash_start..out.len();
-    out.hex(&ja3n_digest);
-    let ja3n_hash = ja3_hash.end..out.len();
-    Ja3Set {
-        ja3,
-        ja3_hash,
-        ja3n,
-        ja3n_hash,
-    }
+        let ja3_hash_start = c.pos();
+        c.hex(&ja3_digest);
+        let ja3_hash = ja3_hash_start..c.pos();
+        c.hex(&ja3n_digest);
+        let ja3n_hash = ja3_hash.end..c.pos();
+        Ja3Set {
+            ja3,
+            ja3_hash,
+            ja3n,
+            ja3n_hash,
+        }
+    })
 }

@@ -6,21 +6,21 @@ use std::ops::Range;
 
 use sha2::{Digest, Sha256};
 
-use super::ascii::{hex_digit, Ascii};
+use super::ascii::{hex_digit, Ascii, Cursor};
 use super::client_hello::ClientHello;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
 use super::survey::Survey;
 
-/// Appends the first 12 hex chars of sha256(`out[input]`), or `000000000000` for an empty
-/// input.
-fn push_hash12(out: &mut Ascii, input: Range<usize>) {
+/// Appends the first 12 hex chars of sha256(`input`, already written), or `000000000000` for an
+/// empty input.
+fn push_hash12(c: &mut Cursor<'_>, input: Range<usize>) {
     if input.is_empty() {
-        out.str("000000000000");
+        c.str("000000000000");
         return;
     }
-    let digest = Sha256::digest(out.bytes(input));
-    out.hex(digest.get(..6).unwrap_or_default());
+    let digest = Sha256::digest(c.bytes(input));
+    c.hex(digest.get(..6).unwrap_or_default());
 }
 
 /// The two ALPN characters of JA4_a from the first protocol name (spec 2024-08 / 2026-01):
@@ -95,56 +95,57 @@ fn part_a(hello: &ClientHello<'_>, s: &Survey<'_, '_>) -> [u8; 10] {
 /// Writes `a_ciphers_exts[_sigs]` (raw) then `a_hash(ciphers)_hash(exts[_sigs])` (hashed);
 /// `sigs` is where an earlier raw string already holds the hex signature list, if any.
 fn raw_and_hashed(
-    out: &mut Ascii,
+    c: &mut Cursor<'_>,
     a: &[u8; 10],
     ciphers: &[u16],
     exts: impl Iterator<Item = u16>,
-    sigs: &mut Option<Range<usize>>,
+    sigs: Option<Range<usize>>,
     sig_list: impl Iterator<Item = u16>,
-) -> (Range<usize>, Range<usize>) {
-    let raw_start = out.len();
-    out.extend(a);
-    out.byte(b'_');
-    let b = out.len();
-    out.hex4_list(b',', ciphers.iter().copied());
-    let b = b..out.len();
-    out.byte(b'_');
-    let c_start = out.len();
-    out.hex4_list(b',', exts);
-    let exts_empty = out.len() == c_start;
-    match sigs.clone() {
+) -> (Range<usize>, Range<usize>, Range<usize>) {
+    let raw_start = c.pos();
+    c.extend(a);
+    c.byte(b'_');
+    let b = c.pos();
+    c.hex4_list(b',', ciphers.iter().copied());
+    let b = b..c.pos();
+    c.byte(b'_');
+    let c_start = c.pos();
+    c.hex4_list(b',', exts);
+    let exts_empty = c.pos() == c_start;
+    let sigs = match sigs {
         Some(range) => {
             if !range.is_empty() {
-                out.byte(b'_');
-                out.repeat(range);
+                c.byte(b'_');
+                c.repeat(range.clone());
             }
+            range
         }
         None => {
-            let at = out.len();
-            out.byte(b'_');
-            let list = out.len();
-            out.hex4_list(b',', sig_list);
-            if out.len() == list {
+            let at = c.pos();
+            c.byte(b'_');
+            let list = c.pos();
+            c.hex4_list(b',', sig_list);
+            if c.pos() == list {
                 // No signature algorithm: no `_` either.
-                out.truncate(at);
-                *sigs = Some(at..at);
+                c.rewind(at);
+                at..at
             } else {
-                *sigs = Some(list..out.len());
+                list..c.pos()
             }
         }
-    }
-    let raw = raw_start..out.len();
-    let hashed_start = out.len();
-    out.extend(a);
-    out.byte(b'_');
-    push_hash12(out, b);
-    out.byte(b'_');
+    };
+    let raw = raw_start..c.pos();
+    let hashed_start = c.pos();
+    c.extend(a);
+    c.byte(b'_');
+    push_hash12(c, b);
+    c.byte(b'_');
     if exts_empty {
-        out.str("000000000000");
+        c.str("000000000000");
     } else {
-        push_hash12(out, c_start..raw.end);
+        push_hash12(c, c_start..raw.end);
     }
-    (raw, hashed_start..out.len())
+    (raw, hashed_start..c.pos(), sigs)
 }
 
 /// Writes JA4_r, JA4, JA4_ro and JA4_o of `hello` to `out`.
@@ -160,33 +161,37 @@ pub(crate) fn write_ja4(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut A
             .flat_map(|list| list.values())
             .filter(|v| !is_grease(*v))
     };
-    let mut sigs = None;
-    let (ja4_r, ja4) = raw_and_hashed(
-        out,
-        &a,
-        s.sorted_ciphers.as_slice(),
-        s.sorted_types
-            .as_slice()
-            .iter()
-            .copied()
-            .filter(|v| *v != 0x0000 && *v != 0x0010),
-        &mut sigs,
-        sig_values(),
-    );
-    let (ja4_ro, ja4_o) = raw_and_hashed(
-        out,
-        &a,
-        s.ciphers.as_slice(),
-        s.types.as_slice().iter().copied(),
-        &mut sigs,
-        sig_values(),
-    );
-    Ja4Set {
-        ja4,
-        ja4_r,
-        ja4_o,
-        ja4_ro,
-    }
+    // 5 bytes a number in each raw string, and the two hashed strings.
+    let numbers =
+        s.ciphers.as_slice().len() + s.types.as_slice().len() + sig_list.map_or(0, |l| l.len());
+    out.write(10 * numbers + 128, |c| {
+        let (ja4_r, ja4, sigs) = raw_and_hashed(
+            c,
+            &a,
+            s.sorted_ciphers.as_slice(),
+            s.sorted_types
+                .as_slice()
+                .iter()
+                .copied()
+                .filter(|v| *v != 0x0000 && *v != 0x0010),
+            None,
+            sig_values(),
+        );
+        let (ja4_ro, ja4_o, _) = raw_and_hashed(
+            c,
+            &a,
+            s.ciphers.as_slice(),
+            s.types.as_slice().iter().copied(),
+            Some(sigs),
+            std::iter::empty(),
+        );
+        Ja4Set {
+            ja4,
+            ja4_r,
+            ja4_o,
+            ja4_ro,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -218,9 +223,11 @@ mod tests {
     }
 
     fn hash12(input: &str) -> String {
-        let mut s = Ascii::with_capacity(12);
-        s.str(input);
-        push_hash12(&mut s, 0..input.len());
+        let mut s = Ascii::with_capacity(0);
+        s.write(input.len() + 12, |c| {
+            c.str(input);
+            push_hash12(c, 0..input.len());
+        });
         s.text()
             .map(|t| t[input.len()..].to_owned())
             .unwrap_or_default()

@@ -36,32 +36,23 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         self.heap.push(v);
     }
 
-    /// Fills `self` with `values` sorted ascending. Short lists are placed by rank (each value
-    /// goes to the number of smaller values plus the number of equal ones before it): no
-    /// data-dependent branch, and the counting loops vectorize. Longer ones use `sort_unstable`.
+    /// Fills `self` with `values` sorted ascending.
     fn sort_from(&mut self, values: &[T])
     where
         T: Ord,
     {
         self.len = 0;
         self.heap.clear();
-        if values.len() <= RANK_SORT_MAX && values.len() <= N {
-            for (i, x) in values.iter().enumerate() {
-                // Counted in u32 lanes (at most 64 values): vectorizes far better than usize.
-                let below = values.iter().fold(0u32, |n, y| n + u32::from(y < x));
-                let ties = values
-                    .get(..i)
-                    .unwrap_or_default()
-                    .iter()
-                    .fold(0u32, |n, y| n + u32::from(y == x));
-                if let Some(slot) = self.stack.get_mut((below + ties) as usize) {
-                    *slot = *x;
-                }
+        match self.stack.get_mut(..values.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(values);
+                dst.sort_unstable();
+                self.len = values.len();
             }
-            self.len = values.len();
-        } else {
-            self.heap.extend_from_slice(values);
-            self.heap.sort_unstable();
+            None => {
+                self.heap.extend_from_slice(values);
+                self.heap.sort_unstable();
+            }
         }
     }
 
@@ -73,9 +64,6 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         }
     }
 }
-
-/// Longest list sorted by rank (quadratic) rather than by `sort_unstable`.
-const RANK_SORT_MAX: usize = 64;
 
 /// Everything the fingerprints read from one hello, gathered in one pass.
 pub(crate) struct Survey<'h, 'a> {
@@ -93,6 +81,8 @@ pub(crate) struct Survey<'h, 'a> {
     pub(crate) keys: Small<u32, 48>,
     /// Number of GREASE extensions.
     pub(crate) grease_extensions: usize,
+    /// Total length of the extension bodies.
+    pub(crate) extension_bytes: usize,
     /// Whether any known extension failed to parse.
     pub(crate) malformed: bool,
     /// Whether quic_transport_parameters is present.
@@ -123,6 +113,7 @@ impl<'h, 'a> Survey<'h, 'a> {
             sorted_types: Small::new(),
             keys: Small::new(),
             grease_extensions: 0,
+            extension_bytes: 0,
             malformed: false,
             quic: false,
             server_name: false,
@@ -145,6 +136,7 @@ impl<'h, 'a> Survey<'h, 'a> {
         for (ext, index) in hello.extensions().iter().zip(0u32..) {
             let kind = ext.kind.0;
             keys.push(u32::from(kind) << 16 | (index & 0xffff));
+            s.extension_bytes += ext.len;
             if is_grease(kind) {
                 s.grease_extensions += 1;
                 continue;

@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use sha2::{Digest, Sha256};
 
-use super::ascii::Ascii;
+use super::ascii::{Ascii, Cursor};
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
@@ -54,29 +54,32 @@ mod tag {
 }
 
 /// Writes the canonical description into the scratch buffer, past the fingerprint text, and
-/// hashes it in one go when done (the description is then cut off again).
-struct Feed<'o> {
-    out: &'o mut Ascii,
+/// hashes it in one go when done (the description is then replaced by the id).
+struct Feed<'c, 'b> {
+    c: &'c mut Cursor<'b>,
     start: usize,
 }
 
-impl<'o> Feed<'o> {
-    fn new(out: &'o mut Ascii, domain: &[u8]) -> Self {
-        let start = out.len();
-        out.extend(domain);
-        Self { out, start }
+impl<'c, 'b> Feed<'c, 'b> {
+    fn new(c: &'c mut Cursor<'b>, domain: &[u8]) -> Self {
+        let start = c.pos();
+        c.extend(domain);
+        Self { c, start }
     }
 
+    #[inline]
     fn u8(&mut self, v: u8) {
-        self.out.byte(v);
+        self.c.byte(v);
     }
 
+    #[inline]
     fn u16(&mut self, v: u16) {
-        self.out.be16(v);
+        self.c.be16(v);
     }
 
+    #[inline]
     fn bytes(&mut self, bytes: &[u8]) {
-        self.out.extend(bytes);
+        self.c.extend(bytes);
     }
 
     /// Like [`Self::u16_list`] for a wire list of two-byte values: the bytes go in as they are
@@ -108,11 +111,11 @@ impl<'o> Feed<'o> {
     /// Replaces the description by `prefix` and the first 12 bytes of its sha256 in lowercase
     /// hex; answers where that id sits.
     fn finish(self, prefix: &str) -> Range<usize> {
-        let digest = Sha256::digest(self.out.bytes(self.start..self.out.len()));
-        self.out.truncate(self.start);
-        self.out.str(prefix);
-        self.out.hex(digest.get(..12).unwrap_or_default());
-        self.start..self.out.len()
+        let digest = Sha256::digest(self.c.bytes(self.start..self.c.pos()));
+        self.c.rewind(self.start);
+        self.c.str(prefix);
+        self.c.hex(digest.get(..12).unwrap_or_default());
+        self.start..self.c.pos()
     }
 }
 
@@ -123,13 +126,13 @@ fn in_set(kind: ExtensionType) -> bool {
 
 /// The content tag of an extension type: its code point, so the content of each extension is
 /// bound to its type.
-fn content(feed: &mut Feed<'_>, kind: ExtensionType) {
+fn content(feed: &mut Feed<'_, '_>, kind: ExtensionType) {
     feed.u8(tag::CONTENT);
     feed.u16(kind.0);
 }
 
 /// Writes `count` names, each `len(u8) bytes`.
-fn names<'n>(feed: &mut Feed<'_>, list: impl Iterator<Item = &'n [u8]> + Clone) {
+fn names<'n>(feed: &mut Feed<'_, '_>, list: impl Iterator<Item = &'n [u8]> + Clone) {
     feed.count(list.clone().count());
     for name in list {
         feed.u8(u8::try_from(name.len()).unwrap_or(u8::MAX));
@@ -143,7 +146,23 @@ pub(crate) fn write_voice_id(
     s: &Survey<'_, '_>,
     out: &mut Ascii,
 ) -> Range<usize> {
-    let mut feed = Feed::new(out, VOICE_DOMAIN);
+    // The description: a few fixed fields, two bytes a cipher, type and count per extension,
+    // at most two bytes per body byte (one-byte lists are widened).
+    let room = 128
+        + 2 * hello.cipher_suites.as_bytes().len()
+        + hello.compression_methods.len()
+        + 16 * hello.extensions().len()
+        + 2 * s.extension_bytes;
+    out.write(room, |c| voice_description(hello, s, c))
+}
+
+/// Writes the voice description, hashes it and replaces it by the voice id.
+fn voice_description(
+    hello: &ClientHello<'_>,
+    s: &Survey<'_, '_>,
+    c: &mut Cursor<'_>,
+) -> Range<usize> {
+    let mut feed = Feed::new(c, VOICE_DOMAIN);
     feed.u8(tag::EXTENSION_BLOCK);
     feed.u8(u8::from(hello.extensions.is_some()));
     feed.u8(tag::LEGACY_VERSION);
@@ -202,7 +221,7 @@ pub(crate) fn write_voice_id(
 }
 
 /// Feeds the voiced content of one extension (nothing for presence-only ones).
-fn voice_content(feed: &mut Feed<'_>, kind: ExtensionType, body: &ExtensionBody<'_>) {
+fn voice_content(feed: &mut Feed<'_, '_>, kind: ExtensionType, body: &ExtensionBody<'_>) {
     use ExtensionBody as B;
     match body {
         B::SupportedGroups(list) => {
@@ -288,7 +307,9 @@ fn voice_content(feed: &mut Feed<'_>, kind: ExtensionType, body: &ExtensionBody<
 
 /// Writes the order id: the raw non-GREASE extension types in wire order (duplicates kept).
 pub(crate) fn write_order_id(s: &Survey<'_, '_>, out: &mut Ascii) -> Range<usize> {
-    let mut feed = Feed::new(out, ORDER_DOMAIN);
-    feed.u16_list(0, s.types.as_slice().iter().copied());
-    feed.finish(ORDER_PREFIX)
+    out.write(64 + 2 * s.types.as_slice().len(), |c| {
+        let mut feed = Feed::new(c, ORDER_DOMAIN);
+        feed.u16_list(0, s.types.as_slice().iter().copied());
+        feed.finish(ORDER_PREFIX)
+    })
 }
