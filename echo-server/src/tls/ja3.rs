@@ -7,10 +7,9 @@
 
 use std::ops::Range;
 
-use md5::{Digest, Md5};
-
 use super::ascii::Ascii;
 use super::client_hello::ClientHello;
+use super::digest::Md5;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
 use super::survey::Survey;
@@ -64,15 +63,12 @@ pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut A
         c.repeat(tail..ja3.end);
         let ja3n = ja3n_start..c.pos();
 
-        // Both strings share `version,ciphers,`: hash it once.
-        let mut prefix = Md5::new();
-        prefix.update(c.bytes(start..head));
-        let mut h = prefix.clone();
-        h.update(c.bytes(head..ja3.end));
-        let ja3_digest = h.finalize();
-        let mut h = prefix;
-        h.update(c.bytes(ja3n.start + (head - start)..ja3n.end));
-        let ja3n_digest = h.finalize();
+        // Both strings share `version,ciphers,`: its whole blocks are hashed once.
+        let shared = (head - start) / 64 * 64;
+        let mut prefix = Md5::default();
+        prefix.blocks(c.bytes(start..start + shared));
+        let ja3_digest = prefix.clone().finish(c.bytes(start + shared..ja3.end));
+        let ja3n_digest = prefix.finish(c.bytes(ja3n.start + shared..ja3n.end));
 
         let ja3_hash_start = c.pos();
         c.hex(&ja3_digest);

@@ -4,10 +4,9 @@
 
 use std::ops::Range;
 
-use sha2::{Digest, Sha256};
-
 use super::ascii::{hex_digit, Ascii, Cursor};
 use super::client_hello::ClientHello;
+use super::digest::sha256;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
 use super::survey::Survey;
@@ -19,7 +18,7 @@ fn push_hash12(c: &mut Cursor<'_>, input: Range<usize>) {
         c.str("000000000000");
         return;
     }
-    let digest = Sha256::digest(c.bytes(input));
+    let digest = sha256(c.bytes(input));
     c.hex(digest.get(..6).unwrap_or_default());
 }
 

@@ -7,6 +7,7 @@
 
 mod ascii;
 mod client_hello;
+mod digest;
 mod enums;
 mod error;
 mod extension;
