@@ -81,8 +81,6 @@ pub(crate) struct Survey<'h, 'a> {
     pub(crate) keys: Small<u32, 48>,
     /// Number of GREASE extensions.
     pub(crate) grease_extensions: usize,
-    /// Total length of the extension bodies.
-    pub(crate) extension_bytes: usize,
     /// Whether any known extension failed to parse.
     pub(crate) malformed: bool,
     /// Whether quic_transport_parameters is present.
@@ -113,7 +111,6 @@ impl<'h, 'a> Survey<'h, 'a> {
             sorted_types: Small::new(),
             keys: Small::new(),
             grease_extensions: 0,
-            extension_bytes: 0,
             malformed: false,
             quic: false,
             server_name: false,
@@ -136,7 +133,6 @@ impl<'h, 'a> Survey<'h, 'a> {
         for (ext, index) in hello.extensions().iter().zip(0u32..) {
             let kind = ext.kind.0;
             keys.push(u32::from(kind) << 16 | (index & 0xffff));
-            s.extension_bytes += ext.len;
             if is_grease(kind) {
                 s.grease_extensions += 1;
                 continue;
@@ -174,12 +170,12 @@ impl<'h, 'a> Survey<'h, 'a> {
         s
     }
 
-    /// A capacity for the scratch buffer that holds every fingerprint string of this hello
-    /// (an underestimate only costs a reallocation).
+    /// A capacity for the scratch buffer that holds every fingerprint string of this hello and,
+    /// for a moment, the voice description (an underestimate only costs a reallocation).
     pub(crate) fn text_capacity(&self) -> usize {
-        let ciphers = self.ciphers.as_slice().len();
-        let types = self.types.as_slice().len();
-        // JA3 and JA3N: ≤ 6 bytes a number; JA4_r and JA4_ro: 5 a number; sigs and groups too.
-        22 * (ciphers + types) + 512
+        let numbers = self.ciphers.as_slice().len() + self.keys.as_slice().len();
+        // JA3 and JA3N: ≤ 6 bytes a number; JA4_r and JA4_ro: 5; the voice: 2 a cipher and ~24
+        // per extension; groups, signature algorithms and the ids fit in the constant.
+        40 * numbers + 768
     }
 }

@@ -145,13 +145,10 @@ pub(crate) fn write_voice_id(
     s: &Survey<'_, '_>,
     out: &mut Ascii,
 ) -> Range<usize> {
-    // The description: a few fixed fields, two bytes a cipher, type and count per extension,
-    // at most two bytes per body byte (one-byte lists are widened).
-    let room = 128
-        + 2 * hello.cipher_suites.as_bytes().len()
-        + hello.compression_methods.len()
-        + 16 * hello.extensions().len()
-        + 2 * s.extension_bytes;
+    // The description: a few fixed fields, two bytes a cipher, and for an ordinary extension a
+    // few bytes (key shares, padding, tickets are not voiced). A hello with longer lists makes
+    // the writer grow and run again, which costs time only.
+    let room = 256 + 2 * hello.cipher_suites.as_bytes().len() + 24 * hello.extensions().len();
     out.write(room, |c| voice_description(hello, s, c))
 }
 
