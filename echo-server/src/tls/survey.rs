@@ -24,6 +24,7 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         }
     }
 
+    #[inline]
     fn push(&mut self, v: T) {
         if self.heap.is_empty() {
             if let Some(slot) = self.stack.get_mut(self.len) {
@@ -34,6 +35,20 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
             self.heap.extend_from_slice(&self.stack);
         }
         self.heap.push(v);
+    }
+
+    /// Sorts the values in place.
+    fn sort(&mut self)
+    where
+        T: Ord,
+    {
+        if self.heap.is_empty() {
+            if let Some(values) = self.stack.get_mut(..self.len) {
+                values.sort_unstable();
+            }
+        } else {
+            self.heap.sort_unstable();
+        }
     }
 
     /// Fills `self` with `values` sorted ascending.
@@ -129,10 +144,9 @@ impl<'h, 'a> Survey<'h, 'a> {
         }
         s.sorted_ciphers.sort_from(s.ciphers.as_slice());
 
-        let mut keys: Small<u32, 48> = Small::new();
         for (ext, index) in hello.extensions().iter().zip(0u32..) {
             let kind = ext.kind.0;
-            keys.push(u32::from(kind) << 16 | (index & 0xffff));
+            s.keys.push(u32::from(kind) << 16 | (index & 0xffff));
             if is_grease(kind) {
                 s.grease_extensions += 1;
                 continue;
@@ -159,7 +173,7 @@ impl<'h, 'a> Survey<'h, 'a> {
             };
             slot.get_or_insert(&ext.body);
         }
-        s.keys.sort_from(keys.as_slice());
+        s.keys.sort();
         for key in s.keys.as_slice() {
             // The high half is the type.
             let kind = (key >> 16) as u16;
