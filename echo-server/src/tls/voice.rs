@@ -309,3 +309,90 @@ pub(crate) fn write_order_id(s: &Survey<'_, '_>, out: &mut Ascii) -> Range<usize
         feed.finish(ORDER_PREFIX)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    use crate::tls::parse_client_hello;
+
+    fn ext(kind: u16, data: &[u8]) -> Vec<u8> {
+        let mut out = kind.to_be_bytes().to_vec();
+        out.extend_from_slice(&u16::try_from(data.len()).unwrap().to_be_bytes());
+        out.extend_from_slice(data);
+        out
+    }
+
+    fn id(prefix: &str, description: &[u8]) -> String {
+        format!(
+            "{prefix}{}",
+            hex::encode(&Sha256::digest(description)[..12])
+        )
+    }
+
+    /// The voice and order ids of a small hello against descriptions written out by hand from
+    /// docs/voice-tls.md (not produced by the code under test): any change to the bytes hashed
+    /// fails here.
+    #[test]
+    fn ids_hash_the_documented_description() {
+        let extensions = [
+            ext(0x1a1a, &[]),
+            ext(0x000a, &[0, 6, 0x2a, 0x2a, 0x00, 0x1d, 0x00, 0x17]),
+            ext(0x0000, &[0, 4, 0, 0, 1, b'a']),
+            ext(0x0015, &[0, 0, 0]),
+            ext(0x0010, b"\x00\x0c\x02h2\x08http/1.1"),
+            ext(0x002b, &[6, 0x3a, 0x3a, 0x03, 0x04, 0x03, 0x03]),
+            ext(0x000b, &[1, 0]),
+            ext(
+                0x0033,
+                &[[0, 36, 0x00, 0x1d, 0, 32].as_slice(), &[9; 32]].concat(),
+            ),
+            ext(0xff01, &[0]),
+        ]
+        .concat();
+        let mut body = vec![0x03, 0x03];
+        body.extend_from_slice(&[0; 32]);
+        body.extend_from_slice(&[0, 0, 6, 0x0a, 0x0a, 0x13, 0x01, 0xc0, 0x2b, 1, 0]);
+        body.extend_from_slice(&u16::try_from(extensions.len()).unwrap().to_be_bytes());
+        body.extend_from_slice(&extensions);
+        let mut message = vec![1, 0];
+        message.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
+        message.extend_from_slice(&body);
+        let fp = parse_client_hello(&message).unwrap().fingerprints();
+
+        let voice = [
+            b"exitvoice tls voice v1\0".as_slice(),
+            &[0x01, 1],
+            &[0x02, 0x03, 0x03],
+            // Cipher suites, GREASE as the placeholder in its place.
+            &[0x03, 0, 3, 0x0a, 0x0a, 0x13, 0x01, 0xc0, 0x2b],
+            &[0x04, 0, 1, 0],
+            // The sorted set without GREASE and padding.
+            &[
+                0x05, 0, 7, 0, 0, 0, 0x0a, 0, 0x0b, 0, 0x10, 0, 0x2b, 0, 0x33, 0xff, 0x01,
+            ],
+            &[0x06, 0, 1],
+            &[0x07, 0, 0],
+            // Contents in type order: groups, point formats, ALPN, versions, key-share groups,
+            // renegotiation_info.
+            &[0x08, 0, 0x0a, 0, 0, 3, 0x0a, 0x0a, 0, 0x1d, 0, 0x17],
+            &[0x08, 0, 0x0b, 0, 0, 1, 0, 0],
+            b"\x08\x00\x10\x00\x02\x02h2\x08http/1.1",
+            &[0x08, 0, 0x2b, 0, 0, 3, 0x0a, 0x0a, 0x03, 0x04, 0x03, 0x03],
+            &[0x08, 0, 0x33, 0, 0, 1, 0, 0x1d],
+            &[0x08, 0xff, 0x01, 0, 0],
+        ]
+        .concat();
+        assert_eq!(fp.voice_id.0, id("tlsv1_", &voice));
+
+        let order = [
+            b"exitvoice tls order v1\0".as_slice(),
+            &[0, 0, 8],
+            &[
+                0, 0x0a, 0, 0, 0, 0x15, 0, 0x10, 0, 0x2b, 0, 0x0b, 0, 0x33, 0xff, 0x01,
+            ],
+        ]
+        .concat();
+        assert_eq!(fp.order_id, id("tlso1_", &order));
+    }
+}
