@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use super::ascii::Ascii;
 use super::client_hello::ClientHello;
-use super::digest::Md5;
+use super::digest::md5_two;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
 use super::survey::Survey;
@@ -63,12 +63,8 @@ pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut A
         c.repeat(tail..ja3.end);
         let ja3n = ja3n_start..c.pos();
 
-        // Both strings share `version,ciphers,`: its whole blocks are hashed once.
-        let shared = (head - start) / 64 * 64;
-        let mut prefix = Md5::default();
-        prefix.blocks(c.bytes(start..start + shared));
-        let ja3_digest = prefix.clone().finish(c.bytes(start + shared..ja3.end));
-        let ja3n_digest = prefix.finish(c.bytes(ja3n.start + shared..ja3n.end));
+        // Same length (the same numbers in another order): both hashed in lockstep.
+        let (ja3_digest, ja3n_digest) = md5_two(c.bytes(ja3.clone()), c.bytes(ja3n.clone()));
 
         let ja3_hash_start = c.pos();
         c.hex(&ja3_digest);
