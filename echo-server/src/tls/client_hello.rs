@@ -80,22 +80,12 @@ fn parse_message(message: &[u8]) -> Result<ClientHello<'_>, TlsError> {
                 len: body.remaining(),
             });
         }
-        // Check the headers first, so the list is built at its exact size in one `extend`
-        // (each extension written in place, no per-push capacity check).
-        let mut check = block.clone();
-        let mut count = 0usize;
-        while !check.is_empty() {
-            check.u16().ok_or(truncated("extension type"))?;
-            check.sub_u16().ok_or(truncated("extension data"))?;
-            count += 1;
+        let mut extensions = Vec::with_capacity(24);
+        while !block.is_empty() {
+            let kind = block.u16().ok_or(truncated("extension type"))?;
+            let mut data = block.sub_u16().ok_or(truncated("extension data"))?;
+            extensions.push(Extension::decode(kind, data.rest()));
         }
-        let mut extensions = Vec::with_capacity(count);
-        extensions.extend((0..count).map(|_| {
-            // The headers were checked above: neither read can fail here.
-            let kind = block.u16().unwrap_or_default();
-            let data = block.sub_u16().map(|mut d| d.rest()).unwrap_or_default();
-            Extension::decode(kind, data)
-        }));
         Some(extensions)
     };
     Ok(ClientHello {
