@@ -58,18 +58,30 @@ fn dec_word(value: u16) -> (u64, usize) {
     (word >> (8 * (5 - len)), len)
 }
 
-/// The scratch buffer: zeroed bytes and the length of the text written so far. Writing goes
-/// through a [`Cursor`] (see [`Self::write`]).
-pub(crate) struct Ascii {
-    buf: Vec<u8>,
+/// The scratch buffer: zeroed bytes (a caller's stack array, moved to the heap only if a hello
+/// needs more) and the length of the text written so far. Writing goes through a [`Cursor`]
+/// (see [`Self::write`]).
+pub(crate) struct Ascii<'s> {
+    stack: &'s mut [u8],
+    heap: Vec<u8>,
     len: usize,
 }
 
-impl Ascii {
-    pub(crate) fn with_capacity(capacity: usize) -> Self {
+impl<'s> Ascii<'s> {
+    /// A buffer starting in `stack` (zeroed or not: only bytes written are ever read).
+    pub(crate) fn new(stack: &'s mut [u8]) -> Self {
         Self {
-            buf: vec![0; capacity],
+            stack,
+            heap: Vec::new(),
             len: 0,
+        }
+    }
+
+    fn buf(&mut self) -> &mut [u8] {
+        if self.heap.is_empty() {
+            self.stack
+        } else {
+            &mut self.heap
         }
     }
 
@@ -81,12 +93,23 @@ impl Ascii {
         let mut room = room;
         loop {
             let need = self.len + room + 8;
-            if self.buf.len() < need {
-                self.buf.resize(need, 0);
+            if self.buf().len() < need {
+                if self.heap.is_empty() {
+                    let mut heap = vec![0; need.max(2 * self.stack.len())];
+                    if let (Some(dst), Some(src)) =
+                        (heap.get_mut(..self.len), self.stack.get(..self.len))
+                    {
+                        dst.copy_from_slice(src);
+                    }
+                    self.heap = heap;
+                } else {
+                    self.heap.resize(need, 0);
+                }
             }
+            let pos = self.len;
             let mut cursor = Cursor {
-                buf: &mut self.buf,
-                pos: self.len,
+                buf: self.buf(),
+                pos,
                 full: false,
             };
             let result = f(&mut cursor);
@@ -100,7 +123,12 @@ impl Ascii {
 
     /// The whole text written so far (it only ever holds ASCII; `None` would be a bug here).
     pub(crate) fn text(&self) -> Option<&str> {
-        std::str::from_utf8(self.buf.get(..self.len)?).ok()
+        let buf = if self.heap.is_empty() {
+            &*self.stack
+        } else {
+            &self.heap
+        };
+        std::str::from_utf8(buf.get(..self.len)?).ok()
     }
 }
 
@@ -249,7 +277,7 @@ mod tests {
 
     #[test]
     fn decimal_and_hex() {
-        let mut a = Ascii::with_capacity(0);
+        let mut a = Ascii::new(&mut []);
         // A room far too small: the writer grows and starts over.
         a.write(1, |c| {
             for v in [0u16, 7, 10, 99, 100, 771, 4865, 65535] {
@@ -275,7 +303,8 @@ mod tests {
     #[test]
     fn every_value_matches_fmt() {
         for v in 0..=u16::MAX {
-            let mut a = Ascii::with_capacity(16);
+            let mut stack = [0u8; 16];
+            let mut a = Ascii::new(&mut stack);
             a.write(16, |c| {
                 c.dec(v);
                 c.sep_dec(b'-', v);
@@ -284,7 +313,8 @@ mod tests {
             });
             assert_eq!(a.text(), Some(format!("{v}-{v}{v:04x},{v:04x}").as_str()));
         }
-        let mut a = Ascii::with_capacity(4);
+        let mut stack = [0u8; 4];
+        let mut a = Ascii::new(&mut stack);
         a.write(0, |c| {
             c.hex(&[0x01, 0xab, 0xcd, 0xef]);
             c.repeat(0..2);

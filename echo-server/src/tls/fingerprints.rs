@@ -35,6 +35,9 @@ pub struct TlsFingerprints {
     pub order_id: String,
 }
 
+/// Scratch bytes on the stack: a Chrome hello's strings and voice description need ~1.5 KiB.
+const SCRATCH: usize = 2048;
+
 impl ClientHello<'_> {
     /// Computes JA3, JA3N, the JA4 family, the voice id and the order id.
     ///
@@ -42,7 +45,8 @@ impl ClientHello<'_> {
     /// into one scratch buffer, checked as text once and cut out at their exact sizes.
     pub fn fingerprints(&self) -> TlsFingerprints {
         let survey = Survey::new(self);
-        let mut out = Ascii::with_capacity(survey.text_capacity());
+        let mut stack = [0u8; SCRATCH];
+        let mut out = Ascii::new(&mut stack);
         let ja3 = write_ja3(self, &survey, &mut out);
         let ja4 = write_ja4(self, &survey, &mut out);
         let voice = write_voice_id(self, &survey, &mut out);

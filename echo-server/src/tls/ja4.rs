@@ -222,7 +222,7 @@ mod tests {
     }
 
     fn hash12(input: &str) -> String {
-        let mut s = Ascii::with_capacity(0);
+        let mut s = Ascii::new(&mut []);
         s.write(input.len() + 12, |c| {
             c.str(input);
             push_hash12(c, 0..input.len());

@@ -183,13 +183,4 @@ impl<'h, 'a> Survey<'h, 'a> {
         }
         s
     }
-
-    /// A capacity for the scratch buffer that holds every fingerprint string of this hello and,
-    /// for a moment, the voice description (an underestimate only costs a reallocation).
-    pub(crate) fn text_capacity(&self) -> usize {
-        let numbers = self.ciphers.as_slice().len() + self.keys.as_slice().len();
-        // JA3 and JA3N: ≤ 6 bytes a number; JA4_r and JA4_ro: 5; the voice: 2 a cipher and ~24
-        // per extension; groups, signature algorithms and the ids fit in the constant.
-        40 * numbers + 768
-    }
 }
