@@ -383,7 +383,7 @@ mod tests {
             &[0x08, 0xff, 0x01, 0, 0],
         ]
         .concat();
-        assert_eq!(fp.voice_id.0, id("tlsv1_", &voice));
+        assert_eq!(fp.voice_id(), id("tlsv1_", &voice));
 
         let order = [
             b"exitvoice tls order v1\0".as_slice(),
@@ -393,6 +393,6 @@ mod tests {
             ],
         ]
         .concat();
-        assert_eq!(fp.order_id, id("tlso1_", &order));
+        assert_eq!(fp.order_id(), id("tlso1_", &order));
     }
 }
