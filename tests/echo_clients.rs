@@ -130,7 +130,7 @@ impl Recording {
     /// The TLS voice our parser gives the recorded hello of connection `i` (0: conn1).
     fn tls_voice(&self, i: usize) -> String {
         match parse_client_hello(&self.hellos[i]) {
-            Ok(hello) => hello.fingerprints().voice_id.to_string(),
+            Ok(hello) => hello.fingerprints().voice_id().to_owned(),
             Err(e) => panic!(
                 "{}/conn{}.hello.bin does not parse: {e}",
                 self.client,
@@ -664,7 +664,7 @@ async fn check_client(client: &'static str, kind: Kind) {
             "JA4 recomputed from the stored hello",
             &capture,
             rec.want("ja4"),
-            &json!(hello.fingerprints().ja4),
+            &json!(hello.fingerprints().ja4()),
         ),
         Err(e) => errors.push(format!("stored hello does not parse: {e}")),
     }

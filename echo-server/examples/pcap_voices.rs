@@ -29,9 +29,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "{} -> {}  ja4={}  tls={}  akamai={}  h2={}",
             conn.client,
             conn.server,
-            tls.as_ref().map_or("-", |fp| fp.ja4.as_str()),
+            tls.as_ref().map_or("-", |fp| fp.ja4()),
             tls.as_ref()
-                .map_or("-".into(), |fp| fp.voice_id.to_string()),
+                .map_or("-".into(), |fp| fp.voice_id().to_owned()),
             h2.as_ref().map_or("-".into(), h2::akamai_fingerprint),
             h2.as_ref()
                 .map_or("-".into(), |p| h2::voice_id(p).to_string()),

@@ -192,12 +192,12 @@ fn tls_fingerprints_equal_the_independent_values() {
         for c in conns {
             let fp = c.tls();
             for (field, got) in [
-                ("ja3", fp.ja3_hash.clone()),
-                ("ja3_string", fp.ja3.clone()),
-                ("ja4", fp.ja4.clone()),
-                ("ja4_r", fp.ja4_r.clone()),
-                ("ja4_o", fp.ja4_o.clone()),
-                ("ja4_ro", fp.ja4_ro.clone()),
+                ("ja3", fp.ja3_hash().to_owned()),
+                ("ja3_string", fp.ja3().to_owned()),
+                ("ja4", fp.ja4().to_owned()),
+                ("ja4_r", fp.ja4_r().to_owned()),
+                ("ja4_o", fp.ja4_o().to_owned()),
+                ("ja4_ro", fp.ja4_ro().to_owned()),
             ] {
                 checked += usize::from(check(&mut errors, c, field, Value::from(got)));
             }
@@ -307,7 +307,7 @@ fn each_client_keeps_one_tls_voice_and_one_h2_or_h1_voice() {
             b.is_h2(),
             "{client}: one connection h2, the other not"
         );
-        let (ta, tb) = (a.tls().voice_id, b.tls().voice_id);
+        let (ta, tb) = (a.tls().voice_id().to_owned(), b.tls().voice_id().to_owned());
         if ta != tb {
             errors.push(format!("{client}: TLS voice differs: {ta:?} vs {tb:?}"));
         }
@@ -323,7 +323,13 @@ fn each_client_keeps_one_tls_voice_and_one_h2_or_h1_voice() {
 fn different_clients_never_share_both_voices() {
     let voices: Vec<(String, VoiceId, VoiceId)> = load()
         .into_iter()
-        .map(|(client, conns)| (client, conns[0].tls().voice_id, conns[0].app_voice()))
+        .map(|(client, conns)| {
+            (
+                client,
+                VoiceId(conns[0].tls().voice_id().to_owned()),
+                conns[0].app_voice(),
+            )
+        })
         .collect();
     for (i, (ca, ta, va)) in voices.iter().enumerate() {
         for (cb, tb, vb) in voices.iter().skip(i + 1) {
@@ -392,15 +398,17 @@ fn chromium_permutes_extensions_but_keeps_ja3n_ja4_and_voice() {
     let [a, b] = [&all["chromium"][0], &all["chromium"][1]];
     let (fa, fb) = (a.tls(), b.tls());
     assert_ne!(
-        fa.ja3_hash, fb.ja3_hash,
+        fa.ja3_hash(),
+        fb.ja3_hash(),
         "Chromium's JA3 should differ per connection"
     );
     assert_ne!(
-        fa.order_id, fb.order_id,
+        fa.order_id(),
+        fb.order_id(),
         "Chromium's extension order should differ"
     );
-    assert_eq!(fa.ja3n_hash, fb.ja3n_hash);
-    assert_eq!(fa.ja4, fb.ja4);
-    assert_eq!(fa.ja4_r, fb.ja4_r);
-    assert_eq!(fa.voice_id, fb.voice_id);
+    assert_eq!(fa.ja3n_hash(), fb.ja3n_hash());
+    assert_eq!(fa.ja4(), fb.ja4());
+    assert_eq!(fa.ja4_r(), fb.ja4_r());
+    assert_eq!(fa.voice_id(), fb.voice_id());
 }

@@ -115,7 +115,7 @@ fn ja3_and_ja4_of_every_capture_match_the_references() {
             .map(|records| {
                 let hello = parse_client_hello(records).expect("the hello parses");
                 let fp = hello.fingerprints();
-                (fp.ja3_hash, fp.ja4)
+                (fp.ja3_hash().to_owned(), fp.ja4().to_owned())
             })
             .collect();
         got.sort();

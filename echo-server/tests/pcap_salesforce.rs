@@ -46,7 +46,8 @@ fn ja3_of_trace(trace: &str) -> Vec<String> {
             parse_client_hello(h)
                 .expect("the hello parses")
                 .fingerprints()
-                .ja3_hash
+                .ja3_hash()
+                .to_owned()
         })
         .collect()
 }

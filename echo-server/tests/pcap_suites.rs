@@ -118,7 +118,7 @@ fn linux_sll2_tls13() {
     let conn = &conns[0];
     let hello = exitvoice_echo::tls::parse_client_hello(&conn.client_hellos[0]).expect("a hello");
     assert_eq!(
-        hello.fingerprints().ja3_hash,
+        hello.fingerprints().ja3_hash(),
         tshark_value(name, "tls.handshake.ja3")
     );
     let ClientData::Decrypted(bytes) = &conn.client_data else {

@@ -60,15 +60,15 @@ fn all_172_vectors_match_expected_fingerprints() {
         let what = format!("{} frame {}", v.pcap, v.frame);
         let message = hex::decode(&v.client_hello_hex).expect("hex");
         let fp = fingerprints(&message, &what);
-        assert_eq!(fp.ja3, v.ja3_full, "{what}: JA3 string");
-        assert_eq!(fp.ja3_hash, v.ja3, "{what}: JA3");
-        assert_eq!(fp.ja3n_hash, v.ja3n, "{what}: JA3N");
-        assert_eq!(fp.ja4, v.ja4_spec, "{what}: JA4");
-        assert_eq!(fp.ja4_r, v.ja4_r_spec, "{what}: JA4_r");
-        assert_eq!(fp.ja4_o, v.ja4_o_spec, "{what}: JA4_o");
-        assert_eq!(fp.ja4_ro, v.ja4_ro_spec, "{what}: JA4_ro");
-        assert!(fp.voice_id.0.starts_with("tlsv1_") && fp.voice_id.0.len() == 30);
-        assert!(fp.order_id.starts_with("tlso1_") && fp.order_id.len() == 30);
+        assert_eq!(fp.ja3(), v.ja3_full, "{what}: JA3 string");
+        assert_eq!(fp.ja3_hash(), v.ja3, "{what}: JA3");
+        assert_eq!(fp.ja3n_hash(), v.ja3n, "{what}: JA3N");
+        assert_eq!(fp.ja4(), v.ja4_spec, "{what}: JA4");
+        assert_eq!(fp.ja4_r(), v.ja4_r_spec, "{what}: JA4_r");
+        assert_eq!(fp.ja4_o(), v.ja4_o_spec, "{what}: JA4_o");
+        assert_eq!(fp.ja4_ro(), v.ja4_ro_spec, "{what}: JA4_ro");
+        assert!(fp.voice_id().starts_with("tlsv1_") && fp.voice_id().len() == 30);
+        assert!(fp.order_id().starts_with("tlso1_") && fp.order_id().len() == 30);
         if v.transport == "quic" {
             quic += 1;
         }
@@ -135,16 +135,13 @@ fn permuted_chrome_hellos_share_one_voice() {
         }
         permuted_groups += 1;
         permuted_hellos += members.len();
-        let voices: BTreeSet<&str> = members
-            .iter()
-            .map(|(_, fp)| fp.voice_id.0.as_str())
-            .collect();
+        let voices: BTreeSet<&str> = members.iter().map(|(_, fp)| fp.voice_id()).collect();
         assert_eq!(
             voices.len(),
             1,
             "{pcap} {ja4_r}: one voice across permutations"
         );
-        let orders: BTreeSet<&str> = members.iter().map(|(_, fp)| fp.order_id.as_str()).collect();
+        let orders: BTreeSet<&str> = members.iter().map(|(_, fp)| fp.order_id()).collect();
         assert_eq!(
             orders.len(),
             ja3s.len(),
@@ -171,7 +168,7 @@ fn different_stacks_have_different_voices() {
         let message = hex::decode(&v.client_hello_hex).unwrap();
         let fp = fingerprints(&message, &v.pcap);
         by_voice
-            .entry(fp.voice_id.0)
+            .entry(fp.voice_id().to_owned())
             .or_default()
             .insert(ja3_without_volatile(&v.ja3_full));
     }
@@ -209,7 +206,7 @@ fn resumption_keeps_the_voice() {
         let psk_hello_bytes = hex::decode(&psk.client_hello_hex).unwrap();
         let psk_hello = parse_client_hello(&psk_hello_bytes).unwrap();
         assert!(psk_hello.resumed(), "{} frame {}", psk.pcap, psk.frame);
-        let psk_voice = psk_hello.fingerprints().voice_id;
+        let psk_voice = psk_hello.fingerprints().voice_id().to_owned();
         let fresh: Vec<&Vector> = vectors
             .iter()
             .filter(|v| {
@@ -223,11 +220,74 @@ fn resumption_keeps_the_voice() {
             let bytes = hex::decode(&f.client_hello_hex).unwrap();
             let hello = parse_client_hello(&bytes).unwrap();
             assert!(!hello.resumed());
-            assert_eq!(hello.fingerprints().voice_id, psk_voice, "{}", f.pcap);
+            assert_eq!(hello.fingerprints().voice_id(), psk_voice, "{}", f.pcap);
             checked += 1;
         }
     }
     assert!(checked >= 2, "checked {checked}");
+}
+
+/// The serialized form (what `inspect` prints) is the ten strings under their names, in order;
+/// equality, `Debug` and the echo see the same strings.
+#[test]
+fn serialized_form_is_the_ten_named_strings() {
+    let all = vectors();
+    let (v, w) = (&all[0], &all[1]);
+    let fp = fingerprints(&hex::decode(&v.client_hello_hex).unwrap(), "first vector");
+    let json = serde_json::to_string(&fp).unwrap();
+    let expected = format!(
+        r#"{{"ja3":"{}","ja3_hash":"{}","ja3n":"{}","ja3n_hash":"{}","ja4":"{}","ja4_r":"{}","ja4_o":"{}","ja4_ro":"{}","voice_id":"{}","order_id":"{}"}}"#,
+        v.ja3_full,
+        v.ja3,
+        fp.ja3n(),
+        v.ja3n,
+        v.ja4_spec,
+        v.ja4_r_spec,
+        v.ja4_o_spec,
+        v.ja4_ro_spec,
+        fp.voice_id(),
+        fp.order_id()
+    );
+    assert_eq!(json, expected);
+    assert!(format!("{fp:?}").contains(&format!("ja4_ro: {:?}", v.ja4_ro_spec)));
+
+    let e = echo(&parse_client_hello(&hex::decode(&v.client_hello_hex).unwrap()).unwrap());
+    assert_eq!(
+        [
+            &e.ja3,
+            &e.ja3_hash,
+            &e.ja3n,
+            &e.ja3n_hash,
+            &e.ja4,
+            &e.ja4_r,
+            &e.ja4_o,
+            &e.ja4_ro
+        ],
+        [
+            fp.ja3(),
+            fp.ja3_hash(),
+            fp.ja3n(),
+            fp.ja3n_hash(),
+            fp.ja4(),
+            fp.ja4_r(),
+            fp.ja4_o(),
+            fp.ja4_ro()
+        ]
+    );
+    assert_eq!(
+        (e.voice_id.0.as_str(), e.order_id.as_str()),
+        (fp.voice_id(), fp.order_id())
+    );
+
+    let other = fingerprints(&hex::decode(&w.client_hello_hex).unwrap(), "second vector");
+    assert_eq!(fp.clone(), fp);
+    assert_eq!(
+        v.ja3_full != w.ja3_full,
+        fp != other,
+        "JA3 {} vs {}",
+        v.ja3_full,
+        w.ja3_full
+    );
 }
 
 #[test]

@@ -182,8 +182,8 @@ fn duplicate_and_zero_length_extensions() {
     // The first server_name wins for `server_name()`; both stay in the model and in JA3/JA4.
     assert_eq!(h.server_name(), Some("a.example"));
     let fp = h.fingerprints();
-    assert_eq!(fp.ja3, "771,4865,0-23-0-10-21-13107,,");
-    assert!(fp.ja4.starts_with("t12d0106"), "{}", fp.ja4);
+    assert_eq!(fp.ja3(), "771,4865,0-23-0-10-21-13107,,");
+    assert!(fp.ja4().starts_with("t12d0106"), "{}", fp.ja4());
     // A zero-length supported_groups is malformed (it needs its list length), flagged, kept.
     assert!(matches!(
         h.extensions()[3].body,
@@ -297,7 +297,7 @@ fn seventy_kib_hello() {
     // The parser, given all the bytes, reads it; JA4 caps the count at 99.
     let h = parse_client_hello(&wire).unwrap();
     assert_eq!(h.cipher_suites.len(), 32_000);
-    assert!(h.fingerprints().ja4.starts_with("t12i9903"));
+    assert!(h.fingerprints().ja4().starts_with("t12i9903"));
     // A record over 2^14 + 256 bytes is refused.
     let mut big = vec![22, 3, 1, 0x41, 0x01];
     big.extend_from_slice(&message[..0x4101]);
@@ -389,9 +389,9 @@ fn hello_without_extension_block() {
     assert!(h.extensions.is_none());
     let fp = h.fingerprints();
     // salesforce/ja3 README: no extensions → the last three fields are empty.
-    assert_eq!(fp.ja3, "769,4-5,,,");
-    assert!(fp.ja4.ends_with("_000000000000"));
-    assert!(fp.ja4.starts_with("t10i020000_"));
+    assert_eq!(fp.ja3(), "769,4-5,,,");
+    assert!(fp.ja4().ends_with("_000000000000"));
+    assert!(fp.ja4().starts_with("t10i020000_"));
 }
 
 #[test]
@@ -447,7 +447,7 @@ fn known_extension_body_decoding() {
         matches!(body(0x44cd), ExtensionBody::ApplicationSettings(p) if p.iter().eq([&b"h2"[..]]))
     );
     // JA4 version comes from supported_versions (GREASE skipped): TLS 1.3.
-    assert!(h.fingerprints().ja4.starts_with("t13i0107"));
+    assert!(h.fingerprints().ja4().starts_with("t13i0107"));
 }
 
 proptest! {
@@ -651,8 +651,8 @@ fn voice(message: &[u8]) -> String {
     parse_client_hello(message)
         .unwrap()
         .fingerprints()
-        .voice_id
-        .0
+        .voice_id()
+        .to_owned()
 }
 
 /// Every row of docs/voice-tls.md marked "no" changes nothing; every "yes" row changes the voice.
@@ -718,13 +718,14 @@ fn voice_follows_the_documented_normalization() {
     ))
     .unwrap()
     .fingerprints()
-    .order_id;
+    .order_id()
+    .to_owned();
     assert_ne!(
         order_changes,
         parse_client_hello(&synthetic(&Knobs::default(), keep))
             .unwrap()
             .fingerprints()
-            .order_id
+            .order_id()
     );
     // One edit per voiced field: each must move the voice.
     let edits: [(u16, Vec<u8>); 12] = [

@@ -5,90 +5,77 @@
 //! joined by `-`, GREASE removed everywhere except the point formats, which are taken byte by
 //! byte. A malformed supported_groups or ec_point_formats extension gives an empty field.
 
-use md5::{Digest, Md5};
+use std::ops::Range;
 
 use super::ascii::Ascii;
 use super::client_hello::ClientHello;
-use super::enums::ExtensionType;
+use super::digest::md5_two;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
+use super::survey::Survey;
 
-/// Appends `values` in decimal joined by `-`.
-fn push_list(out: &mut Ascii, values: impl Iterator<Item = u16>) {
-    let mut sep = None;
-    for v in values {
-        out.sep_dec(sep, v);
-        sep = Some(b'-');
-    }
-}
-
-/// Lowercase hex of an md5 digest.
-fn md5_hex(hasher: Md5) -> String {
-    let mut out = Ascii::with_capacity(32);
-    out.hex(&hasher.finalize());
-    out.into_string()
-}
-
-/// JA3 and JA3N: strings and md5 hashes.
+/// Where JA3, JA3N and their md5 hashes sit in the scratch buffer.
 pub(crate) struct Ja3Set {
-    pub(crate) ja3: String,
-    pub(crate) ja3_hash: String,
-    pub(crate) ja3n: String,
-    pub(crate) ja3n_hash: String,
+    pub(crate) ja3: Range<usize>,
+    pub(crate) ja3_hash: Range<usize>,
+    pub(crate) ja3n: Range<usize>,
+    pub(crate) ja3n_hash: Range<usize>,
 }
 
-/// JA3 and JA3N of `hello`; `sorted_types` are its non-GREASE extension types, sorted.
-pub(crate) fn ja3_set(hello: &ClientHello<'_>, sorted_types: &[u16]) -> Ja3Set {
-    let mut ja3 = Ascii::with_capacity(256);
-    ja3.dec(hello.legacy_version.0);
-    ja3.byte(b',');
-    push_list(
-        &mut ja3,
-        hello.cipher_suites.values().filter(|v| !is_grease(*v)),
-    );
-    ja3.byte(b',');
-    let head = ja3.len();
-    // Both strings share `version,ciphers,`: hash it once.
-    let mut prefix = Md5::new();
-    prefix.update(ja3.as_bytes());
+/// Writes JA3, JA3N and their lowercase-hex md5 hashes of `hello` to `out`.
+pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut Ascii) -> Ja3Set {
+    let groups = match s.supported_groups {
+        Some(ExtensionBody::SupportedGroups(groups)) => Some(groups),
+        _ => None,
+    };
+    let formats = match s.ec_point_formats {
+        Some(ExtensionBody::EcPointFormats(formats)) => Some(formats),
+        _ => None,
+    };
+    // Up to 6 bytes a number, each string twice (JA3, JA3N), and the two hashes.
+    let numbers = s.ciphers.as_slice().len()
+        + s.types.as_slice().len()
+        + groups.map_or(0, |g| g.len())
+        + formats.map_or(0, |f| f.len());
+    out.write(12 * numbers + 96, |c| {
+        let start = c.pos();
+        c.dec(hello.legacy_version.0);
+        c.byte(b',');
+        c.dec_list(b'-', s.ciphers.as_slice().iter().copied());
+        c.byte(b',');
+        let head = c.pos();
+        c.dec_list(b'-', s.types.as_slice().iter().copied());
+        let tail = c.pos();
+        c.byte(b',');
+        if let Some(groups) = groups {
+            c.dec_list(b'-', groups.values().filter(|v| !is_grease(*v)));
+        }
+        c.byte(b',');
+        if let Some(formats) = formats {
+            c.dec_list(b'-', formats.values().map(u16::from));
+        }
+        let ja3 = start..c.pos();
 
-    let mut ja3n = Ascii::with_capacity(256);
-    ja3n.bytes_from(&ja3);
-    push_list(
-        &mut ja3,
-        hello
-            .extensions()
-            .iter()
-            .map(|e| e.kind.0)
-            .filter(|v| !is_grease(*v)),
-    );
-    push_list(&mut ja3n, sorted_types.iter().copied());
+        // JA3N: the same `version,ciphers,` and `,curves,formats` around the sorted types.
+        let ja3n_start = c.pos();
+        c.repeat(start..head);
+        c.dec_list(b'-', s.sorted_types.as_slice().iter().copied());
+        c.repeat(tail..ja3.end);
+        let ja3n = ja3n_start..c.pos();
 
-    let tail_start = ja3.len();
-    ja3.byte(b',');
-    if let Some(ExtensionBody::SupportedGroups(groups)) =
-        hello.extension(ExtensionType::SUPPORTED_GROUPS)
-    {
-        push_list(&mut ja3, groups.values().filter(|v| !is_grease(*v)));
-    }
-    ja3.byte(b',');
-    if let Some(ExtensionBody::EcPointFormats(formats)) =
-        hello.extension(ExtensionType::EC_POINT_FORMATS)
-    {
-        push_list(&mut ja3, formats.values().map(u16::from));
-    }
-    ja3n.extend(ja3.bytes(tail_start..ja3.len()));
+        // Same length (the same numbers in another order): both hashed in lockstep.
+        let (ja3_digest, ja3n_digest) = md5_two(c.bytes(ja3.clone()), c.bytes(ja3n.clone()));
 
-    let mut h = prefix.clone();
-    h.update(ja3.bytes(head..ja3.len()));
-    let ja3_hash = md5_hex(h);
-    let mut h = prefix;
-    h.update(ja3n.bytes(head..ja3n.len()));
-    let ja3n_hash = md5_hex(h);
-    Ja3Set {
-        ja3: ja3.into_string(),
-        ja3_hash,
-        ja3n: ja3n.into_string(),
-        ja3n_hash,
-    }
+        let ja3_hash_start = c.pos();
+        c.hex(&ja3_digest);
+        let ja3_hash = ja3_hash_start..c.pos();
+        c.hex(&ja3n_digest);
+        let ja3n_hash = ja3_hash.end..c.pos();
+        Ja3Set {
+            ja3,
+            ja3_hash,
+            ja3n,
+            ja3n_hash,
+        }
+    })
 }

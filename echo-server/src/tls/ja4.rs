@@ -2,33 +2,24 @@
 //! spec: fingerprints.md section 2). JA4+ methods (JA4H, JA4S, …) are deliberately absent:
 //! they are under the FoxIO non-commercial licence.
 
-use sha2::{Digest, Sha256};
+use std::ops::Range;
 
-use super::ascii::{hex_digit, Ascii};
+use super::ascii::{hex_digit, Ascii, Cursor};
 use super::client_hello::ClientHello;
-use super::enums::ExtensionType;
+use super::digest::sha256;
 use super::extension::ExtensionBody;
 use super::grease::is_grease;
+use super::survey::Survey;
 
-/// Appends `values` as 4-digit hex joined by `,`.
-fn push_hex_list(out: &mut Ascii, values: impl Iterator<Item = u16>) {
-    let mut values = values;
-    if let Some(first) = values.next() {
-        out.hex4(first);
-    }
-    for v in values {
-        out.sep_hex4(b',', v);
-    }
-}
-
-/// Appends the first 12 hex chars of sha256(`input`), or `000000000000` for an empty list.
-fn push_hash12(out: &mut Ascii, input: &[u8]) {
+/// Appends the first 12 hex chars of sha256(`input`, already written), or `000000000000` for an
+/// empty input.
+fn push_hash12(c: &mut Cursor<'_>, input: Range<usize>) {
     if input.is_empty() {
-        out.str("000000000000");
+        c.str("000000000000");
         return;
     }
-    let digest = Sha256::digest(input);
-    out.hex(digest.get(..6).unwrap_or_default());
+    let digest = sha256(c.bytes(input));
+    c.hex(digest.get(..6).unwrap_or_default());
 }
 
 /// The two ALPN characters of JA4_a from the first protocol name (spec 2024-08 / 2026-01):
@@ -45,152 +36,161 @@ pub fn alpn_chars(first: Option<&[u8]>) -> [char; 2] {
 }
 
 /// The version code of JA4_a.
-fn version_code(v: u16) -> &'static str {
+fn version_code(v: u16) -> [u8; 2] {
     match v {
-        0x0304 => "13",
-        0x0303 => "12",
-        0x0302 => "11",
-        0x0301 => "10",
-        0x0300 => "s3",
-        0x0002 => "s2",
-        0xfeff => "d1",
-        0xfefd => "d2",
-        0xfefc => "d3",
-        _ => "00",
+        0x0304 => *b"13",
+        0x0303 => *b"12",
+        0x0302 => *b"11",
+        0x0301 => *b"10",
+        0x0300 => *b"s3",
+        0x0002 => *b"s2",
+        0xfeff => *b"d1",
+        0xfefd => *b"d2",
+        0xfefc => *b"d3",
+        _ => *b"00",
     }
 }
 
-/// Appends a count as two digits, capped at 99.
-fn push_count(out: &mut Ascii, n: usize) {
+/// A count as two digits, capped at 99.
+fn count(n: usize) -> [u8; 2] {
     let n = n.min(99);
     // Both are single digits.
-    out.byte(b'0' + (n / 10) as u8);
-    out.byte(b'0' + (n % 10) as u8);
+    [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]
 }
 
-/// The four JA4 strings.
+/// Where the four JA4 strings sit in the scratch buffer.
 pub(crate) struct Ja4Set {
-    pub(crate) ja4: String,
-    pub(crate) ja4_r: String,
-    pub(crate) ja4_o: String,
-    pub(crate) ja4_ro: String,
+    pub(crate) ja4: Range<usize>,
+    pub(crate) ja4_r: Range<usize>,
+    pub(crate) ja4_o: Range<usize>,
+    pub(crate) ja4_ro: Range<usize>,
 }
 
 /// JA4_a: transport, version, SNI, cipher count, extension count, ALPN (always 10 chars).
-fn part_a(hello: &ClientHello<'_>) -> Ascii {
-    let exts = hello.extensions();
-    let mut a = Ascii::with_capacity(10);
+fn part_a(hello: &ClientHello<'_>, s: &Survey<'_, '_>) -> [u8; 10] {
     // Transport: `q` when the hello carries QUIC transport parameters (as FoxIO's Rust tool
     // decides it); an echo server on TCP otherwise sees `t`.
-    let quic = exts
-        .iter()
-        .any(|e| e.kind == ExtensionType::QUIC_TRANSPORT_PARAMETERS);
-    a.byte(if quic { b'q' } else { b't' });
-    let version = match hello.extension(ExtensionType::SUPPORTED_VERSIONS) {
+    let transport = if s.quic { b'q' } else { b't' };
+    let version = match s.supported_versions {
         Some(ExtensionBody::SupportedVersions(list)) => {
             list.values().filter(|v| !is_grease(*v)).max()
         }
         _ => None,
     }
     .unwrap_or(hello.legacy_version.0);
-    a.str(version_code(version));
-    let sni = exts.iter().any(|e| e.kind == ExtensionType::SERVER_NAME);
-    a.byte(if sni { b'd' } else { b'i' });
-    push_count(
-        &mut a,
-        hello
-            .cipher_suites
-            .values()
-            .filter(|v| !is_grease(*v))
-            .count(),
-    );
-    push_count(&mut a, exts.iter().filter(|e| !is_grease(e.kind.0)).count());
-    let first_alpn = match hello.extension(ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION) {
+    let [v0, v1] = version_code(version);
+    let sni = if s.server_name { b'd' } else { b'i' };
+    let [c0, c1] = count(s.ciphers.as_slice().len());
+    let [e0, e1] = count(s.types.as_slice().len());
+    let first_alpn = match s.alpn {
         Some(ExtensionBody::Alpn(names)) => names.iter().next(),
         _ => None,
     };
-    for c in alpn_chars(first_alpn) {
-        // Alphanumeric ASCII or a hex digit.
-        a.byte(u8::try_from(c).unwrap_or(b'0'));
-    }
-    a
+    // Alphanumeric ASCII or a hex digit.
+    let [a0, a1] = alpn_chars(first_alpn).map(|c| u8::try_from(c).unwrap_or(b'0'));
+    [transport, v0, v1, sni, c0, c1, e0, e1, a0, a1]
 }
 
-/// Builds `a_ciphers_exts[_sigs]` and the hashed form from the same pieces.
+/// Writes `a_ciphers_exts[_sigs]` (raw) then `a_hash(ciphers)_hash(exts[_sigs])` (hashed);
+/// `sigs` is where an earlier raw string already holds the hex signature list, if any.
 fn raw_and_hashed(
-    a: &Ascii,
-    ciphers: impl Iterator<Item = u16>,
+    c: &mut Cursor<'_>,
+    a: &[u8; 10],
+    ciphers: &[u16],
     exts: impl Iterator<Item = u16>,
-    sigs: impl Iterator<Item = u16> + Clone,
-) -> (String, String) {
-    let mut raw = Ascii::with_capacity(a.len() + 320);
-    raw.bytes_from(a);
-    raw.byte(b'_');
-    let b_start = raw.len();
-    push_hex_list(&mut raw, ciphers);
-    let b_end = raw.len();
-    raw.byte(b'_');
-    let c_start = raw.len();
-    push_hex_list(&mut raw, exts);
-    let exts_empty = raw.len() == c_start;
-    if sigs.clone().next().is_some() {
-        raw.byte(b'_');
-        push_hex_list(&mut raw, sigs);
-    }
-    let mut hashed = Ascii::with_capacity(36);
-    hashed.bytes_from(a);
-    hashed.byte(b'_');
-    push_hash12(&mut hashed, raw.bytes(b_start..b_end));
-    hashed.byte(b'_');
+    sigs: Option<Range<usize>>,
+    sig_list: impl Iterator<Item = u16>,
+) -> (Range<usize>, Range<usize>, Range<usize>) {
+    let raw_start = c.pos();
+    c.extend(a);
+    c.byte(b'_');
+    let b = c.pos();
+    c.hex4_list(b',', ciphers.iter().copied());
+    let b = b..c.pos();
+    c.byte(b'_');
+    let c_start = c.pos();
+    c.hex4_list(b',', exts);
+    let exts_empty = c.pos() == c_start;
+    let sigs = match sigs {
+        Some(range) => {
+            if !range.is_empty() {
+                c.byte(b'_');
+                c.repeat(range.clone());
+            }
+            range
+        }
+        None => {
+            let at = c.pos();
+            c.byte(b'_');
+            let list = c.pos();
+            c.hex4_list(b',', sig_list);
+            if c.pos() == list {
+                // No signature algorithm: no `_` either.
+                c.rewind(at);
+                at..at
+            } else {
+                list..c.pos()
+            }
+        }
+    };
+    let raw = raw_start..c.pos();
+    let hashed_start = c.pos();
+    c.extend(a);
+    c.byte(b'_');
+    push_hash12(c, b);
+    c.byte(b'_');
     if exts_empty {
-        hashed.str("000000000000");
+        c.str("000000000000");
     } else {
-        push_hash12(&mut hashed, raw.bytes(c_start..raw.len()));
+        push_hash12(c, c_start..raw.end);
     }
-    (raw.into_string(), hashed.into_string())
+    (raw, hashed_start..c.pos(), sigs)
 }
 
-/// JA4, JA4_r, JA4_o and JA4_ro of `hello`, given its non-GREASE cipher suites and extension
-/// types, each sorted.
-pub(crate) fn ja4_set(
-    hello: &ClientHello<'_>,
-    sorted_ciphers: &[u16],
-    sorted_types: &[u16],
-) -> Ja4Set {
-    let a = part_a(hello);
-    let sig_list = match hello.extension(ExtensionType::SIGNATURE_ALGORITHMS) {
+/// Writes JA4_r, JA4, JA4_ro and JA4_o of `hello` to `out`.
+pub(crate) fn write_ja4(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut Ascii) -> Ja4Set {
+    let a = part_a(hello, s);
+    let sig_list = match s.signature_algorithms {
         Some(ExtensionBody::SignatureAlgorithms(list)) => Some(list),
         _ => None,
     };
-    let sigs = sig_list
-        .into_iter()
-        .flat_map(|list| list.values())
-        .filter(|v| !is_grease(*v));
-    let (ja4_r, ja4) = raw_and_hashed(
-        &a,
-        sorted_ciphers.iter().copied(),
-        sorted_types
-            .iter()
-            .copied()
-            .filter(|v| *v != 0x0000 && *v != 0x0010),
-        sigs.clone(),
-    );
-    let (ja4_ro, ja4_o) = raw_and_hashed(
-        &a,
-        hello.cipher_suites.values().filter(|v| !is_grease(*v)),
-        hello
-            .extensions()
-            .iter()
-            .map(|e| e.kind.0)
-            .filter(|v| !is_grease(*v)),
-        sigs,
-    );
-    Ja4Set {
-        ja4,
-        ja4_r,
-        ja4_o,
-        ja4_ro,
-    }
+    let sig_values = || {
+        sig_list
+            .into_iter()
+            .flat_map(|list| list.values())
+            .filter(|v| !is_grease(*v))
+    };
+    // 5 bytes a number in each raw string, and the two hashed strings.
+    let numbers =
+        s.ciphers.as_slice().len() + s.types.as_slice().len() + sig_list.map_or(0, |l| l.len());
+    out.write(10 * numbers + 128, |c| {
+        let (ja4_r, ja4, sigs) = raw_and_hashed(
+            c,
+            &a,
+            s.sorted_ciphers.as_slice(),
+            s.sorted_types
+                .as_slice()
+                .iter()
+                .copied()
+                .filter(|v| *v != 0x0000 && *v != 0x0010),
+            None,
+            sig_values(),
+        );
+        let (ja4_ro, ja4_o, _) = raw_and_hashed(
+            c,
+            &a,
+            s.ciphers.as_slice(),
+            s.types.as_slice().iter().copied(),
+            Some(sigs),
+            std::iter::empty(),
+        );
+        Ja4Set {
+            ja4,
+            ja4_r,
+            ja4_o,
+            ja4_ro,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -222,9 +222,14 @@ mod tests {
     }
 
     fn hash12(input: &str) -> String {
-        let mut s = Ascii::with_capacity(12);
-        push_hash12(&mut s, input.as_bytes());
-        s.into_string()
+        let mut s = Ascii::new(&mut []);
+        s.write(input.len() + 12, |c| {
+            c.str(input);
+            push_hash12(c, 0..input.len());
+        });
+        s.text()
+            .map(|t| t[input.len()..].to_owned())
+            .unwrap_or_default()
     }
 
     /// Spec examples for the hashed parts (fingerprints.md section 2).

@@ -7,6 +7,7 @@
 
 mod ascii;
 mod client_hello;
+mod digest;
 mod enums;
 mod error;
 mod extension;
@@ -16,6 +17,7 @@ mod ja3;
 mod ja4;
 mod list;
 mod record;
+mod survey;
 mod voice;
 
 pub use client_hello::{parse_client_hello, ClientHello};
