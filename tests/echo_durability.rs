@@ -183,11 +183,30 @@ async fn health_until(
     }
 }
 
-/// Every observation `/healthz` counts as written is in the database, as another connection
-/// reads it: a failed write must not leave the writer "committing" into a transaction that is
-/// never committed (rows counted, then lost at close).
-async fn assert_written_is_stored(server: &EchoServer) {
-    let health = server.healthz();
+/// After the store's trouble ended: new echoes are stored again, `/healthz` says `ok`, the row
+/// stored before the trouble (`before`) is still there, and every observation counted as
+/// written is in the database as another connection reads it — a failed write must not leave
+/// the writer "committing" into a transaction that is never committed (rows counted, then lost
+/// at close).
+async fn assert_recovered(server: &EchoServer, target: &Target, before: &str) {
+    for i in 0..10 {
+        assert!(
+            probe(target, &format!("recovered-{i}")).await,
+            "echo {i} after recovery"
+        );
+    }
+    let rows = server
+        .rows_until(|rows| {
+            rows.iter()
+                .any(|r| r.token.as_deref() == Some("recovered-9"))
+        })
+        .await;
+    assert!(
+        rows.iter().any(|r| r.token.as_deref() == Some(before)),
+        "{before} kept"
+    );
+    let health = health_until(server, |h| h["status"] == "ok").await;
+    assert_eq!(health["status"], "ok", "{health}");
     let written = health["observations"]["written"].as_u64().unwrap_or(0);
     let stored = read_rows(&server.db()).await.len() as u64;
     assert!(
@@ -245,32 +264,7 @@ async fn full_disk_keeps_echoing_counts_failures_and_recovers() {
     );
 
     std::fs::remove_file(server.dir.path().join("filler")).expect("free the space");
-    assert!(probe(&target, "after-recovery").await);
-    let health = health_until(&server, |h| h["status"] == "ok").await;
-    assert_eq!(health["status"], "ok", "{health}");
-    assert_eq!(health["observations"]["store_failing"], false, "{health}");
-    let rows = server
-        .rows_until(|rows| {
-            rows.iter()
-                .any(|r| r.token.as_deref() == Some("after-recovery"))
-        })
-        .await;
-    assert!(rows
-        .iter()
-        .any(|r| r.token.as_deref() == Some("after-recovery")));
-    assert!(rows
-        .iter()
-        .any(|r| r.token.as_deref() == Some("before-full")));
-    for i in 0..10 {
-        assert!(probe(&target, &format!("recovered-{i}")).await);
-    }
-    server
-        .rows_until(|rows| {
-            rows.iter()
-                .any(|r| r.token.as_deref() == Some("recovered-9"))
-        })
-        .await;
-    assert_written_is_stored(&server).await;
+    assert_recovered(&server, &target, "before-full").await;
     drop(server);
 }
 
@@ -351,28 +345,7 @@ async fn read_only_database_keeps_echoing_counts_failures_and_recovers() {
     assert!(said.contains("I/O error"), "the log says why: {said}");
 
     drop(read_only);
-    assert!(probe(&target, "after-read-only").await);
-    let health = health_until(&server, |h| h["status"] == "ok").await;
-    assert_eq!(health["status"], "ok", "{health}");
-    let rows = server
-        .rows_until(|rows| {
-            rows.iter()
-                .any(|r| r.token.as_deref() == Some("after-read-only"))
-        })
-        .await;
-    assert!(rows
-        .iter()
-        .any(|r| r.token.as_deref() == Some("before-read-only")));
-    for i in 0..10 {
-        assert!(probe(&target, &format!("recovered-{i}")).await);
-    }
-    server
-        .rows_until(|rows| {
-            rows.iter()
-                .any(|r| r.token.as_deref() == Some("recovered-9"))
-        })
-        .await;
-    assert_written_is_stored(&server).await;
+    assert_recovered(&server, &target, "before-read-only").await;
     assert!(server.running());
     assert_eq!(
         integrity_check(&server.db()).await,
