@@ -183,6 +183,27 @@ async fn health_until(
     }
 }
 
+/// `/healthz` (`health`) while the store refuses writes: the last batch failed and the failed
+/// observations are counted (the figures are printed), and the log says a batch was not stored;
+/// returns that log line.
+fn assert_degraded(server: &EchoServer, health: &serde_json::Value, what: &str) -> String {
+    assert_eq!(health["observations"]["store_failing"], true, "{health}");
+    let failures = health["observations"]["write_failures"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(failures > 0, "{health}");
+    eprintln!(
+        "{what}: {failures} observations failed to write: {}",
+        health["observations"]
+    );
+    let stderr = server.stderr();
+    stderr
+        .lines()
+        .find(|line| line.contains("observation batch not stored"))
+        .unwrap_or_else(|| panic!("the log says a batch was not stored: {stderr}"))
+        .to_owned()
+}
+
 /// After the store's trouble ended: new echoes are stored again, `/healthz` says `ok`, the row
 /// stored before the trouble (`before`) is still there, and every observation counted as
 /// written is in the database as another connection reads it — a failed write must not leave
@@ -247,17 +268,8 @@ async fn full_disk_keeps_echoing_counts_failures_and_recovers() {
         }
     }
     let health = degraded.expect("/healthz said degraded while the disk was full");
-    assert_eq!(health["observations"]["store_failing"], true, "{health}");
-    let failures = health["observations"]["write_failures"]
-        .as_u64()
-        .unwrap_or(0);
-    assert!(failures > 0, "{health}");
-    eprintln!(
-        "full disk: {failures} observations failed to write: {}",
-        health["observations"]
-    );
+    assert_degraded(&server, &health, "full disk");
     let stderr = server.stderr();
-    assert!(stderr.contains("observation batch not stored"), "{stderr}");
     assert!(
         stderr.contains("disk is full"),
         "the log says why: {stderr}"
@@ -327,20 +339,7 @@ async fn read_only_database_keeps_echoing_counts_failures_and_recovers() {
     }
     let health = health_until(&server, |h| h["status"] == "degraded").await;
     assert_eq!(health["status"], "degraded", "{health}");
-    assert_eq!(health["observations"]["store_failing"], true, "{health}");
-    let failures = health["observations"]["write_failures"]
-        .as_u64()
-        .unwrap_or(0);
-    assert!(failures > 0, "{health}");
-    eprintln!(
-        "read-only database: {failures} observations failed to write: {}",
-        health["observations"]
-    );
-    let stderr = server.stderr();
-    let said = stderr
-        .lines()
-        .find(|line| line.contains("observation batch not stored"))
-        .unwrap_or_else(|| panic!("the log says a batch was not stored: {stderr}"));
+    let said = assert_degraded(&server, &health, "read-only database");
     eprintln!("read-only database, the log says: {said}");
     assert!(said.contains("I/O error"), "the log says why: {said}");
 
