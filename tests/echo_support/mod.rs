@@ -9,11 +9,9 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
+use exitvoice_auditor::probe::leaf::LeafVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
 use sqlx::Row as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -314,67 +312,8 @@ pub fn json_stream(bytes: &[u8]) -> Vec<Value> {
         .expect("JSON documents")
 }
 
-/// Accepts exactly one certificate (the server's, read from its PEM file) and checks the
-/// handshake signatures with the provider's algorithms: certificate pinning, as the auditor
-/// does, without a CA.
-#[derive(Debug)]
-struct ExactCert {
-    der: Vec<u8>,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for ExactCert {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if end_entity.as_ref() == self.der.as_slice() {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::General("not the pinned certificate".into()))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
-/// A rustls client config that pins `cert_pem` and offers `alpn`.
+/// A rustls client config that accepts exactly the certificate in `cert_pem` (pinning, as the
+/// auditor does, without a CA; handshake signatures still checked) and offers `alpn`.
 pub fn client_config(cert_pem: &Path, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let der = CertificateDer::from_pem_file(cert_pem)
@@ -384,7 +323,13 @@ pub fn client_config(cert_pem: &Path, alpn: &[&[u8]]) -> Arc<rustls::ClientConfi
         .with_safe_default_protocol_versions()
         .expect("protocol versions")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ExactCert { der, provider }))
+        .with_custom_certificate_verifier(Arc::new(LeafVerifier::new(provider, move |leaf| {
+            if leaf.as_ref() == der.as_slice() {
+                Ok(())
+            } else {
+                Err(rustls::Error::General("not the pinned certificate".into()))
+            }
+        })))
         .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Arc::new(config)

@@ -7,6 +7,7 @@
 pub mod chromium;
 pub mod h2;
 pub mod http1;
+pub mod leaf;
 pub mod tls;
 
 use std::time::{Duration, Instant};

@@ -12,14 +12,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
 use sha2::{Digest, Sha256};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use super::leaf::LeafVerifier;
 use crate::dial::Tunnel;
 use crate::error::{within, Phase, ProbeError};
 use crate::exits::EchoTarget;
@@ -45,22 +43,13 @@ pub struct Handshake {
     pub cert: CertView,
 }
 
-#[derive(Debug)]
-struct PinVerifier {
+/// Judges the echo's certificate by its SPKI pin: records what it was shown and accepts it for
+/// this handshake whether pinned or not (the caller flags a mismatch).
+fn record_pin(
     pin: [u8; 32],
-    provider: Arc<CryptoProvider>,
-    seen: Mutex<Option<CertView>>,
-}
-
-impl ServerCertVerifier for PinVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
+    seen: Arc<Mutex<Option<CertView>>>,
+) -> impl Fn(&CertificateDer<'_>) -> Result<(), rustls::Error> + Send + Sync + 'static {
+    move |end_entity| {
         let (_, cert) = x509_parser::parse_x509_certificate(end_entity).map_err(|_| {
             rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
         })?;
@@ -68,47 +57,12 @@ impl ServerCertVerifier for PinVerifier {
         let view = CertView {
             spki_sha256: spki,
             issuer: cert.issuer().to_string(),
-            pinned: spki == self.pin,
+            pinned: spki == pin,
         };
-        if let Ok(mut seen) = self.seen.lock() {
+        if let Ok(mut seen) = seen.lock() {
             *seen = Some(view);
         }
-        // Accepted for this handshake whether pinned or not; the caller flags a mismatch.
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        Ok(())
     }
 }
 
@@ -123,16 +77,16 @@ pub async fn handshake(
     limit: std::time::Duration,
 ) -> Result<Handshake, ProbeError> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let verifier = Arc::new(PinVerifier {
-        pin: echo.spki_sha256,
-        provider: provider.clone(),
-        seen: Mutex::new(None),
-    });
+    let seen = Arc::new(Mutex::new(None));
+    let verifier = Arc::new(LeafVerifier::new(
+        provider.clone(),
+        record_pin(echo.spki_sha256, Arc::clone(&seen)),
+    ));
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| ProbeError::Tls(e.to_string()))?
         .dangerous()
-        .with_custom_certificate_verifier(verifier.clone())
+        .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     let server_name = ServerName::try_from(echo.host.clone())
@@ -150,8 +104,7 @@ pub async fn handshake(
         .1
         .alpn_protocol()
         .map(|p| String::from_utf8_lossy(p).into_owned());
-    let cert = verifier
-        .seen
+    let cert = seen
         .lock()
         .ok()
         .and_then(|mut seen| seen.take())

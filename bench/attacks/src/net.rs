@@ -4,10 +4,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use exitvoice_auditor::probe::leaf::LeafVerifier;
+use rustls::pki_types::ServerName;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::client::TlsStream;
 
@@ -87,57 +85,9 @@ fn client_config(alpn: &[u8]) -> Arc<rustls::ClientConfig> {
         .with_safe_default_protocol_versions()
         .unwrap_or_else(|_| unreachable!("the provider supports the default versions"))
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCert(provider)))
+        // Any certificate (the bench's server has a fresh self-signed one); signatures still checked.
+        .with_custom_certificate_verifier(Arc::new(LeafVerifier::new(provider, |_| Ok(()))))
         .with_no_client_auth();
     config.alpn_protocols = vec![alpn.to_vec()];
     Arc::new(config)
-}
-
-/// Accepts any certificate but still checks the handshake signatures.
-#[derive(Debug)]
-struct AnyCert(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
