@@ -61,13 +61,13 @@ pub async fn dial(
         return Ok(Box::new(connect_tcp(host, port, timeouts.connect).await?));
     };
     let proxy = &exit.proxy;
+    let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
+    let credentials = exit.credentials();
+    let auth = credentials
+        .as_ref()
+        .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
     match proxy.scheme {
         ProxyScheme::Http => {
-            let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
-            let credentials = exit.credentials();
-            let auth = credentials
-                .as_ref()
-                .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
             let tunnel = within(
                 Phase::Tunnel,
                 timeouts.tunnel,
@@ -77,16 +77,11 @@ pub async fn dial(
             Ok(Box::new(tunnel))
         }
         ProxyScheme::Socks5 | ProxyScheme::Socks5h => {
-            let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
             let target = if proxy.scheme == ProxyScheme::Socks5h {
                 socks5::Target::Name(host.to_owned(), port)
             } else {
                 socks5::Target::Addr(resolve(host, port, timeouts.connect).await?)
             };
-            let credentials = exit.credentials();
-            let auth = credentials
-                .as_ref()
-                .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
             let tunnel = within(
                 Phase::Tunnel,
                 timeouts.tunnel,
@@ -96,11 +91,6 @@ pub async fn dial(
             Ok(Box::new(tunnel))
         }
         ProxyScheme::Https => {
-            let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
-            let credentials = exit.credentials();
-            let auth = credentials
-                .as_ref()
-                .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
             let tunnel = within(Phase::Tunnel, timeouts.tunnel, async {
                 let tls = proxy_tls::connect(tcp, &proxy.host, exit.proxy_ca.as_deref()).await?;
                 http_connect::connect(tls, host, port, auth).await
