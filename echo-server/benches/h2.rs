@@ -7,7 +7,7 @@
 //! time then mostly measures the wait for a core; CPU time does not.
 
 use criterion::measurement::{Measurement, WallTime};
-use criterion::{black_box, criterion_group, Criterion};
+use criterion::{black_box, Criterion};
 use exitvoice_echo::h2;
 
 mod support;
@@ -38,21 +38,6 @@ fn benches<M: Measurement + 'static>(c: &mut Criterion<M>, tag: &str) {
                 .expect("block decodes")
         })
     });
-}
-
-fn wall(c: &mut Criterion) {
-    benches(c, "wall");
-}
-
-fn cpu(c: &mut Criterion<CpuTime>) {
-    benches(c, "cpu");
-}
-
-criterion_group!(wall_time, wall);
-criterion_group! {
-    name = cpu_time;
-    config = Criterion::default().with_measurement(CpuTime(WallTime));
-    targets = cpu
 }
 
 /// With `EXITVOICE_BENCH_ITERS=N` set, runs the full path N times without criterion (for
@@ -88,7 +73,5 @@ fn main() {
     if ran {
         return;
     }
-    wall_time();
-    cpu_time();
-    Criterion::default().configure_from_args().final_summary();
+    support::run_wall_and_cpu(benches::<WallTime>, benches::<CpuTime>);
 }

@@ -10,7 +10,7 @@
 //! inflate.
 
 use criterion::measurement::{Measurement, WallTime};
-use criterion::{black_box, criterion_group, Criterion};
+use criterion::{black_box, Criterion};
 use exitvoice_echo::tls::{parse_client_hello, scan};
 
 mod support;
@@ -55,21 +55,6 @@ fn benches<M: Measurement + 'static>(c: &mut Criterion<M>, tag: &str) {
     });
 }
 
-fn wall(c: &mut Criterion) {
-    benches(c, "wall");
-}
-
-fn cpu(c: &mut Criterion<CpuTime>) {
-    benches(c, "cpu");
-}
-
-criterion_group!(wall_time, wall);
-criterion_group! {
-    name = cpu_time;
-    config = Criterion::default().with_measurement(CpuTime(WallTime));
-    targets = cpu
-}
-
 /// With `EXITVOICE_BENCH_ITERS=N` set, runs the full path N times without criterion (for
 /// instruction counts under `valgrind --tool=callgrind`, see docs/benchmarks.md).
 fn main() {
@@ -80,7 +65,5 @@ fn main() {
     }) {
         return;
     }
-    wall_time();
-    cpu_time();
-    Criterion::default().configure_from_args().final_summary();
+    support::run_wall_and_cpu(benches::<WallTime>, benches::<CpuTime>);
 }

@@ -2,6 +2,7 @@
 //! mode (`EXITVOICE_BENCH_ITERS=N`) used for callgrind instruction counts (docs/benchmarks.md).
 
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
+use criterion::Criterion;
 
 /// Nanoseconds this thread has run on a CPU.
 pub fn thread_cpu_ns() -> u64 {
@@ -60,4 +61,20 @@ pub fn run_fixed_iterations(mut path: impl FnMut()) -> bool {
     let per = (thread_cpu_ns() - start) as f64 / n.max(1) as f64;
     println!("{n} iterations, {per:.0} ns CPU each");
     true
+}
+
+/// Runs a bench's criterion benchmarks twice, in wall time (`wall`, criterion's default) and in
+/// thread CPU time (`cpu`), each tagged in its names, then prints criterion's summary.
+pub fn run_wall_and_cpu(
+    wall: fn(&mut Criterion<WallTime>, &str),
+    cpu: fn(&mut Criterion<CpuTime>, &str),
+) {
+    wall(&mut Criterion::default().configure_from_args(), "wall");
+    cpu(
+        &mut Criterion::default()
+            .with_measurement(CpuTime(WallTime))
+            .configure_from_args(),
+        "cpu",
+    );
+    Criterion::default().configure_from_args().final_summary();
 }
