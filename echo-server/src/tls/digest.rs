@@ -94,11 +94,10 @@ const MD5_G: [usize; 64] = {
 const MD5_IV: [u32; 4] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476];
 
 /// The 16 little-endian message words of a block.
-fn words(block: &[u8]) -> [u32; 16] {
+fn words(block: &[u8; BLOCK]) -> [u32; 16] {
     let mut m = [0u32; 16];
-    for (w, b) in m.iter_mut().zip(block.chunks_exact(4)) {
-        // `chunks_exact(4)` gives 4 bytes: the conversion cannot fail.
-        *w = u32::from_le_bytes(b.try_into().unwrap_or_default());
+    for (w, b) in m.iter_mut().zip(block.as_chunks::<4>().0) {
+        *w = u32::from_le_bytes(*b);
     }
     m
 }
@@ -106,30 +105,30 @@ fn words(block: &[u8]) -> [u32; 16] {
 /// Compresses one block into each of two independent MD5 states, step by step in lockstep:
 /// each step is a chain of dependent additions, so two interleaved chains run in about the time
 /// of one.
-fn md5_compress_two(sa: &mut [u32; 4], a: &[u8], sb: &mut [u32; 4], b: &[u8]) {
+fn md5_compress_two(sa: &mut [u32; 4], a: &[u8; BLOCK], sb: &mut [u32; 4], b: &[u8; BLOCK]) {
     let (ma, mb) = (words(a), words(b));
     let [mut a0, mut a1, mut a2, mut a3] = *sa;
     let [mut b0, mut b1, mut b2, mut b3] = *sb;
+    // Each step adds `a + K[i] + M[g]`, known before the previous step ends, to the round
+    // function of the newest word: keeping that sum apart leaves one addition on the chain.
     macro_rules! steps {
         ($fun:expr, $($i:literal)*) => {$(
-            let fa = $fun(a1, a2, a3)
-                .wrapping_add(a0)
-                .wrapping_add(MD5_K[$i])
-                .wrapping_add(ma[MD5_G[$i]]);
-            let fb = $fun(b1, b2, b3)
-                .wrapping_add(b0)
-                .wrapping_add(MD5_K[$i])
-                .wrapping_add(mb[MD5_G[$i]]);
+            let ka = a0.wrapping_add(MD5_K[$i]).wrapping_add(ma[MD5_G[$i]]);
+            let kb = b0.wrapping_add(MD5_K[$i]).wrapping_add(mb[MD5_G[$i]]);
+            let fa = $fun(a1, a2, a3, ka);
+            let fb = $fun(b1, b2, b3, kb);
             (a0, a3, a2) = (a3, a2, a1);
             (b0, b3, b2) = (b3, b2, b1);
             a1 = a1.wrapping_add(fa.rotate_left(MD5_S[$i]));
             b1 = b1.wrapping_add(fb.rotate_left(MD5_S[$i]));
         )*};
     }
-    let f = |x: u32, y: u32, z: u32| (x & y) | (!x & z);
-    let g = |x: u32, y: u32, z: u32| (x & z) | (y & !z);
-    let h = |x: u32, y: u32, z: u32| x ^ y ^ z;
-    let i = |x: u32, y: u32, z: u32| y ^ (x | !z);
+    // RFC 1321's F, G, H and I, plus `k`. G's two halves have no bit in common, so its `|` is
+    // a `+`, and the half without `x` (the newest word) joins `k` first.
+    let f = |x: u32, y: u32, z: u32, k: u32| (z ^ (x & (y ^ z))).wrapping_add(k);
+    let g = |x: u32, y: u32, z: u32, k: u32| (x & z).wrapping_add((y & !z).wrapping_add(k));
+    let h = |x: u32, y: u32, z: u32, k: u32| (x ^ y ^ z).wrapping_add(k);
+    let i = |x: u32, y: u32, z: u32, k: u32| (y ^ (x | !z)).wrapping_add(k);
     steps!(f, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
     steps!(g, 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31);
     steps!(h, 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47);
@@ -172,17 +171,15 @@ pub(crate) fn md5_two(a: &[u8], b: &[u8]) -> ([u8; 16], [u8; 16]) {
         return (md5::Md5::digest(a).into(), md5::Md5::digest(b).into());
     }
     let (mut sa, mut sb) = (MD5_IV, MD5_IV);
-    let (mut ba, mut bb) = (a.chunks_exact(BLOCK), b.chunks_exact(BLOCK));
-    for (x, y) in ba.by_ref().zip(bb.by_ref()) {
+    let ((ba, ra), (bb, rb)) = (a.as_chunks::<BLOCK>(), b.as_chunks::<BLOCK>());
+    for (x, y) in ba.iter().zip(bb) {
         md5_compress_two(&mut sa, x, &mut sb, y);
     }
-    let (ta, end) = md5_padded_tail(ba.remainder(), a.len());
-    let (tb, _) = md5_padded_tail(bb.remainder(), b.len());
-    let (ta, tb) = (
-        ta.get(..end).unwrap_or_default(),
-        tb.get(..end).unwrap_or_default(),
-    );
-    for (x, y) in ta.chunks_exact(BLOCK).zip(tb.chunks_exact(BLOCK)) {
+    let (ta, end) = md5_padded_tail(ra, a.len());
+    let (tb, _) = md5_padded_tail(rb, b.len());
+    let (ta, tb) = (ta.as_chunks::<BLOCK>().0, tb.as_chunks::<BLOCK>().0);
+    let blocks = end / BLOCK;
+    for (x, y) in ta.iter().zip(tb).take(blocks) {
         md5_compress_two(&mut sa, x, &mut sb, y);
     }
     let digest = |s: [u32; 4]| {
