@@ -142,9 +142,9 @@ pub enum ExtensionBody<'a> {
     Unknown(Raw<'a>),
     /// A known extension whose body did not parse: the error and the bytes.
     Malformed {
-        /// Why it did not parse.
+        /// Why it did not parse (boxed: rare, and it would double the size of every body).
         #[serde(serialize_with = "display")]
-        error: TlsError,
+        error: Box<TlsError>,
         /// The extension data.
         data: Raw<'a>,
     },
@@ -196,7 +196,7 @@ impl<'a> Extension<'a> {
         let body = match decode_body(kind, Reader::new(data)) {
             Ok(body) => body,
             Err(error) => ExtensionBody::Malformed {
-                error,
+                error: Box::new(error),
                 data: Raw::borrowed(data),
             },
         };
