@@ -118,69 +118,82 @@ pub(crate) struct Survey<'h, 'a> {
 impl<'h, 'a> Survey<'h, 'a> {
     /// Surveys `hello`.
     pub(crate) fn new(hello: &'h ClientHello<'a>) -> Self {
-        let mut s = Survey {
-            ciphers: Small::new(),
-            sorted_ciphers: Small::new(),
-            cipher_grease: false,
-            types: Small::new(),
-            sorted_types: Small::new(),
-            keys: Small::new(),
-            grease_extensions: 0,
-            malformed: false,
-            quic: false,
-            server_name: false,
-            supported_groups: None,
-            ec_point_formats: None,
-            signature_algorithms: None,
-            supported_versions: None,
-            alpn: None,
-        };
+        // Everything is gathered in locals and moved into the survey at the end: built in place
+        // (the survey is returned through memory), every push was a load-add-store of a length
+        // in memory, a chain of store-to-load waits.
+        let mut ciphers = Small::new();
+        let mut cipher_grease = false;
         for v in hello.cipher_suites.values() {
             if is_grease(v) {
-                s.cipher_grease = true;
+                cipher_grease = true;
             } else {
-                s.ciphers.push(v);
+                ciphers.push(v);
             }
         }
-        s.sorted_ciphers.sort_from(s.ciphers.as_slice());
+        let mut sorted_ciphers = Small::new();
+        sorted_ciphers.sort_from(ciphers.as_slice());
 
+        let mut types = Small::new();
+        let mut keys = Small::new();
+        let mut grease_extensions = 0;
+        let (mut malformed, mut quic, mut server_name) = (false, false, false);
+        let (mut supported_groups, mut ec_point_formats, mut signature_algorithms) =
+            (None, None, None);
+        let (mut supported_versions, mut alpn) = (None, None);
         for (ext, index) in hello.extensions().iter().zip(0u32..) {
             let kind = ext.kind.0;
-            s.keys.push(u32::from(kind) << 16 | (index & 0xffff));
+            keys.push(u32::from(kind) << 16 | (index & 0xffff));
             if is_grease(kind) {
-                s.grease_extensions += 1;
+                grease_extensions += 1;
                 continue;
             }
-            s.types.push(kind);
+            types.push(kind);
             if matches!(ext.body, ExtensionBody::Malformed { .. }) {
-                s.malformed = true;
+                malformed = true;
             }
             let slot = match ExtensionType(kind) {
                 ExtensionType::SERVER_NAME => {
-                    s.server_name = true;
+                    server_name = true;
                     continue;
                 }
                 ExtensionType::QUIC_TRANSPORT_PARAMETERS => {
-                    s.quic = true;
+                    quic = true;
                     continue;
                 }
-                ExtensionType::SUPPORTED_GROUPS => &mut s.supported_groups,
-                ExtensionType::EC_POINT_FORMATS => &mut s.ec_point_formats,
-                ExtensionType::SIGNATURE_ALGORITHMS => &mut s.signature_algorithms,
-                ExtensionType::SUPPORTED_VERSIONS => &mut s.supported_versions,
-                ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION => &mut s.alpn,
+                ExtensionType::SUPPORTED_GROUPS => &mut supported_groups,
+                ExtensionType::EC_POINT_FORMATS => &mut ec_point_formats,
+                ExtensionType::SIGNATURE_ALGORITHMS => &mut signature_algorithms,
+                ExtensionType::SUPPORTED_VERSIONS => &mut supported_versions,
+                ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION => &mut alpn,
                 _ => continue,
             };
             slot.get_or_insert(&ext.body);
         }
-        s.keys.sort();
-        for key in s.keys.as_slice() {
+        keys.sort();
+        let mut sorted_types = Small::new();
+        for key in keys.as_slice() {
             // The high half is the type.
             let kind = (key >> 16) as u16;
             if !is_grease(kind) {
-                s.sorted_types.push(kind);
+                sorted_types.push(kind);
             }
         }
-        s
+        Survey {
+            ciphers,
+            sorted_ciphers,
+            cipher_grease,
+            types,
+            sorted_types,
+            keys,
+            grease_extensions,
+            malformed,
+            quic,
+            server_name,
+            supported_groups,
+            ec_point_formats,
+            signature_algorithms,
+            supported_versions,
+            alpn,
+        }
     }
 }
