@@ -160,6 +160,11 @@ impl Cursor<'_> {
         self.buf.get(range).unwrap_or_default()
     }
 
+    /// The bytes written from `start` on, to be changed in place.
+    pub(crate) fn written_mut(&mut self, start: usize) -> &mut [u8] {
+        self.buf.get_mut(start..self.pos).unwrap_or_default()
+    }
+
     /// Writes the low `len` bytes of `word` (at most 8) as one 8-byte store.
     #[inline]
     fn word(&mut self, word: u64, len: usize) {

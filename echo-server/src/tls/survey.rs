@@ -86,8 +86,6 @@ pub(crate) struct Survey<'h, 'a> {
     pub(crate) ciphers: Small<u16, 64>,
     /// The same, sorted.
     pub(crate) sorted_ciphers: Small<u16, 64>,
-    /// Whether the cipher list holds any GREASE value.
-    pub(crate) cipher_grease: bool,
     /// Non-GREASE extension types, wire order (duplicates kept).
     pub(crate) types: Small<u16, 48>,
     /// The same, sorted.
@@ -122,11 +120,8 @@ impl<'h, 'a> Survey<'h, 'a> {
         // (the survey is returned through memory), every push was a load-add-store of a length
         // in memory, a chain of store-to-load waits.
         let mut ciphers = Small::new();
-        let mut cipher_grease = false;
         for v in hello.cipher_suites.values() {
-            if is_grease(v) {
-                cipher_grease = true;
-            } else {
+            if !is_grease(v) {
                 ciphers.push(v);
             }
         }
@@ -181,7 +176,6 @@ impl<'h, 'a> Survey<'h, 'a> {
         Survey {
             ciphers,
             sorted_ciphers,
-            cipher_grease,
             types,
             sorted_types,
             keys,

@@ -14,7 +14,6 @@ use super::digest::sha256;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, ExtensionBody};
 use super::grease::is_grease;
-use super::list::U16List;
 use super::survey::Survey;
 
 /// Prefix of a TLS voice id; the `1` is the normalization version.
@@ -81,15 +80,17 @@ impl<'c, 'b> Feed<'c, 'b> {
         self.c.extend(bytes);
     }
 
-    /// Like [`Self::u16_list`] for a wire list of two-byte values: the bytes go in as they are
-    /// unless a GREASE value needs folding.
-    fn u16_wire<T: From<u16>>(&mut self, tag: u8, list: &U16List<'_, T>) {
-        if list.values().any(is_grease) {
-            self.u16_list(tag, list.values());
-        } else {
-            self.u8(tag);
-            self.count(list.len());
-            self.bytes(list.as_bytes());
+    /// Like [`Self::u16_list`] for a wire list of two-byte values: the bytes go in as they are,
+    /// then every GREASE value among them is overwritten with the placeholder (a pass without
+    /// branches over the bytes just written).
+    fn u16_wire(&mut self, tag: u8, bytes: &[u8]) {
+        self.u8(tag);
+        self.count(bytes.len() / 2);
+        let start = self.c.pos();
+        self.bytes(bytes);
+        for pair in self.c.written_mut(start).as_chunks_mut::<2>().0 {
+            let v = u16::from_be_bytes(*pair);
+            *pair = if is_grease(v) { GREASE_PLACEHOLDER } else { v }.to_be_bytes();
         }
     }
 
@@ -163,13 +164,7 @@ fn voice_description(
     feed.u8(u8::from(hello.extensions.is_some()));
     feed.u8(tag::LEGACY_VERSION);
     feed.u16(hello.legacy_version.0);
-    if s.cipher_grease {
-        feed.u16_list(tag::CIPHER_SUITES, hello.cipher_suites.values());
-    } else {
-        feed.u8(tag::CIPHER_SUITES);
-        feed.count(hello.cipher_suites.len());
-        feed.bytes(hello.cipher_suites.as_bytes());
-    }
+    feed.u16_wire(tag::CIPHER_SUITES, hello.cipher_suites.as_bytes());
     feed.u8(tag::COMPRESSION);
     feed.count(hello.compression_methods.len());
     for m in hello.compression_methods.values() {
@@ -222,7 +217,7 @@ fn voice_content(feed: &mut Feed<'_, '_>, kind: ExtensionType, body: &ExtensionB
     match body {
         B::SupportedGroups(list) => {
             content(feed, kind);
-            feed.u16_wire(0, list);
+            feed.u16_wire(0, list.as_bytes());
         }
         B::EcPointFormats(list) => {
             content(feed, kind);
@@ -232,15 +227,15 @@ fn voice_content(feed: &mut Feed<'_, '_>, kind: ExtensionType, body: &ExtensionB
         | B::SignatureAlgorithmsCert(list)
         | B::DelegatedCredentials(list) => {
             content(feed, kind);
-            feed.u16_wire(0, list);
+            feed.u16_wire(0, list.as_bytes());
         }
         B::SupportedVersions(list) => {
             content(feed, kind);
-            feed.u16_wire(0, list);
+            feed.u16_wire(0, list.as_bytes());
         }
         B::CompressCertificate(list) => {
             content(feed, kind);
-            feed.u16_wire(0, list);
+            feed.u16_wire(0, list.as_bytes());
         }
         B::PskKeyExchangeModes(list) => {
             content(feed, kind);
