@@ -67,8 +67,8 @@ fn all_172_vectors_match_expected_fingerprints() {
         assert_eq!(fp.ja4_r(), v.ja4_r_spec, "{what}: JA4_r");
         assert_eq!(fp.ja4_o(), v.ja4_o_spec, "{what}: JA4_o");
         assert_eq!(fp.ja4_ro(), v.ja4_ro_spec, "{what}: JA4_ro");
-        assert!(fp.voice_id().starts_with("tlsv1_") && fp.voice_id().len() == 30);
-        assert!(fp.order_id().starts_with("tlso1_") && fp.order_id().len() == 30);
+        assert!(fp.voice_id().starts_with("tlsv2_") && fp.voice_id().len() == 30);
+        assert!(fp.order_id().starts_with("tlso2_") && fp.order_id().len() == 30);
         if v.transport == "quic" {
             quic += 1;
         }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// A normalized, hashed identity of one layer (TLS, HTTP/2, HTTP/1).
 ///
-/// Written as `<layer>v<version>_<hex>`, e.g. `tlsv1_…`, `h2v1_…`, `h1v1_…`, so a voice from one
+/// Written as `<layer>v<version>_<hex>`, e.g. `tlsv2_…`, `h2v1_…`, `h1v1_…`, so a voice from one
 /// layer or normalization version can never be mistaken for another's.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]

@@ -91,12 +91,12 @@ impl TlsFingerprints {
         self.get(7)
     }
 
-    /// The normalized TLS voice (`tlsv1_…`).
+    /// The normalized TLS voice (`tlsv2_…`).
     pub fn voice_id(&self) -> &str {
         self.get(8)
     }
 
-    /// Hash of the raw non-GREASE extension order (`tlso1_…`).
+    /// Hash of the raw non-GREASE extension order (`tlso2_…`).
     pub fn order_id(&self) -> &str {
         self.get(9)
     }
