@@ -10,8 +10,8 @@
 //! (docs/benchmarks.md). Both hashes are checked against the sha2 and md-5 crates and the
 //! RFC 1321 test suite below.
 
-use md5::digest::generic_array::GenericArray;
 use md5::Digest;
+use sha2::digest::generic_array::GenericArray;
 
 /// Block size of both hashes.
 const BLOCK: usize = 64;
