@@ -1,7 +1,9 @@
 //! A probe that runs out of time says in which phase: the connect phase when the exit never
 //! answers the SYN, the response phase when the echo completes TLS and then stays silent (the
 //! tunnel phase is in `audit_dial.rs`, the TLS phase in the scheduler's unit tests). Routers read
-//! the phase to tell a dead exit from a slow echo. Loopback only.
+//! the phase to tell a dead exit from a slow echo. A name that does not resolve is its own class,
+//! `dns`. Loopback only: the unresolvable name has an empty label, which glibc refuses without
+//! sending a query.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,4 +125,52 @@ async fn silent_echo_after_tls_is_a_response_phase_timeout() {
         let error = expect_timeout(None, &echo_at(port), &timeouts, Phase::Response).await;
         assert!(error.to_string().contains("response"), "{error}");
     }
+}
+
+/// Not a valid DNS name (an empty label): the resolver fails it at once, without a query.
+const UNRESOLVABLE: &str = "exitvoice..invalid";
+
+#[tokio::test]
+async fn unresolvable_names_are_dns_errors() {
+    let dns = |error: ProbeError| {
+        assert_eq!(error.class(), ErrorClass::Dns, "{error}");
+        assert!(error.to_string().contains(UNRESOLVABLE), "{error}");
+    };
+    let run = |exit: Option<Exit>, echo: EchoTarget| async move {
+        let started = Instant::now();
+        let result = probe(
+            exit.as_ref(),
+            &echo,
+            &H2Profile::chrome(),
+            &new_token(),
+            &Timeouts::default(),
+        )
+        .await;
+        assert!(started.elapsed() < Duration::from_secs(3), "slow failure");
+        match result {
+            Ok(_) => panic!("probe succeeded"),
+            Err(error) => error,
+        }
+    };
+    let unresolvable_echo = EchoTarget {
+        host: UNRESOLVABLE.to_owned(),
+        ..echo_at(443)
+    };
+    // The echo's name, probed directly.
+    dns(run(None, unresolvable_echo.clone()).await);
+    // The exit's own name.
+    let exit = Exit::new(
+        "unresolvable",
+        ProxyUrl::parse(&format!("http://{UNRESOLVABLE}:3128")).unwrap(),
+    );
+    dns(run(Some(exit), echo_at(443)).await);
+    // socks5 (not socks5h) resolves the echo's name on the auditor's side, after connecting to
+    // the proxy (here a listener that never answers).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let exit = Exit::new(
+        "local-resolution",
+        ProxyUrl::parse(&format!("socks5://127.0.0.1:{port}")).unwrap(),
+    );
+    dns(run(Some(exit), unresolvable_echo).await);
 }
