@@ -110,19 +110,27 @@ pub fn label(
         .iter()
         .filter_map(|r| r.sample.as_ref().map(|s| (r, s)))
         .collect();
-    let voiced: Vec<(String, String)> = samples
+    // A new normalization (`tlsv1_` → `tlsv2_` after an upgrade, say) renames every voice at
+    // once: drift and the voice list only compare samples voiced like the newest one.
+    let newest = samples.last().map(|(_, s)| s.voice_schemes());
+    let comparable: Vec<_> = samples
+        .iter()
+        .filter(|(_, s)| Some(s.voice_schemes()) == newest)
+        .collect();
+    let voiced: Vec<(String, String)> = comparable
         .iter()
         .map(|(r, s)| (s.voice(), r.started_at.clone()))
         .collect();
     let drift = drift::classify(&voiced, drift_config);
 
     let mut voices: Vec<String> = Vec::new();
-    let mut egress_ips: Vec<String> = Vec::new();
-    for (_, sample) in &samples {
-        let voice = sample.voice();
+    for (voice, _) in voiced {
         if !voices.contains(&voice) {
             voices.push(voice);
         }
+    }
+    let mut egress_ips: Vec<String> = Vec::new();
+    for (_, sample) in &samples {
         if !egress_ips.contains(&sample.egress_ip) {
             egress_ips.push(sample.egress_ip.clone());
         }
@@ -383,6 +391,29 @@ mod tests {
         assert_eq!(label.route, Route::Quarantine);
         assert_eq!(label.errors.get("proxy_auth"), Some(&4));
         assert_eq!(label.state, DriftState::Unknown);
+    }
+
+    /// Records from before a normalization upgrade (`tlsv1_`) are not compared with the ones
+    /// after it: no switch, no `changed_at`, only the new voice listed.
+    #[test]
+    fn a_new_normalization_is_not_drift() {
+        let records: Vec<_> = (1..=6)
+            .map(|i| {
+                let tls = if i <= 3 { "tlsv1_aaaa" } else { "tlsv2_bbbb" };
+                ok(i, tls, Bucket::A, true, false)
+            })
+            .collect();
+        let label = route(&records);
+        assert_eq!(label.state, DriftState::Stable);
+        assert_eq!(label.changed_at, None);
+        assert_eq!(label.voices, ["tlsv2_bbbb+h2v1_x"]);
+        assert_eq!(label.samples, 6);
+        // Two voices of one scheme after the upgrade are still a switch.
+        let mut switched = records.clone();
+        switched.extend((7..=8).map(|i| ok(i, "tlsv2_cccc", Bucket::A, true, false)));
+        let label = route(&switched);
+        assert_eq!(label.state, DriftState::Stable);
+        assert_eq!(label.changed_at.as_deref(), Some("2026-01-01T00:00:07Z"));
     }
 
     #[test]

@@ -95,14 +95,24 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// The HTTP voice: HTTP/2 if spoken, else HTTP/1.
+    fn http_voice(&self) -> Option<&VoiceId> {
+        self.h2_voice.as_ref().or(self.h1_voice.as_ref())
+    }
+
     /// The sample's voice for drift: TLS voice and HTTP voice together, `tls+http`.
     pub fn voice(&self) -> String {
         let tls = self.tls_voice.as_ref().map_or("-", |v| v.0.as_str());
-        let http = self
-            .h2_voice
-            .as_ref()
-            .or(self.h1_voice.as_ref())
-            .map_or("-", |v| v.0.as_str());
+        let http = self.http_voice().map_or("-", |v| v.0.as_str());
         format!("{tls}+{http}")
+    }
+
+    /// The schemes of the two voices of [`Self::voice`] (`tlsv2`, `h2v1`): only samples with
+    /// the same schemes can be compared for drift.
+    pub fn voice_schemes(&self) -> (Option<&str>, Option<&str>) {
+        (
+            self.tls_voice.as_ref().map(VoiceId::scheme),
+            self.http_voice().map(VoiceId::scheme),
+        )
     }
 }

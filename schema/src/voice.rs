@@ -12,6 +12,15 @@ use serde::{Deserialize, Serialize};
 #[serde(transparent)]
 pub struct VoiceId(pub String);
 
+impl VoiceId {
+    /// The layer and normalization version: `tlsv2` in `tlsv2_…` (empty without a `_`). Voices
+    /// of different schemes can't be compared: a new normalization renames every voice without
+    /// any client changing.
+    pub fn scheme(&self) -> &str {
+        self.0.split_once('_').map_or("", |(scheme, _)| scheme)
+    }
+}
+
 impl fmt::Display for VoiceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -39,5 +48,19 @@ impl fmt::Display for Bucket {
             Self::C => "C",
             Self::D => "D",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VoiceId;
+
+    #[test]
+    fn scheme_is_layer_and_version() {
+        let scheme = |v: &str| VoiceId(v.to_owned()).scheme().to_owned();
+        assert_eq!(scheme("tlsv2_0a1b"), "tlsv2");
+        assert_eq!(scheme("h2v1_ff"), "h2v1");
+        assert_eq!(scheme("h1v1_"), "h1v1");
+        assert_eq!(scheme("nounderscore"), "");
     }
 }
