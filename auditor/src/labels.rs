@@ -110,12 +110,12 @@ pub fn label(
         .iter()
         .filter_map(|r| r.sample.as_ref().map(|s| (r, s)))
         .collect();
-    // A new normalization (`tlsv1_` → `tlsv2_` after an upgrade, say) renames every voice at
-    // once: drift and the voice list only compare samples voiced like the newest one.
-    let newest = samples.last().map(|(_, s)| s.voice_schemes());
+    // A new normalization (`tlsv1_` → `tlsv2_` after an upgrade, say) renames every voice of its
+    // layer at once: drift and the voice list only compare samples voiced like the newest one.
+    let newest = samples.last().map(|(_, s)| *s);
     let comparable: Vec<_> = samples
         .iter()
-        .filter(|(_, s)| Some(s.voice_schemes()) == newest)
+        .filter(|(_, s)| newest.is_none_or(|newest| s.voiced_like(newest)))
         .collect();
     let voiced: Vec<(String, String)> = comparable
         .iter()
@@ -414,6 +414,18 @@ mod tests {
         let label = route(&switched);
         assert_eq!(label.state, DriftState::Stable);
         assert_eq!(label.changed_at.as_deref(), Some("2026-01-01T00:00:07Z"));
+        // HTTP/2 and HTTP/1 voices are two layers, not two versions: they are compared.
+        let flapping: Vec<_> = (1..=4)
+            .map(|i| {
+                let mut record = ok(i, "tlsv2_bbbb", Bucket::A, true, false);
+                if let Some(sample) = record.sample.as_mut().filter(|_| i % 2 == 0) {
+                    sample.h2_voice = None;
+                    sample.h1_voice = Some(VoiceId("h1v1_y".into()));
+                }
+                record
+            })
+            .collect();
+        assert_eq!(route(&flapping).state, DriftState::Alternating);
     }
 
     #[test]

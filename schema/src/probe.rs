@@ -107,12 +107,14 @@ impl Sample {
         format!("{tls}+{http}")
     }
 
-    /// The schemes of the two voices of [`Self::voice`] (`tlsv2`, `h2v1`): only samples with
-    /// the same schemes can be compared for drift.
-    pub fn voice_schemes(&self) -> (Option<&str>, Option<&str>) {
-        (
-            self.tls_voice.as_ref().map(VoiceId::scheme),
-            self.http_voice().map(VoiceId::scheme),
-        )
+    /// Whether this sample's voices can be compared with `other`'s for drift: not when either
+    /// layer's voice comes from another normalization version ([`VoiceId::comparable`]).
+    pub fn voiced_like(&self, other: &Sample) -> bool {
+        let both = |a: Option<&VoiceId>, b: Option<&VoiceId>| match (a, b) {
+            (Some(a), Some(b)) => a.comparable(b),
+            _ => true,
+        };
+        both(self.tls_voice.as_ref(), other.tls_voice.as_ref())
+            && both(self.http_voice(), other.http_voice())
     }
 }

@@ -13,11 +13,23 @@ use serde::{Deserialize, Serialize};
 pub struct VoiceId(pub String);
 
 impl VoiceId {
-    /// The layer and normalization version: `tlsv2` in `tlsv2_…` (empty without a `_`). Voices
-    /// of different schemes can't be compared: a new normalization renames every voice without
-    /// any client changing.
-    pub fn scheme(&self) -> &str {
-        self.0.split_once('_').map_or("", |(scheme, _)| scheme)
+    /// The layer and the normalization version: `("tls", "2")` for `tlsv2_…`, `("h2", "1")` for
+    /// `h2v1_…`; `None` for a string not of that form.
+    pub fn scheme(&self) -> Option<(&str, &str)> {
+        let (scheme, _) = self.0.split_once('_')?;
+        scheme.rsplit_once('v')
+    }
+
+    /// Whether two voices can be compared: not when they are of one layer and two normalization
+    /// versions (a new normalization renames every voice of its layer without any client
+    /// changing). Voices of two layers (HTTP/2 and HTTP/1) compare: they are different voices.
+    pub fn comparable(&self, other: &Self) -> bool {
+        match (self.scheme(), other.scheme()) {
+            (Some((layer, version)), Some((other_layer, other_version))) => {
+                layer != other_layer || version == other_version
+            }
+            _ => true,
+        }
     }
 }
 
@@ -56,11 +68,14 @@ mod tests {
     use super::VoiceId;
 
     #[test]
-    fn scheme_is_layer_and_version() {
-        let scheme = |v: &str| VoiceId(v.to_owned()).scheme().to_owned();
-        assert_eq!(scheme("tlsv2_0a1b"), "tlsv2");
-        assert_eq!(scheme("h2v1_ff"), "h2v1");
-        assert_eq!(scheme("h1v1_"), "h1v1");
-        assert_eq!(scheme("nounderscore"), "");
+    fn versions_of_one_layer_do_not_compare() {
+        let v = |s: &str| VoiceId(s.to_owned());
+        assert_eq!(v("tlsv2_0a1b").scheme(), Some(("tls", "2")));
+        assert_eq!(v("h2v1_ff").scheme(), Some(("h2", "1")));
+        assert_eq!(v("nounderscore").scheme(), None);
+        assert!(!v("tlsv1_aa").comparable(&v("tlsv2_bb")));
+        assert!(v("tlsv2_aa").comparable(&v("tlsv2_bb")));
+        assert!(v("h2v1_aa").comparable(&v("h1v1_bb")));
+        assert!(v("a").comparable(&v("b")));
     }
 }
