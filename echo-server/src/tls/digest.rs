@@ -38,7 +38,8 @@ pub(crate) fn sha256(data: &[u8]) -> [u8; 32] {
         let block = GenericArray::from_slice(block);
         sha2::compress256(&mut state, std::slice::from_ref(block));
     }
-    let (last, end) = padded_tail(tail, data.len(), u64::to_be_bytes);
+    let mut last = [0u8; 2 * BLOCK];
+    let end = padded_tail(tail, data.len(), u64::to_be_bytes, &mut last);
     for block in last.as_chunks::<BLOCK>().0.iter().take(end / BLOCK) {
         let block = GenericArray::from_slice(block);
         sha2::compress256(&mut state, std::slice::from_ref(block));
@@ -155,11 +156,17 @@ fn md5_compress_two(sa: &mut [u32; 4], a: &[u8; BLOCK], sb: &mut [u32; 4], b: &[
     }
 }
 
-/// The padded last block(s) of a message of `len` bytes ending in `tail`, and their length: 0x80,
-/// zeros, the bit length as a u64 written by `encode` (little endian for MD5, RFC 1321 sections
-/// 3.1 and 3.2; big endian for SHA-256, FIPS 180-4 section 5.1.1).
-fn padded_tail(tail: &[u8], len: usize, encode: fn(u64) -> [u8; 8]) -> ([u8; 2 * BLOCK], usize) {
-    let mut last = [0u8; 2 * BLOCK];
+/// Writes the padded last block(s) of a message of `len` bytes ending in `tail` into `last`
+/// (zeroed), and answers their length: 0x80, zeros, the bit length as a u64 written by `encode`
+/// (little endian for MD5, RFC 1321 sections 3.1 and 3.2; big endian for SHA-256, FIPS 180-4
+/// section 5.1.1). Written in place: returned by value, the blocks were copied with wide loads
+/// right after these narrow stores (a store-forwarding stall on every hash).
+fn padded_tail(
+    tail: &[u8],
+    len: usize,
+    encode: fn(u64) -> [u8; 8],
+    last: &mut [u8; 2 * BLOCK],
+) -> usize {
     let end = if tail.len() < BLOCK - 8 {
         BLOCK
     } else {
@@ -175,7 +182,7 @@ fn padded_tail(tail: &[u8], len: usize, encode: fn(u64) -> [u8; 8]) -> ([u8; 2 *
     if let Some(dst) = last.get_mut(end - 8..end) {
         dst.copy_from_slice(&encode(bits));
     }
-    (last, end)
+    end
 }
 
 /// md5(`a`) and md5(`b`), compressed two lanes at a time when the inputs have the same length
@@ -190,8 +197,9 @@ pub(crate) fn md5_two(a: &[u8], b: &[u8]) -> ([u8; 16], [u8; 16]) {
     for (x, y) in ba.iter().zip(bb) {
         md5_compress_two(&mut sa, x, &mut sb, y);
     }
-    let (ta, end) = padded_tail(ra, a.len(), u64::to_le_bytes);
-    let (tb, _) = padded_tail(rb, b.len(), u64::to_le_bytes);
+    let (mut ta, mut tb) = ([0u8; 2 * BLOCK], [0u8; 2 * BLOCK]);
+    let end = padded_tail(ra, a.len(), u64::to_le_bytes, &mut ta);
+    padded_tail(rb, b.len(), u64::to_le_bytes, &mut tb);
     let (ta, tb) = (ta.as_chunks::<BLOCK>().0, tb.as_chunks::<BLOCK>().0);
     let blocks = end / BLOCK;
     for (x, y) in ta.iter().zip(tb).take(blocks) {
