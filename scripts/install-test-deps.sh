@@ -55,18 +55,35 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "creating $VENV"
   "$PY" -m venv "$VENV"
 fi
-PY_PACKAGES=(h2 hpack hyperframe 'httpx[http2]' requests aiohttp ja4plus)
-if ! "$VENV/bin/python" -c 'import h2, hpack, hyperframe, httpx, requests, aiohttp, ja4plus' 2>/dev/null; then
+# Pinned: the Python clients are the ones captures/python-* were recorded with (echo_clients
+# fails when a client's version differs from its recording), and the reference decoders are the
+# versions the expected values were computed with. A new PyPI release must not change either.
+PY_PACKAGES=(
+  h2==4.4.1 hpack==4.2.0 hyperframe==6.1.0 ja4plus==1.4.0
+  httpx==0.28.1 httpcore==1.0.9 requests==2.34.2 urllib3==2.8.0 aiohttp==3.14.5
+)
+pinned_missing() {
+  # Every pin `name==version` must appear in `pip freeze` (names compared case-insensitively).
+  local have
+  have=$("$1/bin/pip" freeze 2>/dev/null | tr 'A-Z_' 'a-z-')
+  shift
+  for pin in "$@"; do
+    grep -qx "$(echo "$pin" | tr 'A-Z_' 'a-z-')" <<<"$have" || return 0
+  done
+  return 1
+}
+if pinned_missing "$VENV" "${PY_PACKAGES[@]}"; then
   say "pip installing ${PY_PACKAGES[*]} into $VENV"
   "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
 fi
 
 # --- mitmproxy in its own venv (auditor tests) ---------------------------------------------------
 MVENV=.tools/venv-mitm
-if [ ! -x "$MVENV/bin/mitmdump" ]; then
-  say "installing mitmproxy into $MVENV"
+MITM_PIN=mitmproxy==11.0.2
+if [ ! -x "$MVENV/bin/mitmdump" ] || pinned_missing "$MVENV" "$MITM_PIN"; then
+  say "installing $MITM_PIN into $MVENV"
   [ -x "$MVENV/bin/python" ] || "$PY" -m venv "$MVENV"
-  "$MVENV/bin/pip" install -q mitmproxy
+  "$MVENV/bin/pip" install -q "$MITM_PIN"
 fi
 
 # --- test CA + leaf certificate (made once) ------------------------------------------------------
