@@ -177,7 +177,8 @@ fn duplicate_and_zero_length_extensions() {
         ],
     );
     let h = parse_client_hello(&m).unwrap();
-    let kinds: Vec<u16> = h.extensions().iter().map(|e| e.kind.0).collect();
+    let exts: Vec<_> = h.extensions().collect();
+    let kinds: Vec<u16> = exts.iter().map(|e| e.kind.0).collect();
     assert_eq!(kinds, [0, 23, 0, 10, 21, 0x3333]);
     // The first server_name wins for `server_name()`; both stay in the model and in JA3/JA4.
     assert_eq!(h.server_name(), Some("a.example"));
@@ -186,15 +187,15 @@ fn duplicate_and_zero_length_extensions() {
     assert!(fp.ja4().starts_with("t12d0106"), "{}", fp.ja4());
     // A zero-length supported_groups is malformed (it needs its list length), flagged, kept.
     assert!(matches!(
-        h.extensions()[3].body,
+        exts[3].body(),
         ExtensionBody::Malformed { ref error, .. } if matches!(**error, TlsError::Truncated { .. })
     ));
     // Zero-length padding and unknown extensions are fine.
     assert!(matches!(
-        h.extensions()[4].body,
+        exts[4].body(),
         ExtensionBody::Padding { len: 0, .. }
     ));
-    assert!(matches!(h.extensions()[5].body, ExtensionBody::Unknown(_)));
+    assert!(matches!(exts[5].body(), ExtensionBody::Unknown(_)));
 }
 
 #[test]
@@ -293,7 +294,7 @@ fn seventy_kib_hello() {
     );
     // The parser, given all the bytes, reads it; JA4 caps the count at 99.
     let h = parse_client_hello(&wire).unwrap();
-    assert_eq!(h.cipher_suites.len(), 32_000);
+    assert_eq!(h.cipher_suites().len(), 32_000);
     assert!(h.fingerprints().ja4().starts_with("t12i9903"));
     // A record over 2^14 + 256 bytes is refused.
     let mut big = vec![22, 3, 1, 0x41, 0x01];
@@ -347,7 +348,7 @@ fn leftover_bytes_are_errors() {
     let h_bytes = hello(&[0x1301], &[groups]);
     let h = parse_client_hello(&h_bytes).unwrap();
     assert!(matches!(
-        &h.extensions()[0].body,
+        &h.extensions().next().unwrap().body(),
         ExtensionBody::Malformed { error, .. }
             if matches!(**error, TlsError::TrailingData { len: 2, .. })
     ));
@@ -381,7 +382,7 @@ fn hello_without_extension_block() {
     let mut msg = vec![1, 0, 0, u8::try_from(body.len()).unwrap()];
     msg.extend_from_slice(&body);
     let h = parse_client_hello(&msg).unwrap();
-    assert!(h.extensions.is_none());
+    assert!(!h.has_extension_block());
     let fp = h.fingerprints();
     // salesforce/ja3 README: no extensions → the last three fields are empty.
     assert_eq!(fp.ja3(), "769,4-5,,,");

@@ -215,6 +215,20 @@ impl Cursor<'_> {
         self.pos += n;
     }
 
+    /// Inserts `bytes` at `at`, moving what was written from there on along.
+    pub(crate) fn insert(&mut self, at: usize, bytes: &[u8]) {
+        let n = bytes.len();
+        if at > self.pos || self.pos + n > self.buf.len() {
+            self.full = true;
+            return;
+        }
+        self.buf.copy_within(at..self.pos, at + n);
+        if let Some(dst) = self.buf.get_mut(at..at + n) {
+            dst.copy_from_slice(bytes);
+        }
+        self.pos += n;
+    }
+
     /// `value` in decimal.
     #[inline]
     pub(crate) fn dec(&mut self, value: u16) {
@@ -321,8 +335,10 @@ mod tests {
             c.be16(0x3132);
             c.str("x");
             c.extend(b"yz");
-            c.rewind(12);
+            c.insert(13, b"-");
+            c.insert(15, b"+");
+            c.rewind(16);
         });
-        assert_eq!(a.text().and_then(|t| t.get(4..12)), Some("cdef0112"));
+        assert_eq!(a.text().and_then(|t| t.get(4..16)), Some("cdef0112x-y+"));
     }
 }

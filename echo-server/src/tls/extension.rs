@@ -9,6 +9,9 @@
 //! extension as present with no decoded content (its type is counted; its list fields, e.g. the
 //! JA3 curves, are empty).
 
+use std::fmt;
+
+use serde::ser::SerializeStruct;
 use serde::Serialize;
 
 use super::enums::{
@@ -20,16 +23,15 @@ use super::grease::is_grease;
 use super::list::{KeyShares, ProtocolNames, QuicParameters, Raw, ServerNames, U16List, U8List};
 use crate::codec::Reader;
 
-/// One extension, as it appeared on the wire.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// One extension, as it appeared on the wire: its type and a view of its bytes in the hello.
+/// The body is decoded on demand ([`Self::body`]): the fingerprints read only some bodies, and a
+/// parse that built every typed body up front spent more time moving them into the list than
+/// decoding them.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Extension<'a> {
     /// The extension type.
-    #[serde(rename = "type")]
     pub kind: ExtensionType,
-    /// Length of the extension data in bytes.
-    pub len: usize,
-    /// The decoded body.
-    pub body: ExtensionBody<'a>,
+    data: &'a [u8],
 }
 
 /// The encrypted_client_hello (0xfe0d) body of a ClientHello (draft-ietf-tls-esni section 5).
@@ -180,6 +182,35 @@ fn whole_u8<'a>(r: &mut Reader<'a>, field: &'static str) -> Result<Reader<'a>, T
     Ok(list)
 }
 
+/// A u16-length list of two-byte values filling the body.
+fn long_list<'a, T: From<u16> + 'a>(
+    mut r: Reader<'a>,
+    field: &'static str,
+) -> Result<U16List<'a, T>, TlsError> {
+    U16List::read(whole_u16(&mut r, field)?, field)
+}
+
+/// A u8-length list of two-byte values filling the body.
+fn short_list<'a, T: From<u16> + 'a>(
+    mut r: Reader<'a>,
+    field: &'static str,
+) -> Result<U16List<'a, T>, TlsError> {
+    U16List::read(whole_u8(&mut r, field)?, field)
+}
+
+/// A u8-length list of one-byte values filling the body.
+fn byte_list<'a, T: From<u8> + 'a>(
+    mut r: Reader<'a>,
+    field: &'static str,
+) -> Result<U8List<'a, T>, TlsError> {
+    Ok(U8List::read(whole_u8(&mut r, field)?))
+}
+
+/// A u16-length `ProtocolName` list filling the body.
+fn names<'a>(mut r: Reader<'a>, field: &'static str) -> Result<ProtocolNames<'a>, TlsError> {
+    ProtocolNames::read(whole_u16(&mut r, field)?)
+}
+
 /// Fails unless the body is empty.
 fn empty<'a>(
     r: &Reader<'a>,
@@ -190,77 +221,93 @@ fn empty<'a>(
 }
 
 impl<'a> Extension<'a> {
-    /// Decodes one extension body of type `kind`; a malformed known body becomes
-    /// [`ExtensionBody::Malformed`].
-    pub(crate) fn decode(kind: u16, data: &'a [u8]) -> Self {
-        let body = match decode_body(kind, Reader::new(data)) {
-            Ok(body) => body,
-            Err(error) => ExtensionBody::Malformed {
-                error: Box::new(error),
-                data: Raw::borrowed(data),
-            },
-        };
+    /// The decoded body, `Err` for a malformed known body. The voice reads the body in place,
+    /// inside the `Result`: taking it out (as [`Self::body`] does) copies it with wide loads
+    /// from the narrow stores that built it, which stall (store-to-load forwarding fails).
+    pub(crate) fn decode(&self) -> Result<ExtensionBody<'a>, TlsError> {
+        decode_body(self.kind.0, Reader::new(self.data))
+    }
+
+    /// The body of an extension made of a u16-length list of two-byte values
+    /// (supported_groups, signature_algorithms, signature_algorithms_cert,
+    /// delegated_credential), `None` when malformed. The fingerprints read the lists through
+    /// these readers (the same ones [`Self::body`] uses), which return them in registers, where a
+    /// whole [`ExtensionBody`] goes through memory and its copy stalls (a wide load of narrow
+    /// stores).
+    pub(crate) fn long_list<T: From<u16> + 'a>(&self) -> Option<U16List<'a, T>> {
+        long_list(Reader::new(self.data), "").ok()
+    }
+
+    /// The body of a u8-length list of two-byte values (supported_versions,
+    /// compress_certificate), `None` when malformed.
+    pub(crate) fn short_list<T: From<u16> + 'a>(&self) -> Option<U16List<'a, T>> {
+        short_list(Reader::new(self.data), "").ok()
+    }
+
+    /// The body of a u8-length list of one-byte values (ec_point_formats,
+    /// psk_key_exchange_modes), `None` when malformed.
+    pub(crate) fn byte_list<T: From<u8> + 'a>(&self) -> Option<U8List<'a, T>> {
+        byte_list(Reader::new(self.data), "").ok()
+    }
+
+    /// The body of a `ProtocolName` list (ALPN, ALPS), `None` when malformed.
+    pub(crate) fn names(&self) -> Option<ProtocolNames<'a>> {
+        names(Reader::new(self.data), "").ok()
+    }
+
+    pub(crate) fn new(kind: u16, data: &'a [u8]) -> Self {
         Self {
             kind: ExtensionType(kind),
-            len: data.len(),
-            body,
+            data,
         }
     }
 
-    pub(crate) fn into_owned(self) -> Extension<'static> {
-        use ExtensionBody as B;
-        let body = match self.body {
-            B::ServerName(v) => B::ServerName(v.into_owned()),
-            B::StatusRequest {
-                status_type,
-                responder_ids_len,
-                request_extensions_len,
-            } => B::StatusRequest {
-                status_type,
-                responder_ids_len,
-                request_extensions_len,
+    /// Length of the extension data in bytes.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the extension data is empty.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The extension data.
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+
+    /// The decoded body; a malformed known body is [`ExtensionBody::Malformed`].
+    pub fn body(&self) -> ExtensionBody<'a> {
+        match self.decode() {
+            Ok(body) => body,
+            Err(error) => ExtensionBody::Malformed {
+                error: Box::new(error),
+                data: Raw::borrowed(self.data),
             },
-            B::SupportedGroups(v) => B::SupportedGroups(v.into_owned()),
-            B::EcPointFormats(v) => B::EcPointFormats(v.into_owned()),
-            B::SignatureAlgorithms(v) => B::SignatureAlgorithms(v.into_owned()),
-            B::Alpn(v) => B::Alpn(v.into_owned()),
-            B::SignedCertificateTimestamp => B::SignedCertificateTimestamp,
-            B::Padding { len, all_zero } => B::Padding { len, all_zero },
-            B::ExtendedMasterSecret => B::ExtendedMasterSecret,
-            B::CompressCertificate(v) => B::CompressCertificate(v.into_owned()),
-            B::RecordSizeLimit(v) => B::RecordSizeLimit(v),
-            B::DelegatedCredentials(v) => B::DelegatedCredentials(v.into_owned()),
-            B::SessionTicket { len } => B::SessionTicket { len },
-            B::PreSharedKey {
-                identities,
-                binders,
-            } => B::PreSharedKey {
-                identities,
-                binders,
-            },
-            B::EarlyData => B::EarlyData,
-            B::SupportedVersions(v) => B::SupportedVersions(v.into_owned()),
-            B::Cookie { len } => B::Cookie { len },
-            B::PskKeyExchangeModes(v) => B::PskKeyExchangeModes(v.into_owned()),
-            B::PostHandshakeAuth => B::PostHandshakeAuth,
-            B::SignatureAlgorithmsCert(v) => B::SignatureAlgorithmsCert(v.into_owned()),
-            B::KeyShare(v) => B::KeyShare(v.into_owned()),
-            B::QuicTransportParameters(v) => B::QuicTransportParameters(v.into_owned()),
-            B::ApplicationSettings(v) => B::ApplicationSettings(v.into_owned()),
-            B::EncryptedClientHello(v) => B::EncryptedClientHello(v),
-            B::RenegotiationInfo { len } => B::RenegotiationInfo { len },
-            B::Grease(v) => B::Grease(v.into_owned()),
-            B::Unknown(v) => B::Unknown(v.into_owned()),
-            B::Malformed { error, data } => B::Malformed {
-                error,
-                data: data.into_owned(),
-            },
-        };
-        Extension {
-            kind: self.kind,
-            len: self.len,
-            body,
         }
+    }
+}
+
+/// Type, length and decoded body.
+impl fmt::Debug for Extension<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Extension")
+            .field("kind", &self.kind)
+            .field("len", &self.len())
+            .field("body", &self.body())
+            .finish()
+    }
+}
+
+/// `{"type", "len", "body"}`, the body decoded.
+impl Serialize for Extension<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("Extension", 3)?;
+        s.serialize_field("type", &self.kind)?;
+        s.serialize_field("len", &self.len())?;
+        s.serialize_field("body", &self.body())?;
+        s.end()
     }
 }
 
@@ -296,20 +343,12 @@ fn decode_body(kind: u16, mut r: Reader<'_>) -> Result<ExtensionBody<'_>, TlsErr
                 }
             }
         }
-        ExtensionType::SUPPORTED_GROUPS => B::SupportedGroups(U16List::read(
-            whole_u16(&mut r, "supported_groups")?,
-            "supported_groups",
-        )?),
-        ExtensionType::EC_POINT_FORMATS => {
-            B::EcPointFormats(U8List::read(whole_u8(&mut r, "ec_point_formats")?))
+        ExtensionType::SUPPORTED_GROUPS => B::SupportedGroups(long_list(r, "supported_groups")?),
+        ExtensionType::EC_POINT_FORMATS => B::EcPointFormats(byte_list(r, "ec_point_formats")?),
+        ExtensionType::SIGNATURE_ALGORITHMS => {
+            B::SignatureAlgorithms(long_list(r, "signature_algorithms")?)
         }
-        ExtensionType::SIGNATURE_ALGORITHMS => B::SignatureAlgorithms(U16List::read(
-            whole_u16(&mut r, "signature_algorithms")?,
-            "signature_algorithms",
-        )?),
-        ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION => {
-            B::Alpn(ProtocolNames::read(whole_u16(&mut r, "alpn")?)?)
-        }
+        ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION => B::Alpn(names(r, "alpn")?),
         ExtensionType::SIGNED_CERTIFICATE_TIMESTAMP => empty(
             &r,
             "signed_certificate_timestamp",
@@ -326,10 +365,9 @@ fn decode_body(kind: u16, mut r: Reader<'_>) -> Result<ExtensionBody<'_>, TlsErr
         ExtensionType::EXTENDED_MASTER_SECRET => {
             empty(&r, "extended_master_secret", B::ExtendedMasterSecret)?
         }
-        ExtensionType::COMPRESS_CERTIFICATE => B::CompressCertificate(U16List::read(
-            whole_u8(&mut r, "compress_certificate")?,
-            "compress_certificate",
-        )?),
+        ExtensionType::COMPRESS_CERTIFICATE => {
+            B::CompressCertificate(short_list(r, "compress_certificate")?)
+        }
         ExtensionType::RECORD_SIZE_LIMIT => {
             let limit = r.u16().ok_or(TlsError::Truncated {
                 field: "record_size_limit",
@@ -337,10 +375,9 @@ fn decode_body(kind: u16, mut r: Reader<'_>) -> Result<ExtensionBody<'_>, TlsErr
             finish(&r, "record_size_limit")?;
             B::RecordSizeLimit(limit)
         }
-        ExtensionType::DELEGATED_CREDENTIAL => B::DelegatedCredentials(U16List::read(
-            whole_u16(&mut r, "delegated_credential")?,
-            "delegated_credential",
-        )?),
+        ExtensionType::DELEGATED_CREDENTIAL => {
+            B::DelegatedCredentials(long_list(r, "delegated_credential")?)
+        }
         ExtensionType::SESSION_TICKET => B::SessionTicket {
             len: r.rest().len(),
         },
@@ -374,32 +411,27 @@ fn decode_body(kind: u16, mut r: Reader<'_>) -> Result<ExtensionBody<'_>, TlsErr
             }
         }
         ExtensionType::EARLY_DATA => empty(&r, "early_data", B::EarlyData)?,
-        ExtensionType::SUPPORTED_VERSIONS => B::SupportedVersions(U16List::read(
-            whole_u8(&mut r, "supported_versions")?,
-            "supported_versions",
-        )?),
+        ExtensionType::SUPPORTED_VERSIONS => {
+            B::SupportedVersions(short_list(r, "supported_versions")?)
+        }
         ExtensionType::COOKIE => B::Cookie {
             len: whole_u16(&mut r, "cookie")?.remaining(),
         },
         ExtensionType::PSK_KEY_EXCHANGE_MODES => {
-            B::PskKeyExchangeModes(U8List::read(whole_u8(&mut r, "psk_key_exchange_modes")?))
+            B::PskKeyExchangeModes(byte_list(r, "psk_key_exchange_modes")?)
         }
         ExtensionType::POST_HANDSHAKE_AUTH => {
             empty(&r, "post_handshake_auth", B::PostHandshakeAuth)?
         }
-        ExtensionType::SIGNATURE_ALGORITHMS_CERT => B::SignatureAlgorithmsCert(U16List::read(
-            whole_u16(&mut r, "signature_algorithms_cert")?,
-            "signature_algorithms_cert",
-        )?),
+        ExtensionType::SIGNATURE_ALGORITHMS_CERT => {
+            B::SignatureAlgorithmsCert(long_list(r, "signature_algorithms_cert")?)
+        }
         ExtensionType::KEY_SHARE => B::KeyShare(KeyShares::read(whole_u16(&mut r, "key_share")?)?),
         ExtensionType::QUIC_TRANSPORT_PARAMETERS => {
             B::QuicTransportParameters(QuicParameters::read(r)?)
         }
         ExtensionType::APPLICATION_SETTINGS | ExtensionType::APPLICATION_SETTINGS_NEW => {
-            B::ApplicationSettings(ProtocolNames::read(whole_u16(
-                &mut r,
-                "application_settings",
-            )?)?)
+            B::ApplicationSettings(names(r, "application_settings")?)
         }
         ExtensionType::ENCRYPTED_CLIENT_HELLO => B::EncryptedClientHello(ech(r)?),
         ExtensionType::RENEGOTIATION_INFO => B::RenegotiationInfo {
@@ -448,7 +480,7 @@ mod tests {
     use super::*;
 
     fn padding(data: &[u8]) -> ExtensionBody<'_> {
-        Extension::decode(ExtensionType::PADDING.0, data).body
+        decode_body(ExtensionType::PADDING.0, Reader::new(data)).unwrap()
     }
 
     /// RFC 7685 section 3: the padding is zero bytes; a non-zero byte anywhere is reported.

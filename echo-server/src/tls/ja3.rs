@@ -10,7 +10,7 @@ use std::ops::Range;
 use super::ascii::Ascii;
 use super::client_hello::ClientHello;
 use super::digest::md5_two;
-use super::extension::ExtensionBody;
+use super::enums::{EcPointFormat, NamedGroup};
 use super::grease::is_grease;
 use super::survey::Survey;
 
@@ -23,15 +23,11 @@ pub(crate) struct Ja3Set {
 }
 
 /// Writes JA3, JA3N and their lowercase-hex md5 hashes of `hello` to `out`.
-pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut Ascii) -> Ja3Set {
-    let groups = match s.supported_groups {
-        Some(ExtensionBody::SupportedGroups(groups)) => Some(groups),
-        _ => None,
-    };
-    let formats = match s.ec_point_formats {
-        Some(ExtensionBody::EcPointFormats(formats)) => Some(formats),
-        _ => None,
-    };
+pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_>, out: &mut Ascii) -> Ja3Set {
+    let groups = s.supported_groups.and_then(|e| e.long_list::<NamedGroup>());
+    let formats = s
+        .ec_point_formats
+        .and_then(|e| e.byte_list::<EcPointFormat>());
     // Up to 6 bytes a number, each string twice (JA3, JA3N), and the two hashes.
     let numbers = s.ciphers.as_slice().len()
         + s.types.as_slice().len()

@@ -7,7 +7,7 @@ use std::ops::Range;
 use super::ascii::{hex_digit, Ascii, Cursor};
 use super::client_hello::ClientHello;
 use super::digest::sha256;
-use super::extension::ExtensionBody;
+use super::enums::{ProtocolVersion, SignatureScheme};
 use super::grease::is_grease;
 use super::survey::Survey;
 
@@ -67,25 +67,23 @@ pub(crate) struct Ja4Set {
 }
 
 /// JA4_a: transport, version, SNI, cipher count, extension count, ALPN (always 10 chars).
-fn part_a(hello: &ClientHello<'_>, s: &Survey<'_, '_>) -> [u8; 10] {
+fn part_a(hello: &ClientHello<'_>, s: &Survey<'_>) -> [u8; 10] {
     // Transport: `q` when the hello carries QUIC transport parameters (as FoxIO's Rust tool
     // decides it); an echo server on TCP otherwise sees `t`.
     let transport = if s.quic { b'q' } else { b't' };
-    let version = match s.supported_versions {
-        Some(ExtensionBody::SupportedVersions(list)) => {
-            list.values().filter(|v| !is_grease(*v)).max()
-        }
-        _ => None,
-    }
-    .unwrap_or(hello.legacy_version.0);
+    let version = s
+        .supported_versions
+        .and_then(|e| e.short_list::<ProtocolVersion>())
+        .and_then(|list| list.values().filter(|v| !is_grease(*v)).max())
+        .unwrap_or(hello.legacy_version.0);
     let [v0, v1] = version_code(version);
     let sni = if s.server_name { b'd' } else { b'i' };
     let [c0, c1] = count(s.ciphers.as_slice().len());
     let [e0, e1] = count(s.types.as_slice().len());
-    let first_alpn = match s.alpn {
-        Some(ExtensionBody::Alpn(names)) => names.iter().next(),
-        _ => None,
-    };
+    let first_alpn = s
+        .alpn
+        .and_then(|e| e.names())
+        .and_then(|names| names.iter().next());
     // Alphanumeric ASCII or a hex digit.
     let [a0, a1] = alpn_chars(first_alpn).map(|c| u8::try_from(c).unwrap_or(b'0'));
     [transport, v0, v1, sni, c0, c1, e0, e1, a0, a1]
@@ -148,12 +146,11 @@ fn raw_and_hashed(
 }
 
 /// Writes JA4_r, JA4, JA4_ro and JA4_o of `hello` to `out`.
-pub(crate) fn write_ja4(hello: &ClientHello<'_>, s: &Survey<'_, '_>, out: &mut Ascii) -> Ja4Set {
+pub(crate) fn write_ja4(hello: &ClientHello<'_>, s: &Survey<'_>, out: &mut Ascii) -> Ja4Set {
     let a = part_a(hello, s);
-    let sig_list = match s.signature_algorithms {
-        Some(ExtensionBody::SignatureAlgorithms(list)) => Some(list),
-        _ => None,
-    };
+    let sig_list = s
+        .signature_algorithms
+        .and_then(|e| e.long_list::<SignatureScheme>());
     let sig_values = || {
         sig_list
             .into_iter()

@@ -1,10 +1,9 @@
 //! Borrowed views of wire lists: validated once while parsing, iterated without allocating.
 //!
-//! Each type keeps the list's bytes (borrowed from the input, or owned when the hello had to be
-//! reassembled from several records) and answers typed items on demand. Parsing checks that the
-//! bytes hold whole items, so iteration never meets a partial one.
+//! Each type is a view of the list's bytes in the hello's message and answers typed items on
+//! demand. Parsing checks that the bytes hold whole items, so iteration never meets a partial
+//! one.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -16,17 +15,17 @@ use super::error::TlsError;
 use crate::codec::Reader;
 
 /// Raw bytes from the wire; serialized as lowercase hex.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Raw<'a>(Cow<'a, [u8]>);
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Raw<'a>(&'a [u8]);
 
 impl<'a> Raw<'a> {
     pub(crate) fn borrowed(bytes: &'a [u8]) -> Self {
-        Self(Cow::Borrowed(bytes))
+        Self(bytes)
     }
 
     /// The bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.0
     }
 
     /// Number of bytes.
@@ -38,32 +37,28 @@ impl<'a> Raw<'a> {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-
-    pub(crate) fn into_owned(self) -> Raw<'static> {
-        Raw(Cow::Owned(self.0.into_owned()))
-    }
 }
 
 impl fmt::Debug for Raw<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Raw({})", hex::encode(&self.0))
+        write!(f, "Raw({})", hex::encode(self.0))
     }
 }
 
 impl Serialize for Raw<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&hex::encode(&self.0))
+        serializer.serialize_str(&hex::encode(self.0))
     }
 }
 
 /// A list of two-byte code points, wire order, duplicates and GREASE kept.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct U16List<'a, T> {
-    raw: Raw<'a>,
+    raw: &'a [u8],
     item: PhantomData<fn() -> T>,
 }
 
-impl<'a, T: From<u16>> U16List<'a, T> {
+impl<'a, T: From<u16> + 'a> U16List<'a, T> {
     /// Takes all of `r` as the list; an odd length is an error.
     pub(crate) fn read(mut r: Reader<'a>, field: &'static str) -> Result<Self, TlsError> {
         let len = r.remaining();
@@ -74,27 +69,31 @@ impl<'a, T: From<u16>> U16List<'a, T> {
                 item: 2,
             });
         }
-        Ok(Self {
-            raw: Raw::borrowed(r.rest()),
+        Ok(Self::wrap(r.rest()))
+    }
+
+    /// A view of bytes already checked to hold whole pairs.
+    pub(crate) fn wrap(raw: &'a [u8]) -> Self {
+        Self {
+            raw,
             item: PhantomData,
-        })
+        }
     }
 
     /// The list's bytes (big-endian pairs).
-    pub fn as_bytes(&self) -> &[u8] {
-        self.raw.as_bytes()
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.raw
     }
 
     /// The code points as plain numbers, wire order.
-    pub fn values(&self) -> impl Iterator<Item = u16> + Clone + '_ {
+    pub fn values(&self) -> impl Iterator<Item = u16> + Clone + 'a {
         self.raw
-            .as_bytes()
             .chunks_exact(2)
             .map(|c| u16::from_be_bytes([c[0], c[1]]))
     }
 
     /// The code points as typed values, wire order.
-    pub fn iter(&self) -> impl Iterator<Item = T> + Clone + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = T> + Clone + 'a {
         self.values().map(T::from)
     }
 
@@ -106,13 +105,6 @@ impl<'a, T: From<u16>> U16List<'a, T> {
     /// Whether the list is empty.
     pub fn is_empty(&self) -> bool {
         self.raw.is_empty()
-    }
-
-    pub(crate) fn into_owned(self) -> U16List<'static, T> {
-        U16List {
-            raw: self.raw.into_owned(),
-            item: PhantomData,
-        }
     }
 }
 
@@ -133,28 +125,33 @@ impl<T: From<u16> + Serialize> Serialize for U16List<'_, T> {
 }
 
 /// A list of one-byte code points, wire order.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct U8List<'a, T> {
-    raw: Raw<'a>,
+    raw: &'a [u8],
     item: PhantomData<fn() -> T>,
 }
 
-impl<'a, T: From<u8>> U8List<'a, T> {
+impl<'a, T: From<u8> + 'a> U8List<'a, T> {
     /// Takes all of `r` as the list.
     pub(crate) fn read(mut r: Reader<'a>) -> Self {
+        Self::wrap(r.rest())
+    }
+
+    /// A view of the list's bytes.
+    pub(crate) fn wrap(raw: &'a [u8]) -> Self {
         Self {
-            raw: Raw::borrowed(r.rest()),
+            raw,
             item: PhantomData,
         }
     }
 
     /// The code points as plain numbers, wire order.
-    pub fn values(&self) -> impl Iterator<Item = u8> + Clone + '_ {
-        self.raw.as_bytes().iter().copied()
+    pub fn values(&self) -> impl Iterator<Item = u8> + Clone + 'a {
+        self.raw.iter().copied()
     }
 
     /// The code points as typed values, wire order.
-    pub fn iter(&self) -> impl Iterator<Item = T> + Clone + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = T> + Clone + 'a {
         self.values().map(T::from)
     }
 
@@ -166,13 +163,6 @@ impl<'a, T: From<u8>> U8List<'a, T> {
     /// Whether the list is empty.
     pub fn is_empty(&self) -> bool {
         self.raw.is_empty()
-    }
-
-    pub(crate) fn into_owned(self) -> U8List<'static, T> {
-        U8List {
-            raw: self.raw.into_owned(),
-            item: PhantomData,
-        }
     }
 }
 
@@ -194,9 +184,9 @@ impl<T: From<u8> + Serialize> Serialize for U8List<'_, T> {
 
 /// A `ProtocolName` list (ALPN, RFC 7301 section 3.1; ALPS uses the same shape): one-byte-length
 /// prefixed names, wire order. Empty names are kept (JA4 has a rule for them).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct ProtocolNames<'a> {
-    raw: Raw<'a>,
+    raw: &'a [u8],
 }
 
 impl<'a> ProtocolNames<'a> {
@@ -211,14 +201,12 @@ impl<'a> ProtocolNames<'a> {
             }
         }
         let mut r = r;
-        Ok(Self {
-            raw: Raw::borrowed(r.rest()),
-        })
+        Ok(Self { raw: r.rest() })
     }
 
     /// The names as bytes, wire order.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + Clone + '_ {
-        let mut r = Reader::new(self.raw.as_bytes());
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + Clone + 'a {
+        let mut r = Reader::new(self.raw);
         std::iter::from_fn(move || r.sub_u8().map(|mut name| name.rest()))
     }
 
@@ -230,12 +218,6 @@ impl<'a> ProtocolNames<'a> {
     /// Whether the list is empty.
     pub fn is_empty(&self) -> bool {
         self.raw.is_empty()
-    }
-
-    pub(crate) fn into_owned(self) -> ProtocolNames<'static> {
-        ProtocolNames {
-            raw: self.raw.into_owned(),
-        }
     }
 }
 
@@ -258,9 +240,9 @@ impl Serialize for ProtocolNames<'_> {
 }
 
 /// The `ServerNameList` of the server_name extension (RFC 6066 section 3).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct ServerNames<'a> {
-    raw: Raw<'a>,
+    raw: &'a [u8],
 }
 
 impl<'a> ServerNames<'a> {
@@ -275,25 +257,17 @@ impl<'a> ServerNames<'a> {
             }
         }
         let mut r = r;
-        Ok(Self {
-            raw: Raw::borrowed(r.rest()),
-        })
+        Ok(Self { raw: r.rest() })
     }
 
     /// `(name_type, name)` pairs, wire order (`name_type` 0 is host_name).
-    pub fn iter(&self) -> impl Iterator<Item = (u8, &[u8])> + Clone + '_ {
-        let mut r = Reader::new(self.raw.as_bytes());
+    pub fn iter(&self) -> impl Iterator<Item = (u8, &'a [u8])> + Clone + 'a {
+        let mut r = Reader::new(self.raw);
         std::iter::from_fn(move || {
             let kind = r.u8()?;
             let mut name = r.sub_u16()?;
             Some((kind, name.rest()))
         })
-    }
-
-    pub(crate) fn into_owned(self) -> ServerNames<'static> {
-        ServerNames {
-            raw: self.raw.into_owned(),
-        }
     }
 }
 
@@ -335,9 +309,9 @@ impl Serialize for NameEntry<'_> {
 
 /// The `client_shares` of key_share (RFC 8446 section 4.2.8): groups and key lengths, the key
 /// bytes themselves are never exposed (they are per-connection randomness).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct KeyShares<'a> {
-    raw: Raw<'a>,
+    raw: &'a [u8],
 }
 
 impl<'a> KeyShares<'a> {
@@ -352,25 +326,17 @@ impl<'a> KeyShares<'a> {
             }
         }
         let mut r = r;
-        Ok(Self {
-            raw: Raw::borrowed(r.rest()),
-        })
+        Ok(Self { raw: r.rest() })
     }
 
     /// `(group, key_exchange length)` pairs, wire order.
-    pub fn iter(&self) -> impl Iterator<Item = (NamedGroup, usize)> + Clone + '_ {
-        let mut r = Reader::new(self.raw.as_bytes());
+    pub fn iter(&self) -> impl Iterator<Item = (NamedGroup, usize)> + Clone + 'a {
+        let mut r = Reader::new(self.raw);
         std::iter::from_fn(move || {
             let group = r.u16()?;
             let key = r.sub_u16()?;
             Some((NamedGroup(group), key.remaining()))
         })
-    }
-
-    pub(crate) fn into_owned(self) -> KeyShares<'static> {
-        KeyShares {
-            raw: self.raw.into_owned(),
-        }
     }
 }
 
@@ -407,9 +373,9 @@ impl Serialize for ShareEntry {
 
 /// QUIC transport parameters (RFC 9000 section 18): ids and value lengths; values stay raw
 /// (they carry connection ids).
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct QuicParameters<'a> {
-    raw: Raw<'a>,
+    raw: &'a [u8],
 }
 
 /// Reads a QUIC variable-length integer (RFC 9000 section 16).
@@ -439,26 +405,18 @@ impl<'a> QuicParameters<'a> {
             }
         }
         let mut r = r;
-        Ok(Self {
-            raw: Raw::borrowed(r.rest()),
-        })
+        Ok(Self { raw: r.rest() })
     }
 
     /// Parameter ids, wire order.
-    pub fn ids(&self) -> impl Iterator<Item = u64> + Clone + '_ {
-        let mut r = Reader::new(self.raw.as_bytes());
+    pub fn ids(&self) -> impl Iterator<Item = u64> + Clone + 'a {
+        let mut r = Reader::new(self.raw);
         std::iter::from_fn(move || {
             let id = varint(&mut r)?;
             let len = usize::try_from(varint(&mut r)?).ok()?;
             r.take(len)?;
             Some(id)
         })
-    }
-
-    pub(crate) fn into_owned(self) -> QuicParameters<'static> {
-        QuicParameters {
-            raw: self.raw.into_owned(),
-        }
     }
 }
 

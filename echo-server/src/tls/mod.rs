@@ -17,6 +17,7 @@ mod ja3;
 mod ja4;
 mod list;
 mod record;
+mod small;
 mod survey;
 mod voice;
 

@@ -17,8 +17,9 @@ use super::ascii::{Ascii, Cursor};
 use super::client_hello::ClientHello;
 use super::digest::sha256;
 use super::enums::ExtensionType;
-use super::extension::{EchBody, ExtensionBody};
+use super::extension::{EchBody, Extension, ExtensionBody};
 use super::grease::is_grease;
+use super::list::U16List;
 use super::survey::Survey;
 
 /// Prefix of a TLS voice id; the `2` is the normalization version.
@@ -86,6 +87,19 @@ impl<'c, 'b> Feed<'c, 'b> {
         }
     }
 
+    /// Puts `values` into the empty list written at `at` (its count, then the values inserted
+    /// after it).
+    fn fill_list(&mut self, at: usize, values: &[u16]) {
+        let count = u16::try_from(values.len())
+            .unwrap_or(u16::MAX)
+            .to_be_bytes();
+        if let Some(dst) = self.c.written_mut(at).get_mut(..2) {
+            dst.copy_from_slice(&count);
+        }
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+        self.c.insert(at + 2, &bytes);
+    }
+
     /// A count; lists longer than u16 can't occur inside a ClientHello, saturate anyway.
     fn count(&mut self, n: usize) {
         self.u16(u16::try_from(n).unwrap_or(u16::MAX));
@@ -133,32 +147,27 @@ fn names<'n>(feed: &mut Feed<'_, '_>, list: impl Iterator<Item = &'n [u8]> + Clo
 /// Writes the TLS voice id of `hello` to `out`.
 pub(crate) fn write_voice_id(
     hello: &ClientHello<'_>,
-    s: &Survey<'_, '_>,
+    s: &Survey<'_>,
     out: &mut Ascii,
 ) -> Range<usize> {
     // The description: a few fixed fields, two bytes a cipher, and for an ordinary extension a
     // few bytes (key shares, padding, tickets are not voiced). A hello with longer lists makes
     // the writer grow and run again, which costs time only.
-    let room = 256 + 2 * hello.cipher_suites.as_bytes().len() + 24 * hello.extensions().len();
+    let room = 256 + 2 * hello.cipher_suites().as_bytes().len() + 26 * hello.extensions().len();
     out.write(room, |c| voice_description(hello, s, c))
 }
 
 /// Writes the voice description, hashes it and replaces it by the voice id.
-fn voice_description(
-    hello: &ClientHello<'_>,
-    s: &Survey<'_, '_>,
-    c: &mut Cursor<'_>,
-) -> Range<usize> {
+fn voice_description(hello: &ClientHello<'_>, s: &Survey<'_>, c: &mut Cursor<'_>) -> Range<usize> {
     let mut feed = Feed::new(c, VOICE_DOMAIN);
-    feed.u8(u8::from(hello.extensions.is_some()));
+    feed.u8(u8::from(hello.has_extension_block()));
     feed.u16(hello.legacy_version.0);
-    feed.u16_wire(hello.cipher_suites.as_bytes());
-    feed.count(hello.compression_methods.len());
-    for m in hello.compression_methods.values() {
+    feed.u16_wire(hello.cipher_suites().as_bytes());
+    feed.count(hello.compression_methods().len());
+    for m in hello.compression_methods().values() {
         feed.u8(m);
     }
 
-    let exts = hello.extensions();
     let sorted_types = s.sorted_types.as_slice();
     feed.u16_list(
         sorted_types
@@ -167,20 +176,12 @@ fn voice_description(
             .filter(|v| in_set(ExtensionType(*v))),
     );
     feed.count(s.grease_extensions);
-    if s.malformed {
-        let mut list: Vec<u16> = sorted_types
-            .iter()
-            .copied()
-            .filter(|v| {
-                exts.iter()
-                    .any(|e| e.kind.0 == *v && matches!(e.body, ExtensionBody::Malformed { .. }))
-            })
-            .collect();
-        list.dedup();
-        feed.u16_list(list.into_iter());
-    } else {
-        feed.u16_list(std::iter::empty());
-    }
+    // Then the types with a malformed body, sorted, once each. They are known only once the
+    // bodies are decoded, below: an empty list goes here now and, in the rare hello with a
+    // malformed extension, the types are put into it afterwards.
+    let malformed_at = feed.c.pos();
+    feed.count(0);
+    let mut malformed: Vec<u16> = Vec::new();
 
     // Contents in ascending type order so permutation can't move them; duplicates of one type
     // in wire order: the survey's keys are `type << 16 | index`, sorted.
@@ -189,50 +190,74 @@ fn voice_description(
         .as_slice()
         .iter()
         .filter_map(|key| usize::try_from(key & 0xffff).ok())
-        .filter_map(|i| exts.get(i))
+        .filter_map(|i| hello.extension_at(i))
     {
-        voice_content(&mut feed, ext.kind, &ext.body);
+        let kind = ext.kind;
+        let well_formed = list_content(&mut feed, &ext).unwrap_or_else(|| match &ext.decode() {
+            Ok(body) => {
+                voice_content(&mut feed, kind, body);
+                true
+            }
+            Err(_) => false,
+        });
+        if !well_formed && malformed.last() != Some(&kind.0) {
+            malformed.push(kind.0);
+        }
+    }
+    if !malformed.is_empty() {
+        feed.fill_list(malformed_at, &malformed);
     }
     feed.finish(VOICE_PREFIX)
 }
 
-/// Feeds the voiced content of one extension (nothing for presence-only ones).
+/// Feeds the content of an extension that is a plain list (its type, then the list), read
+/// through the list readers rather than the whole body; whether it was well-formed. `None` for
+/// the other extensions, which [`voice_content`] feeds from their decoded body.
+fn list_content(feed: &mut Feed<'_, '_>, ext: &Extension<'_>) -> Option<bool> {
+    let kind = ext.kind;
+    let mut wire = |list: Option<U16List<'_, u16>>| {
+        list.map(|list| {
+            content(feed, kind);
+            feed.u16_wire(list.as_bytes());
+        })
+        .is_some()
+    };
+    Some(match kind {
+        ExtensionType::SUPPORTED_GROUPS
+        | ExtensionType::SIGNATURE_ALGORITHMS
+        | ExtensionType::SIGNATURE_ALGORITHMS_CERT
+        | ExtensionType::DELEGATED_CREDENTIAL => wire(ext.long_list()),
+        ExtensionType::SUPPORTED_VERSIONS | ExtensionType::COMPRESS_CERTIFICATE => {
+            wire(ext.short_list())
+        }
+        ExtensionType::EC_POINT_FORMATS | ExtensionType::PSK_KEY_EXCHANGE_MODES => ext
+            .byte_list::<u8>()
+            .map(|list| {
+                content(feed, kind);
+                feed.u16_list(list.values().map(u16::from));
+            })
+            .is_some(),
+        ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION
+        | ExtensionType::APPLICATION_SETTINGS
+        | ExtensionType::APPLICATION_SETTINGS_NEW => ext
+            .names()
+            .map(|list| {
+                content(feed, kind);
+                names(feed, list.iter());
+            })
+            .is_some(),
+        _ => return None,
+    })
+}
+
+/// Feeds the voiced content of one extension that is not a plain list (nothing for
+/// presence-only ones).
 fn voice_content(feed: &mut Feed<'_, '_>, kind: ExtensionType, body: &ExtensionBody<'_>) {
     use ExtensionBody as B;
     match body {
-        B::SupportedGroups(list) => {
-            content(feed, kind);
-            feed.u16_wire(list.as_bytes());
-        }
-        B::EcPointFormats(list) => {
-            content(feed, kind);
-            feed.u16_list(list.values().map(u16::from));
-        }
-        B::SignatureAlgorithms(list)
-        | B::SignatureAlgorithmsCert(list)
-        | B::DelegatedCredentials(list) => {
-            content(feed, kind);
-            feed.u16_wire(list.as_bytes());
-        }
-        B::SupportedVersions(list) => {
-            content(feed, kind);
-            feed.u16_wire(list.as_bytes());
-        }
-        B::CompressCertificate(list) => {
-            content(feed, kind);
-            feed.u16_wire(list.as_bytes());
-        }
-        B::PskKeyExchangeModes(list) => {
-            content(feed, kind);
-            feed.u16_list(list.values().map(u16::from));
-        }
         B::KeyShare(shares) => {
             content(feed, kind);
             feed.u16_list(shares.iter().map(|(group, _)| group.0));
-        }
-        B::Alpn(list) | B::ApplicationSettings(list) => {
-            content(feed, kind);
-            names(feed, list.iter());
         }
         B::RecordSizeLimit(limit) => {
             content(feed, kind);
@@ -264,6 +289,17 @@ fn voice_content(feed: &mut Feed<'_, '_>, kind: ExtensionType, body: &ExtensionB
             content(feed, kind);
             feed.count(*len);
         }
+        // Fed by `list_content`, which sees these extensions first.
+        B::SupportedGroups(_)
+        | B::EcPointFormats(_)
+        | B::SignatureAlgorithms(_)
+        | B::SignatureAlgorithmsCert(_)
+        | B::DelegatedCredentials(_)
+        | B::SupportedVersions(_)
+        | B::CompressCertificate(_)
+        | B::PskKeyExchangeModes(_)
+        | B::Alpn(_)
+        | B::ApplicationSettings(_) => {}
         // Presence-only (already in the extension set) or left out on purpose; see the doc.
         B::ServerName(_)
         | B::SignedCertificateTimestamp
@@ -282,7 +318,7 @@ fn voice_content(feed: &mut Feed<'_, '_>, kind: ExtensionType, body: &ExtensionB
 }
 
 /// Writes the order id: the raw non-GREASE extension types in wire order (duplicates kept).
-pub(crate) fn write_order_id(s: &Survey<'_, '_>, out: &mut Ascii) -> Range<usize> {
+pub(crate) fn write_order_id(s: &Survey<'_>, out: &mut Ascii) -> Range<usize> {
     out.write(64 + 2 * s.types.as_slice().len(), |c| {
         let mut feed = Feed::new(c, ORDER_DOMAIN);
         feed.u16_list(s.types.as_slice().iter().copied());
@@ -301,6 +337,23 @@ mod tests {
         out.extend_from_slice(&u16::try_from(data.len()).unwrap().to_be_bytes());
         out.extend_from_slice(data);
         out
+    }
+
+    /// A bare handshake message: TLS 1.2 legacy version, zero random, no session id, `ciphers`
+    /// (wire bytes), null compression, then `extensions` (wire bytes) as its block.
+    fn hello(ciphers: &[u8], extensions: &[u8]) -> Vec<u8> {
+        let mut body = vec![0x03, 0x03];
+        body.extend_from_slice(&[0; 32]);
+        body.push(0);
+        body.extend_from_slice(&u16::try_from(ciphers.len()).unwrap().to_be_bytes());
+        body.extend_from_slice(ciphers);
+        body.extend_from_slice(&[1, 0]);
+        body.extend_from_slice(&u16::try_from(extensions.len()).unwrap().to_be_bytes());
+        body.extend_from_slice(extensions);
+        let mut message = vec![1, 0];
+        message.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
+        message.extend_from_slice(&body);
+        message
     }
 
     fn id(prefix: &str, description: &[u8]) -> String {
@@ -330,14 +383,7 @@ mod tests {
             ext(0xff01, &[0]),
         ]
         .concat();
-        let mut body = vec![0x03, 0x03];
-        body.extend_from_slice(&[0; 32]);
-        body.extend_from_slice(&[0, 0, 6, 0x0a, 0x0a, 0x13, 0x01, 0xc0, 0x2b, 1, 0]);
-        body.extend_from_slice(&u16::try_from(extensions.len()).unwrap().to_be_bytes());
-        body.extend_from_slice(&extensions);
-        let mut message = vec![1, 0];
-        message.extend_from_slice(&u16::try_from(body.len()).unwrap().to_be_bytes());
-        message.extend_from_slice(&body);
+        let message = hello(&[0x0a, 0x0a, 0x13, 0x01, 0xc0, 0x2b], &extensions);
         let fp = parse_client_hello(&message).unwrap().fingerprints();
 
         let voice = [
@@ -376,5 +422,45 @@ mod tests {
         ]
         .concat();
         assert_eq!(fp.order_id(), id("tlso2_", &order));
+    }
+
+    /// Malformed known extensions (list extensions read through the list readers, and others
+    /// through the whole body) go into the malformed field, sorted, and give no content; the
+    /// description is written out by hand from docs/voice-tls.md.
+    #[test]
+    fn malformed_extensions_are_listed_without_content() {
+        let extensions = [
+            // key_share whose list length runs past its data.
+            ext(0x0033, &[0, 2, 0]),
+            // supported_groups: the same.
+            ext(0x000a, &[0, 4, 0, 0x1d]),
+            // A well-formed supported_versions.
+            ext(0x002b, &[2, 0x03, 0x04]),
+            // ALPN with a name longer than the list.
+            ext(0x0010, &[0, 2, 5, b'h']),
+            // extended_master_secret with a body.
+            ext(0x0017, &[1]),
+            // A second, well-formed supported_groups: its type is listed once.
+            ext(0x000a, &[0, 2, 0, 0x1d]),
+        ]
+        .concat();
+        let message = hello(&[0x13, 0x01], &extensions);
+        let fp = parse_client_hello(&message).unwrap().fingerprints();
+        let voice = [
+            b"v".as_slice(),
+            &[1, 0x03, 0x03],
+            &[0, 1, 0x13, 0x01],
+            &[0, 1, 0],
+            // The set, sorted, duplicates kept.
+            &[0, 6, 0, 0x0a, 0, 0x0a, 0, 0x10, 0, 0x17, 0, 0x2b, 0, 0x33],
+            // No GREASE; the malformed types, sorted, once each.
+            &[0, 0],
+            &[0, 4, 0, 0x0a, 0, 0x10, 0, 0x17, 0, 0x33],
+            // Contents: the second supported_groups, then supported_versions.
+            &[0, 0x0a, 0, 1, 0, 0x1d],
+            &[0, 0x2b, 0, 1, 0x03, 0x04],
+        ]
+        .concat();
+        assert_eq!(fp.voice_id(), id("tlsv2_", &voice));
     }
 }
