@@ -19,7 +19,7 @@ pub(crate) struct Survey<'h> {
     pub(crate) types: Small<u16, 32>,
     /// The same, sorted.
     pub(crate) sorted_types: Small<u16, 32>,
-    /// `type << 16 | wire index` of every extension (GREASE included), sorted.
+    /// `type << 16 | wire index` of every non-GREASE extension, sorted.
     pub(crate) keys: Small<u32, 32>,
     /// Number of GREASE extensions.
     pub(crate) grease_extensions: usize,
@@ -64,11 +64,11 @@ impl<'h> Survey<'h> {
         let (mut supported_versions, mut alpn) = (None, None);
         for (ext, index) in hello.extensions().zip(0u32..) {
             let kind = ext.kind.0;
-            keys.push(u32::from(kind) << 16 | (index & 0xffff));
             if is_grease(kind) {
                 grease_extensions += 1;
                 continue;
             }
+            keys.push(u32::from(kind) << 16 | (index & 0xffff));
             types.push(kind);
             let slot = match ExtensionType(kind) {
                 ExtensionType::SERVER_NAME => {
