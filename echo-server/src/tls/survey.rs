@@ -92,10 +92,7 @@ impl<'h> Survey<'h> {
         let mut sorted_types = Small::new();
         for key in keys.as_slice() {
             // The high half is the type.
-            let kind = (key >> 16) as u16;
-            if !is_grease(kind) {
-                sorted_types.push(kind);
-            }
+            sorted_types.push((key >> 16) as u16);
         }
         Survey {
             ciphers,
