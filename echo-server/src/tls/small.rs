@@ -18,7 +18,7 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&mut self, v: T) {
         if self.heap.is_empty() {
             if let Some(slot) = self.stack.get_mut(self.len) {
