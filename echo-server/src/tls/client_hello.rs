@@ -24,15 +24,8 @@ use crate::codec::Reader;
 pub struct ClientHello<'a> {
     /// The handshake message, header included.
     message: Cow<'a, [u8]>,
-    /// Length of the handshake message body (without the 4-byte handshake header).
-    pub message_len: usize,
-    /// `legacy_version` (0x0303 for TLS 1.2 and 1.3 hellos).
-    pub legacy_version: ProtocolVersion,
-    session_id: Span,
-    cipher_suites: Span,
-    compression_methods: Span,
-    /// `None` when the hello has no extension block at all (SSLv3-era hellos).
-    extensions: Option<Small<Place, EXTENSIONS_INLINE>>,
+    /// Where its fields sit.
+    layout: Layout,
 }
 
 /// Where a field sits in the message.
@@ -67,31 +60,20 @@ const EXTENSIONS_INLINE: usize = 24;
 pub fn parse_client_hello(input: &[u8]) -> Result<ClientHello<'_>, TlsError> {
     let message = handshake_message(input)?;
     let layout = parse_message(&message)?;
-    Ok(layout.into_hello(message))
+    Ok(ClientHello { message, layout })
 }
 
-/// The places [`parse_message`] found, before they are joined to the message bytes.
+/// What [`parse_message`] finds: two plain fields and the places of the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Layout {
+    /// Length of the handshake message body (without the 4-byte handshake header).
     message_len: usize,
     legacy_version: ProtocolVersion,
     session_id: Span,
     cipher_suites: Span,
     compression_methods: Span,
+    /// `None` when the hello has no extension block at all (SSLv3-era hellos).
     extensions: Option<Small<Place, EXTENSIONS_INLINE>>,
-}
-
-impl Layout {
-    fn into_hello(self, message: Cow<'_, [u8]>) -> ClientHello<'_> {
-        ClientHello {
-            message,
-            message_len: self.message_len,
-            legacy_version: self.legacy_version,
-            session_id: self.session_id,
-            cipher_suites: self.cipher_suites,
-            compression_methods: self.compression_methods,
-            extensions: self.extensions,
-        }
-    }
 }
 
 /// Parses a complete handshake message (header included, type already checked) into the places
@@ -192,6 +174,16 @@ impl<'a> ClientHello<'a> {
             .unwrap_or_default()
     }
 
+    /// Length of the handshake message body (without the 4-byte handshake header).
+    pub fn message_len(&self) -> usize {
+        self.layout.message_len
+    }
+
+    /// `legacy_version` (0x0303 for TLS 1.2 and 1.3 hellos).
+    pub fn legacy_version(&self) -> ProtocolVersion {
+        self.layout.legacy_version
+    }
+
     /// The 32 random bytes.
     pub fn random(&self) -> Raw<'_> {
         Raw::borrowed(self.bytes(RANDOM))
@@ -199,30 +191,31 @@ impl<'a> ClientHello<'a> {
 
     /// `legacy_session_id` (0 to 32 bytes; more is kept as seen).
     pub fn session_id(&self) -> Raw<'_> {
-        Raw::borrowed(self.bytes(self.session_id))
+        Raw::borrowed(self.bytes(self.layout.session_id))
     }
 
     /// Cipher suites, wire order, GREASE and SCSVs kept.
     pub fn cipher_suites(&self) -> U16List<'_, CipherSuite> {
-        U16List::wrap(self.bytes(self.cipher_suites))
+        U16List::wrap(self.bytes(self.layout.cipher_suites))
     }
 
     /// Legacy compression methods, wire order.
     pub fn compression_methods(&self) -> U8List<'_, CompressionMethod> {
-        U8List::wrap(self.bytes(self.compression_methods))
+        U8List::wrap(self.bytes(self.layout.compression_methods))
     }
 
     /// Whether the hello has an extension block at all (SSLv3-era hellos have none; an empty
     /// block counts).
     pub fn has_extension_block(&self) -> bool {
-        self.extensions.is_some()
+        self.layout.extensions.is_some()
     }
 
     /// The extensions in wire order, duplicates kept (none when there was no extension block).
     pub fn extensions(
         &self,
     ) -> impl ExactSizeIterator<Item = Extension<'_>> + DoubleEndedIterator + Clone + '_ {
-        self.extensions
+        self.layout
+            .extensions
             .as_ref()
             .map(Small::as_slice)
             .unwrap_or_default()
@@ -232,7 +225,7 @@ impl<'a> ClientHello<'a> {
 
     /// The extension at wire position `index`.
     pub fn extension_at(&self, index: usize) -> Option<Extension<'_>> {
-        let place = self.extensions.as_ref()?.as_slice().get(index)?;
+        let place = self.layout.extensions.as_ref()?.as_slice().get(index)?;
         Some(self.view(place))
     }
 
@@ -286,12 +279,7 @@ impl<'a> ClientHello<'a> {
     pub fn into_owned(self) -> ClientHello<'static> {
         ClientHello {
             message: Cow::Owned(self.message.into_owned()),
-            message_len: self.message_len,
-            legacy_version: self.legacy_version,
-            session_id: self.session_id,
-            cipher_suites: self.cipher_suites,
-            compression_methods: self.compression_methods,
-            extensions: self.extensions,
+            layout: self.layout,
         }
     }
 }
@@ -300,8 +288,8 @@ impl<'a> ClientHello<'a> {
 impl fmt::Debug for ClientHello<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientHello")
-            .field("message_len", &self.message_len)
-            .field("legacy_version", &self.legacy_version)
+            .field("message_len", &self.message_len())
+            .field("legacy_version", &self.legacy_version())
             .field("random", &self.random())
             .field("session_id", &self.session_id())
             .field("cipher_suites", &self.cipher_suites())
@@ -320,8 +308,8 @@ impl fmt::Debug for ClientHello<'_> {
 impl Serialize for ClientHello<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut s = serializer.serialize_struct("ClientHello", 7)?;
-        s.serialize_field("message_len", &self.message_len)?;
-        s.serialize_field("legacy_version", &self.legacy_version)?;
+        s.serialize_field("message_len", &self.message_len())?;
+        s.serialize_field("legacy_version", &self.legacy_version())?;
         s.serialize_field("random", &self.random())?;
         s.serialize_field("session_id", &self.session_id())?;
         s.serialize_field("cipher_suites", &self.cipher_suites())?;

@@ -35,7 +35,7 @@ pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_>, out: &mut Ascii
         + formats.map_or(0, |f| f.len());
     out.write(12 * numbers + 96, |c| {
         let start = c.pos();
-        c.dec(hello.legacy_version.0);
+        c.dec(hello.legacy_version().0);
         c.byte(b',');
         c.dec_list(b'-', s.ciphers.as_slice().iter().copied());
         c.byte(b',');

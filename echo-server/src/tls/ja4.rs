@@ -75,7 +75,7 @@ fn part_a(hello: &ClientHello<'_>, s: &Survey<'_>) -> [u8; 10] {
         .supported_versions
         .and_then(|e| e.short_list::<ProtocolVersion>())
         .and_then(|list| list.values().filter(|v| !is_grease(*v)).max())
-        .unwrap_or(hello.legacy_version.0);
+        .unwrap_or(hello.legacy_version().0);
     let [v0, v1] = version_code(version);
     let sni = if s.server_name { b'd' } else { b'i' };
     let [c0, c1] = count(s.ciphers.as_slice().len());

@@ -161,7 +161,7 @@ pub(crate) fn write_voice_id(
 fn voice_description(hello: &ClientHello<'_>, s: &Survey<'_>, c: &mut Cursor<'_>) -> Range<usize> {
     let mut feed = Feed::new(c, VOICE_DOMAIN);
     feed.u8(u8::from(hello.has_extension_block()));
-    feed.u16(hello.legacy_version.0);
+    feed.u16(hello.legacy_version().0);
     feed.u16_wire(hello.cipher_suites().as_bytes());
     feed.count(hello.compression_methods().len());
     for m in hello.compression_methods().values() {
