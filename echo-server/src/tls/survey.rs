@@ -1,7 +1,7 @@
 //! One pass over a parsed ClientHello collecting what every fingerprint needs: the non-GREASE
 //! cipher suites and extension types (wire order and sorted), the extensions' sort keys, and the
-//! bodies JA3 and JA4 look at. JA3, JA4, the voice and the order id then read these lists
-//! instead of each filtering the hello again.
+//! extensions whose lists JA3 and JA4 read. JA3, JA4, the voice and the order id then read these
+//! lists instead of each filtering the hello again.
 
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
