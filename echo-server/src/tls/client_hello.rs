@@ -1,5 +1,5 @@
 //! The ClientHello message (RFC 8446 section 4.1.2; RFC 5246 section 7.4.1.2 for the optional
-//! extension block) parsed into a borrowing, typed model.
+//! extension block) parsed into the places of its fields, read through typed views.
 
 use std::borrow::Cow;
 use std::fmt;
