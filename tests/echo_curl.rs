@@ -191,7 +191,10 @@ async fn client_rejecting_the_certificate_leaves_an_observation_with_its_hello()
         "the hello was parsed: {}",
         row.summary
     );
-    assert_eq!(row.summary["failure"], failure);
+    assert_eq!(
+        row.summary["failure"], "tls_alert_received",
+        "the typed reason"
+    );
 
     let health = server.healthz();
     assert_eq!(health["handshakes"]["failures"]["tls_alert_received"], 1);

@@ -9,6 +9,8 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use exitvoice_schema::PeerPolicy;
+
 /// Default listen address: loopback only, so a fresh checkout exposes nothing.
 pub const DEFAULT_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 8443);
@@ -55,6 +57,10 @@ pub const DEFAULT_QUEUE_BYTES: usize = 64 * 1024 * 1024;
 pub const DEFAULT_BATCH_SIZE: usize = 256;
 /// Default longest time an observation waits in the writer before its batch is committed.
 pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+/// Default retention of stored observations: 30 days.
+pub const DEFAULT_RETAIN: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Default cap on the bytes the stored rows take: 10 GiB.
+pub const DEFAULT_MAX_DB_BYTES: u64 = 10 * 1024 * 1024 * 1024;
 /// Default time in-flight connections get to finish after SIGINT/SIGTERM.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -73,6 +79,8 @@ pub struct Config {
     pub record_dir: Option<PathBuf>,
     /// Bearer token protecting `/api/observations`, if any.
     pub api_token: Option<ApiToken>,
+    /// How much of each visitor's address is stored.
+    pub store_peer_ip: PeerPolicy,
     /// Connection and capture limits.
     pub limits: Limits,
     /// Observation queue and writer settings.
@@ -90,6 +98,7 @@ impl Default for Config {
             key: None,
             record_dir: None,
             api_token: None,
+            store_peer_ip: PeerPolicy::Full,
             limits: Limits::default(),
             writer: WriterConfig::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
@@ -179,6 +188,10 @@ pub struct WriterConfig {
     pub batch_size: usize,
     /// Longest time the first observation of a batch waits before the batch is committed.
     pub flush_interval: Duration,
+    /// Rows older than this are pruned (`None`: kept for ever).
+    pub retain: Option<Duration>,
+    /// While the rows take more than this many bytes, the oldest are pruned (`None`: no cap).
+    pub max_db_bytes: Option<u64>,
 }
 
 impl Default for WriterConfig {
@@ -188,6 +201,8 @@ impl Default for WriterConfig {
             queue_bytes: DEFAULT_QUEUE_BYTES,
             batch_size: DEFAULT_BATCH_SIZE,
             flush_interval: DEFAULT_FLUSH_INTERVAL,
+            retain: Some(DEFAULT_RETAIN),
+            max_db_bytes: Some(DEFAULT_MAX_DB_BYTES),
         }
     }
 }

@@ -5,7 +5,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
-mod analysis;
+pub mod analysis;
 mod codec;
 
 pub mod api;

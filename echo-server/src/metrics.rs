@@ -18,6 +18,7 @@ pub struct Metrics {
     rejected_per_ip: AtomicU64,
     rejected_rate: AtomicU64,
     rejected_penalty: AtomicU64,
+    rejected_token_queries: AtomicU64,
     strikes: AtomicU64,
     penalties: AtomicU64,
     handshakes: AtomicU64,
@@ -27,7 +28,10 @@ pub struct Metrics {
     idle_closed: AtomicU64,
     request_timeouts: AtomicU64,
     queued: AtomicU64,
-    queue_drops: AtomicU64,
+    queue_drops: Mutex<BTreeMap<&'static str, u64>>,
+    rows_pruned: AtomicU64,
+    db_used_bytes: AtomicU64,
+    db_file_bytes: AtomicU64,
     written: AtomicU64,
     write_failures: AtomicU64,
     /// Whether the last batch failed to commit (the store is refusing writes right now).
@@ -84,6 +88,12 @@ impl Metrics {
         self.rejected_penalty.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts an unauthenticated `/api/observations?token=` query refused by its source's rate
+    /// limit.
+    pub fn reject_token_query(&self) {
+        self.rejected_token_queries.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a strike: a connection that broke the protocol or a deadline.
     pub fn strike(&self) {
         self.strikes.fetch_add(1, Ordering::Relaxed);
@@ -129,9 +139,20 @@ impl Metrics {
         self.queued.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts an observation dropped because the queue was full or closed.
-    pub fn queue_drop(&self) {
-        self.queue_drops.fetch_add(1, Ordering::Relaxed);
+    /// Counts an observation dropped before the store, by reason.
+    pub fn queue_drop(&self, reason: DropReason) {
+        bump(&self.queue_drops, reason.as_str());
+    }
+
+    /// Counts rows deleted by retention or the size cap.
+    pub fn pruned(&self, rows: u64) {
+        self.rows_pruned.fetch_add(rows, Ordering::Relaxed);
+    }
+
+    /// Records the database's size as last measured.
+    pub fn database_size(&self, used_bytes: u64, file_bytes: u64) {
+        self.db_used_bytes.store(used_bytes, Ordering::Relaxed);
+        self.db_file_bytes.store(file_bytes, Ordering::Relaxed);
     }
 
     /// Counts observations committed to the store.
@@ -141,7 +162,7 @@ impl Metrics {
             .fetch_add(u64::try_from(count).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 
-    /// Counts observations whose batch failed to commit.
+    /// Counts rows (requests and connections) whose batch failed to commit.
     pub fn write_failure(&self, count: usize) {
         self.store_failing.store(true, Ordering::Relaxed);
         self.write_failures
@@ -169,6 +190,7 @@ impl Metrics {
                 rejected_per_ip: load(&self.rejected_per_ip),
                 rejected_rate: load(&self.rejected_rate),
                 rejected_penalty: load(&self.rejected_penalty),
+                rejected_token_queries: load(&self.rejected_token_queries),
                 strikes: load(&self.strikes),
                 penalties: load(&self.penalties),
                 idle_closed: load(&self.idle_closed),
@@ -180,9 +202,18 @@ impl Metrics {
             },
             parse_errors: snapshot(&self.parse_errors),
             requests: load(&self.requests),
+            database: DatabaseReport {
+                used_bytes: load(&self.db_used_bytes),
+                file_bytes: load(&self.db_file_bytes),
+                rows_pruned: load(&self.rows_pruned),
+            },
             observations: ObservationsReport {
                 queued: load(&self.queued),
-                queue_drops: load(&self.queue_drops),
+                queue_drops: {
+                    let by_reason = snapshot(&self.queue_drops);
+                    by_reason.values().sum()
+                },
+                queue_drops_by_reason: snapshot(&self.queue_drops),
                 written: load(&self.written),
                 write_failures: load(&self.write_failures),
                 store_failing: self.store_failing.load(Ordering::Relaxed),
@@ -205,6 +236,40 @@ pub struct MetricsReport {
     pub requests: u64,
     /// The observation queue and the store.
     pub observations: ObservationsReport,
+    /// The database's size and what retention pruned.
+    pub database: DatabaseReport,
+}
+
+/// Why an observation never reached the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// The queue was full (`--queue-size`).
+    QueueFull,
+    /// The queued observations already held `--queue-bytes`.
+    QueueBytes,
+    /// The writer had stopped (shutdown).
+    Closed,
+}
+
+impl DropReason {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::QueueFull => "queue_full",
+            Self::QueueBytes => "queue_bytes",
+            Self::Closed => "closed",
+        }
+    }
+}
+
+/// The database's size and what retention pruned.
+#[derive(Clone, Debug, Serialize)]
+pub struct DatabaseReport {
+    /// Bytes the rows take (pages in use), what `--max-db-size` bounds.
+    pub used_bytes: u64,
+    /// The database file and its write-ahead log on disk.
+    pub file_bytes: u64,
+    /// Rows deleted by `--retain` and `--max-db-size` since start.
+    pub rows_pruned: u64,
 }
 
 /// Connection gauge and counters.
@@ -222,6 +287,9 @@ pub struct ConnectionsReport {
     pub rejected_rate: u64,
     /// Reset at once: the peer's source is in the penalty box.
     pub rejected_penalty: u64,
+    /// Unauthenticated `/api/observations?token=` queries refused with 429: they take from the
+    /// same per-source bucket as new connections.
+    pub rejected_token_queries: u64,
     /// Connections that broke the protocol or a deadline (hello invalid, too large or too
     /// slow, TLS error, handshake or request deadline missed, HTTP protocol error).
     pub strikes: u64,
@@ -248,11 +316,13 @@ pub struct HandshakesReport {
 pub struct ObservationsReport {
     /// Put on the queue.
     pub queued: u64,
-    /// Dropped: the queue was full (the connection never waits) or already closed.
+    /// Dropped before the store, in all (the connection never waits).
     pub queue_drops: u64,
+    /// Dropped, by reason: `queue_full`, `queue_bytes`, `closed`.
+    pub queue_drops_by_reason: BTreeMap<&'static str, u64>,
     /// Committed to the store.
     pub written: u64,
-    /// Lost because their batch failed to commit.
+    /// Rows (requests and connections) lost because their batch failed to commit.
     pub write_failures: u64,
     /// The last batch failed: the store refuses writes right now (clears on the next success).
     pub store_failing: bool,

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use exitvoice_schema::{Store, StoreError};
+use exitvoice_schema::{PeerPolicy, Store, StoreError};
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -59,11 +59,13 @@ pub(crate) struct Shared {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) writer: WriterHandle,
     pub(crate) limiter: Arc<Limiter>,
-    pub(crate) admission: Admission,
+    pub(crate) admission: Arc<Admission>,
     /// Flips to `true` once shutdown starts.
     pub(crate) shutdown: watch::Receiver<bool>,
     /// Start time of this server in ms since the epoch: the first part of connection ids.
     pub(crate) boot_id: String,
+    /// How much of a peer's address is stored.
+    pub(crate) store_peer_ip: PeerPolicy,
     next_connection: AtomicU64,
 }
 
@@ -136,11 +138,13 @@ impl Server {
             local_addrs.push(local);
             listeners.push(listener);
         }
+        let admission = Arc::new(Admission::new(config.limits.admission));
         let router = api::router(ApiState {
             metrics: Arc::clone(&metrics),
             store: store.clone(),
             writer: writer.clone(),
             api_token: config.api_token.clone(),
+            admission: Arc::clone(&admission),
             body_cap: config.limits.body_cap,
             started: OffsetDateTime::now_utc(),
         });
@@ -153,12 +157,13 @@ impl Server {
                 config.limits.max_connections,
                 config.limits.per_ip_connections,
             )),
-            admission: Admission::new(config.limits.admission),
+            admission,
             limits: config.limits,
             metrics,
             writer,
             shutdown,
             boot_id: boot_ms.to_string(),
+            store_peer_ip: config.store_peer_ip,
             next_connection: AtomicU64::new(0),
         });
         Ok(Self {

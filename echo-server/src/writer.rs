@@ -11,38 +11,55 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use exitvoice_schema::{ConnectionRecord, Observation, Store};
+use exitvoice_schema::store::Batch;
+use exitvoice_schema::{ConnectionRecord, ConnectionRow, RequestRecord, Store};
+use time::OffsetDateTime;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::analysis;
+use crate::capture::connection::Failed;
 use crate::capture::Connection;
 use crate::config::WriterConfig;
-use crate::metrics::Metrics;
+use crate::metrics::{DropReason, Metrics};
+
+/// How often the writer prunes and measures the database.
+const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
+/// Rows deleted per table per pruning statement: small, so inserts never wait long.
+const PRUNE_BATCH: u32 = 1000;
+/// Pruning statements per maintenance tick at most (up to 10,000 rows a second per table).
+const PRUNE_ROUNDS: usize = 10;
 
 /// One unit of work for the writer.
 #[derive(Debug)]
 pub(crate) enum Job {
-    /// A request's observation, already built by its handler.
-    Request(Box<Observation>),
-    /// A connection that ended; stored as an observation if none of its requests was, and written
-    /// to `--record-dir`.
-    Connection {
+    /// A request, as its handler recorded it.
+    Request(Box<RequestRecord>),
+    /// A connection whose first request was answered: its row is stored now, so its requests
+    /// are listed while it stays open.
+    Opened(Arc<Connection>),
+    /// A connection that ended: stored (or its row updated) and written to `--record-dir`.
+    Closed {
         /// The connection.
         conn: Arc<Connection>,
         /// Why it failed, if it did.
-        failure: Option<String>,
+        failure: Option<Failed>,
     },
 }
 
 impl Job {
-    /// Raw bytes the job holds (what the `--queue-bytes` budget counts).
-    fn raw_bytes(&self) -> usize {
+    /// Bytes the job holds (what the `--queue-bytes` budget counts).
+    fn bytes(&self) -> usize {
         match self {
-            Self::Request(observation) => observation.hello.len() + observation.prefix.len(),
-            Self::Connection { conn, .. } => conn.hello.len() + conn.tap.len(),
+            Self::Request(request) => {
+                std::mem::size_of::<RequestRecord>()
+                    + request.path.len()
+                    + request.token.as_ref().map_or(0, String::len)
+                    + request.header_order.iter().map(String::len).sum::<usize>()
+            }
+            Self::Opened(conn) | Self::Closed { conn, .. } => conn.hello.len() + conn.tap.len(),
         }
     }
 }
@@ -67,30 +84,34 @@ pub(crate) struct WriterHandle {
 }
 
 impl WriterHandle {
-    /// Queues `job` without waiting; a full or closed queue counts a drop.
+    /// Queues `job` without waiting; a full queue, the byte budget or a closed queue counts a
+    /// drop by reason.
     pub(crate) fn submit(&self, job: Job) {
-        if let Job::Connection {
+        if let Job::Closed {
             conn,
             failure: None,
         } = &job
         {
-            // Its requests are stored already; only `--record-dir` still wants it.
-            if conn.observed() > 0 && !self.recording {
+            // Stored by its first request and unchanged since: only `--record-dir` wants it.
+            if conn.unchanged_since_queued() && !self.recording {
                 return;
             }
         }
-        let bytes = job.raw_bytes();
+        let bytes = job.bytes();
         let held = self.bytes.fetch_add(bytes, Ordering::Relaxed);
         if held.saturating_add(bytes) > self.max_bytes {
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
-            self.metrics.queue_drop();
+            self.metrics.queue_drop(DropReason::QueueBytes);
             return;
         }
         match self.tx.try_send(Queued { job, bytes }) {
             Ok(()) => self.metrics.queued(),
-            Err(_) => {
+            Err(error) => {
                 self.bytes.fetch_sub(bytes, Ordering::Relaxed);
-                self.metrics.queue_drop();
+                self.metrics.queue_drop(match error {
+                    mpsc::error::TrySendError::Full(_) => DropReason::QueueFull,
+                    mpsc::error::TrySendError::Closed(_) => DropReason::Closed,
+                });
             }
         }
     }
@@ -157,6 +178,8 @@ impl Writer {
     async fn run(self, mut rx: mpsc::Receiver<Queued>, close: Arc<Notify>) {
         let batch_size = self.config.batch_size.max(1);
         let mut closing = false;
+        let mut maintenance = tokio::time::interval(MAINTENANCE_EVERY);
+        maintenance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let first = if closing {
                 rx.recv().await
@@ -166,6 +189,10 @@ impl Writer {
                     () = close.notified() => {
                         closing = true;
                         rx.close();
+                        continue;
+                    }
+                    _ = maintenance.tick() => {
+                        self.maintain().await;
                         continue;
                     }
                 }
@@ -203,38 +230,109 @@ impl Writer {
     }
 
     async fn commit(&self, jobs: Vec<Job>) {
-        let mut rows = Vec::with_capacity(jobs.len());
+        let mut batch = Batch::default();
+        // Observations as `/api/observations` lists them: requests, and connections without.
+        let mut observations = 0;
         for job in jobs {
             match job {
-                Job::Request(observation) => rows.push(*observation),
-                Job::Connection { conn, failure } => {
+                Job::Request(request) => {
+                    observations += 1;
+                    batch.requests.push(*request);
+                }
+                Job::Opened(conn) => batch.connections.push(self.row(&conn, None)),
+                Job::Closed { conn, failure } => {
                     if let Some(dir) = &self.record_dir {
-                        let record =
-                            analysis::connection_record(&conn, &self.metrics, failure.as_deref());
+                        let record = connection_record(&conn, &self.metrics, failure.as_ref());
                         self.record(dir, &conn, &record).await;
                     }
-                    if conn.observed() == 0 {
-                        let summary =
-                            analysis::connection_summary(&conn, &self.metrics, failure.as_deref());
-                        rows.push(analysis::connection_observation(
-                            &conn,
-                            &self.metrics,
-                            failure,
-                            summary,
-                        ));
+                    if conn.requests() == 0 {
+                        observations += 1;
+                    }
+                    if failure.is_some() || !conn.unchanged_since_queued() {
+                        batch.connections.push(self.row(&conn, failure));
                     }
                 }
             }
         }
-        if rows.is_empty() {
+        if batch.is_empty() {
             return;
         }
-        match self.store.insert_observations(&rows).await {
-            Ok(()) => self.metrics.written(rows.len()),
+        match self.store.write_batch(&batch).await {
+            Ok(()) => self.metrics.written(observations),
             Err(error) => {
-                self.metrics.write_failure(rows.len());
-                tracing::error!(%error, lost = rows.len(), "observation batch not stored");
+                let rows = batch.connections.len() + batch.requests.len();
+                self.metrics.write_failure(rows);
+                tracing::error!(%error, lost_rows = rows, "observation batch not stored");
             }
+        }
+    }
+
+    /// The row of `conn` as it stands now.
+    fn row(&self, conn: &Connection, failure: Option<Failed>) -> ConnectionRow {
+        let facts = conn.analysis(&self.metrics).facts.clone();
+        let prefix = conn.tap.snapshot().to_vec();
+        let requests = conn.requests();
+        conn.note_queued(requests, prefix.len());
+        let (failure, failure_detail) = failure.map_or((None, None), |(f, d)| (Some(f), Some(d)));
+        ConnectionRow {
+            conn_id: conn.id.clone(),
+            time_unix_ms: unix_ms(conn.accepted),
+            peer: conn.stored_peer.clone(),
+            facts,
+            failure,
+            failure_detail,
+            requests,
+            prefix_truncated: conn.tap.truncated(),
+            hello: conn.hello.to_vec(),
+            prefix,
+        }
+    }
+
+    /// Prunes what retention and the size cap say must go, a few small batches at a time, and
+    /// measures the database for `/healthz`.
+    async fn maintain(&self) {
+        let mut pruned = 0;
+        if let Some(retain) = self.config.retain {
+            let cutoff = unix_ms(OffsetDateTime::now_utc())
+                - i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
+            for _ in 0..PRUNE_ROUNDS {
+                match self.store.prune_before(cutoff, PRUNE_BATCH).await {
+                    Ok(done) => {
+                        pruned += done.rows();
+                        if done.requests < u64::from(PRUNE_BATCH)
+                            && done.connections < u64::from(PRUNE_BATCH)
+                        {
+                            break;
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "pruning by age failed");
+                        break;
+                    }
+                }
+            }
+        }
+        let mut size = self.store.size().await;
+        if let Some(max) = self.config.max_db_bytes {
+            for _ in 0..PRUNE_ROUNDS {
+                match &size {
+                    Ok(now) if now.used_bytes > max => {}
+                    _ => break,
+                }
+                match self.store.prune_oldest(PRUNE_BATCH).await {
+                    Ok(done) if done.rows() > 0 => pruned += done.rows(),
+                    Ok(_) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, "pruning by size failed");
+                        break;
+                    }
+                }
+                size = self.store.size().await;
+            }
+        }
+        self.metrics.pruned(pruned);
+        if let Ok(size) = size {
+            self.metrics.database_size(size.used_bytes, size.file_bytes);
         }
     }
 
@@ -261,5 +359,41 @@ impl Writer {
                 tracing::warn!(%error, file = %name, "record file not written");
             }
         }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn unix_ms(time: OffsetDateTime) -> i64 {
+    i64::try_from(time.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
+}
+
+/// `<conn-id>.json` under `--record-dir`, in the captures/ recorder's format.
+fn connection_record(
+    conn: &Connection,
+    metrics: &Metrics,
+    failure: Option<&Failed>,
+) -> ConnectionRecord {
+    let facts = &conn.analysis(metrics).facts;
+    let session = conn.session.as_ref();
+    ConnectionRecord {
+        conn_id: conn.id.clone(),
+        time: exitvoice_schema::rfc3339_ms(unix_ms(conn.accepted)),
+        peer: match (conn.stored_peer.port, conn.peer.ip()) {
+            (0, _) => conn.stored_peer.ip.clone(),
+            _ => conn.peer.to_string(),
+        },
+        sni: facts.sni.clone(),
+        alpn_offered: facts.alpn.offered.clone(),
+        alpn_negotiated: session.and_then(|s| s.alpn.clone()),
+        spoken: conn.spoken(),
+        tls_version: session.and_then(|s| s.tls_version.clone()),
+        cipher: session.and_then(|s| s.cipher.clone()),
+        first_request: conn.first_request.get().cloned(),
+        requests: conn.requests(),
+        hello_len: conn.hello.len(),
+        prefix_len: conn.tap.len(),
+        prefix_truncated: conn.tap.truncated(),
+        failure: failure.map(|(_, detail)| detail.clone()),
+        recorder: format!("{} serve --record-dir", crate::analysis::SERVER),
     }
 }

@@ -88,15 +88,21 @@ fn malformed_heads_are_typed_errors() {
 
 #[test]
 fn sniff_tells_h2_from_http1_on_partial_reads() {
-    assert_eq!(sniff(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"), Spoken::H2);
-    assert_eq!(sniff(b"PRI "), Spoken::H2);
-    assert_eq!(sniff(b"PR"), Spoken::Unknown);
-    assert_eq!(sniff(b"GET / HTTP/1.1\r\n"), Spoken::Http1);
-    assert_eq!(sniff(b"GET "), Spoken::Http1);
-    assert_eq!(sniff(b"GE"), Spoken::Unknown);
-    assert_eq!(sniff(b"PRI /x HTTP/1.1\r\n"), Spoken::Http1);
-    assert_eq!(sniff(b""), Spoken::Unknown);
-    assert_eq!(sniff(&[0x16, 0x03, 0x01, 0x02, 0x00]), Spoken::Unknown);
+    assert_eq!(
+        sniff(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"),
+        Some(Spoken::H2)
+    );
+    assert_eq!(sniff(b"PRI "), None, "could still be the preface");
+    assert_eq!(sniff(b"PR"), None);
+    assert_eq!(sniff(b"GET / HTTP/1.1\r\n"), Some(Spoken::Http1));
+    assert_eq!(sniff(b"GET "), Some(Spoken::Http1));
+    assert_eq!(sniff(b"GE"), None);
+    assert_eq!(sniff(b"PRI /x HTTP/1.1\r\n"), Some(Spoken::Http1));
+    assert_eq!(sniff(b""), None);
+    assert_eq!(
+        sniff(&[0x16, 0x03, 0x01, 0x02, 0x00]),
+        Some(Spoken::Unknown)
+    );
 }
 
 proptest! {

@@ -53,8 +53,66 @@ pub struct Peer {
     pub port: u16,
 }
 
+/// How much of a visitor's address the echo server stores (`--store-peer-ip`). The echo
+/// answered to the client always carries its full address: it is the client's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeerPolicy {
+    /// Address and port, as seen (self-hosted audits need the exits' egress addresses).
+    #[default]
+    Full,
+    /// The network only: IPv4 `/24`, IPv6 `/48`, as `203.0.113.0/24`; port 0.
+    Prefix,
+    /// Nothing: empty address, port 0.
+    None,
+}
+
+impl PeerPolicy {
+    /// The peer as this policy stores it.
+    pub fn apply(self, addr: std::net::SocketAddr) -> Peer {
+        use std::net::IpAddr;
+        match self {
+            Self::Full => Peer {
+                ip: addr.ip().to_string(),
+                port: addr.port(),
+            },
+            Self::Prefix => {
+                let ip = match addr.ip().to_canonical() {
+                    IpAddr::V4(v4) => {
+                        let [a, b, c, _] = v4.octets();
+                        format!("{a}.{b}.{c}.0/24")
+                    }
+                    IpAddr::V6(v6) => {
+                        let mut segments = v6.segments();
+                        segments[3..].fill(0);
+                        format!("{}/48", std::net::Ipv6Addr::from(segments))
+                    }
+                };
+                Peer { ip, port: 0 }
+            }
+            Self::None => Peer {
+                ip: String::new(),
+                port: 0,
+            },
+        }
+    }
+}
+
+impl std::str::FromStr for PeerPolicy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "full" => Ok(Self::Full),
+            "prefix" => Ok(Self::Prefix),
+            "none" => Ok(Self::None),
+            other => Err(format!("{other:?}: expected full, prefix or none")),
+        }
+    }
+}
+
 /// The protocol the client actually spoke after the handshake, sniffed from its first bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum Spoken {
     /// The connection opened with the HTTP/2 preface (RFC 9113 section 3.4).
@@ -65,11 +123,12 @@ pub enum Spoken {
     Http1,
     /// Neither: nothing sent, or bytes that are neither.
     #[serde(rename = "unknown")]
+    #[default]
     Unknown,
 }
 
 /// ALPN as three separate facts: what was offered, what the server chose, what was spoken.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Alpn {
     /// Protocol names from the ClientHello ALPN extension, wire order (lossy UTF-8).
     pub offered: Vec<String>,
@@ -125,6 +184,25 @@ pub struct Http2Echo {
     pub detail: serde_json::Value,
 }
 
+/// The connection-level half of [`Http2Echo`]: what the preface, SETTINGS, WINDOW_UPDATE,
+/// PRIORITY and first HEADERS say, the same for every request on the connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Http2Connection {
+    /// Canonical Akamai string `S|WU|P|PS`.
+    pub akamai_fingerprint: String,
+    /// md5 of `akamai_fingerprint`.
+    pub akamai_fingerprint_hash: String,
+    /// Normalized HTTP/2 voice.
+    pub voice_id: VoiceId,
+    /// Name of the known browser profile the connection matches, if any.
+    pub profile: Option<String>,
+    /// The connection opened with its own preface and a non-ACK SETTINGS as first frame.
+    pub own_preface_and_settings: bool,
+    /// The frame log up to the first request, settings, priorities, the first request's header
+    /// representations, the Akamai variants and the voice description.
+    pub detail: serde_json::Value,
+}
+
 /// HTTP/1.x fingerprint of the request head.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Http1Echo {
@@ -143,4 +221,27 @@ pub struct RequestPosition {
     pub stream_id: Option<u32>,
     /// 1 for the first request on the connection, 2 for the second, …
     pub index: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_policy_keeps_all_the_network_or_nothing() {
+        let v4: std::net::SocketAddr = "203.0.113.77:4242".parse().expect("addr");
+        let v6: std::net::SocketAddr = "[2001:db8:aa:bb:cc::1]:443".parse().expect("addr");
+        let mapped: std::net::SocketAddr = "[::ffff:198.51.100.9]:80".parse().expect("addr");
+        let peer = |ip: &str, port| Peer {
+            ip: ip.to_owned(),
+            port,
+        };
+        assert_eq!(PeerPolicy::Full.apply(v4), peer("203.0.113.77", 4242));
+        assert_eq!(PeerPolicy::Prefix.apply(v4), peer("203.0.113.0/24", 0));
+        assert_eq!(PeerPolicy::Prefix.apply(v6), peer("2001:db8:aa::/48", 0));
+        assert_eq!(PeerPolicy::Prefix.apply(mapped), peer("198.51.100.0/24", 0));
+        assert_eq!(PeerPolicy::None.apply(v6), peer("", 0));
+        assert_eq!("prefix".parse(), Ok(PeerPolicy::Prefix));
+        assert!("half".parse::<PeerPolicy>().is_err());
+    }
 }

@@ -12,15 +12,17 @@ pub mod store;
 pub mod voice;
 
 pub use echo::{
-    Alpn, Echo, Http1Echo, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho, ECHO_SCHEMA_VERSION,
+    Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, PeerPolicy, RequestPosition, Spoken,
+    TlsEcho, ECHO_SCHEMA_VERSION,
 };
 pub use label::{
     Baseline, DriftState, ExitLabel, Flags, HistoryEntry, LabelsDoc, Latency, Route,
     LABELS_SCHEMA_VERSION,
 };
 pub use observation::{
-    ConnectionRecord, ConnectionSummary, FirstRequest, Observation, ObservationQuery,
-    StoredObservation, OBSERVATION_SCHEMA_VERSION,
+    compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRecord, ConnectionRow, ConnectionSummary,
+    Failure, FirstRequest, Observation, ObservationQuery, RequestRecord, StoredObservation,
+    OBSERVATION_SCHEMA_VERSION,
 };
 pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use store::{Store, StoreError};

@@ -3,12 +3,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::echo::{Alpn, Peer, Spoken, TlsEcho};
+use crate::echo::{
+    Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho,
+    ECHO_SCHEMA_VERSION,
+};
+use crate::voice::Bucket;
 
 /// Version of the observation JSON shape. Bump when a field changes meaning or is removed.
-pub const OBSERVATION_SCHEMA_VERSION: u32 = 1;
+pub const OBSERVATION_SCHEMA_VERSION: u32 = 2;
 
-/// One observation, as the echo server queues it for the store.
+/// One observation as `GET /api/observations` lists it: a request joined with its connection,
+/// or a connection that carried no request (`request_index` 0).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     /// Connection id, unique per server start (also the file stem under `--record-dir`).
@@ -20,28 +25,60 @@ pub struct Observation {
     pub time: String,
     /// The same instant in milliseconds since the Unix epoch (for `since` queries).
     pub time_unix_ms: i64,
-    /// The TCP peer.
+    /// The TCP peer, as stored (`--store-peer-ip`).
     pub peer: Peer,
     /// The probe token, when the request carried one.
     pub token: Option<String>,
     /// The server name the ClientHello asked for.
     pub sni: Option<String>,
-    /// Why the connection failed (`handshake_timeout`, `tls_alert_received:UnknownCA`, …).
-    pub failure: Option<String>,
-    /// The parsed summary: the echo JSON for a request, the connection summary otherwise.
-    pub summary: serde_json::Value,
-    /// The ClientHello records exactly as received (hex in JSON; left out when empty, e.g. when
-    /// `/api/observations` was asked without `raw=true`).
+    /// Why the connection failed (`handshake_timeout`, `tls_alert_received`, …).
+    pub failure: Option<Failure>,
+    /// The failure as the server described it (`tls_alert_received: UnknownCA`).
+    pub failure_detail: Option<String>,
+    /// The echo of the request, or the summary of a connection without one.
+    pub summary: Summary,
+    /// The connection's ClientHello records exactly as received (hex in JSON; only with
+    /// `raw=true`).
     #[serde(with = "hex_bytes", default, skip_serializing_if = "Vec::is_empty")]
     pub hello: Vec<u8>,
-    /// The decrypted client bytes kept by the tap, up to the capture cap (hex in JSON; left out
-    /// when empty).
+    /// The connection's decrypted client bytes kept by the tap, up to the capture cap (hex in
+    /// JSON; only with `raw=true`).
     #[serde(with = "hex_bytes", default, skip_serializing_if = "Vec::is_empty")]
     pub prefix: Vec<u8>,
 }
 
-/// What the echo server saw on one connection as a whole: stored as the summary of a connection
-/// that carried no request, and written as `<conn-id>.json` under `--record-dir`.
+/// What an observation says: the echo of a request, or a connection's summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Summary {
+    /// A request's echo, as it was answered.
+    Request(Box<Echo>),
+    /// A connection that carried no request.
+    Connection(Box<ConnectionSummary>),
+}
+
+/// What one connection's captured bytes say, analysed once per connection and shared by every
+/// request on it: the connection-level half of every echo, stored once in the connection row.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionFacts {
+    /// The server name the ClientHello asked for.
+    pub sni: Option<String>,
+    /// ALPN offered, negotiated and spoken.
+    pub alpn: Alpn,
+    /// The negotiated TLS version (`TLSv1.3`, …), when the handshake completed.
+    pub tls_version: Option<String>,
+    /// The negotiated cipher suite (IANA name, or hex when unnamed).
+    pub cipher: Option<String>,
+    /// TLS fingerprints, when the ClientHello parsed.
+    pub tls: Option<TlsEcho>,
+    /// Why the ClientHello did not parse, when it did not.
+    pub tls_error: Option<String>,
+    /// The HTTP/2 connection's fingerprints, when it spoke h2.
+    pub http2: Option<Http2Connection>,
+}
+
+/// What the echo server saw on one connection as a whole: the summary of a connection that
+/// carried no request, and `<conn-id>.json`'s facts under `--record-dir`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConnectionSummary {
     /// [`OBSERVATION_SCHEMA_VERSION`] of the server that wrote it.
@@ -50,10 +87,8 @@ pub struct ConnectionSummary {
     pub conn_id: String,
     /// When the connection was accepted, RFC 3339 UTC.
     pub time: String,
-    /// The TCP peer.
+    /// The TCP peer, as stored (`--store-peer-ip`).
     pub peer: Peer,
-    /// The server software, `exitvoice/<version>`.
-    pub server: String,
     /// The server name the ClientHello asked for.
     pub sni: Option<String>,
     /// ALPN offered, negotiated and spoken.
@@ -63,11 +98,11 @@ pub struct ConnectionSummary {
     /// The negotiated cipher suite (IANA name, or hex when unnamed).
     pub cipher: Option<String>,
     /// Why the connection failed, if it did.
-    pub failure: Option<String>,
+    pub failure: Option<Failure>,
+    /// The failure as the server described it.
+    pub failure_detail: Option<String>,
     /// Requests the connection carried.
     pub requests: u32,
-    /// The first request, when there was one.
-    pub first_request: Option<FirstRequest>,
     /// Bytes of ClientHello records captured.
     pub hello_len: usize,
     /// Bytes of decrypted client data captured.
@@ -78,6 +113,194 @@ pub struct ConnectionSummary {
     pub tls: Option<TlsEcho>,
     /// Why the ClientHello did not parse, when it did not.
     pub tls_error: Option<String>,
+}
+
+/// One connection as the echo server stores it, once: what it was, its facts, and its raw bytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectionRow {
+    /// Connection id, unique per server start.
+    pub conn_id: String,
+    /// When it was accepted, ms since the Unix epoch.
+    pub time_unix_ms: i64,
+    /// The TCP peer, as stored (`--store-peer-ip`).
+    pub peer: Peer,
+    /// The analysis of its bytes.
+    pub facts: ConnectionFacts,
+    /// Why it failed, if it did.
+    pub failure: Option<Failure>,
+    /// The failure as the server described it.
+    pub failure_detail: Option<String>,
+    /// Requests it carried so far.
+    pub requests: u32,
+    /// The client sent more decrypted bytes than the capture cap kept.
+    pub prefix_truncated: bool,
+    /// The ClientHello records as received.
+    pub hello: Vec<u8>,
+    /// The decrypted client bytes kept by the tap, up to the capture cap.
+    pub prefix: Vec<u8>,
+}
+
+impl ConnectionRow {
+    /// The connection's summary, as listed for a connection that carried no request.
+    pub fn summary(&self) -> ConnectionSummary {
+        let facts = &self.facts;
+        ConnectionSummary {
+            schema_version: OBSERVATION_SCHEMA_VERSION,
+            conn_id: self.conn_id.clone(),
+            time: rfc3339_ms(self.time_unix_ms),
+            peer: self.peer.clone(),
+            sni: facts.sni.clone(),
+            alpn: facts.alpn.clone(),
+            tls_version: facts.tls_version.clone(),
+            cipher: facts.cipher.clone(),
+            failure: self.failure,
+            failure_detail: self.failure_detail.clone(),
+            requests: self.requests,
+            hello_len: self.hello.len(),
+            prefix_len: self.prefix.len(),
+            prefix_truncated: self.prefix_truncated,
+            tls: facts.tls.clone(),
+            tls_error: facts.tls_error.clone(),
+        }
+    }
+}
+
+/// One request as the echo server stores it: only what is its own (a few hundred bytes); the
+/// rest is its connection's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestRecord {
+    /// The connection it arrived on.
+    pub conn_id: String,
+    /// 1 for the first request on the connection, 2 for the second, …
+    pub index: u32,
+    /// When it arrived, ms since the Unix epoch.
+    pub time_unix_ms: i64,
+    /// The probe token, when it carried one.
+    pub token: Option<String>,
+    /// Request method.
+    pub method: String,
+    /// Path and query as received.
+    pub path: String,
+    /// HTTP/2 stream id, when the connection spoke h2 and the HEADERS were captured.
+    pub stream_id: Option<u32>,
+    /// The request's bucket.
+    pub bucket: Option<Bucket>,
+    /// HTTP/2: this request's pseudo-header order.
+    pub pseudo_header_order: Vec<String>,
+    /// HTTP/2: this request's regular header names, wire order.
+    pub header_order: Vec<String>,
+    /// HTTP/1.x: this request's head.
+    pub http1: Option<Http1Echo>,
+}
+
+/// Composes the echo of `request` from its connection's facts: the one place both the live
+/// answer and `/api/observations` build it.
+pub fn compose_echo(facts: &ConnectionFacts, peer: Peer, request: &RequestRecord) -> Echo {
+    let http2 = facts.http2.as_ref().map(|h2| Http2Echo {
+        akamai_fingerprint: h2.akamai_fingerprint.clone(),
+        akamai_fingerprint_hash: h2.akamai_fingerprint_hash.clone(),
+        voice_id: h2.voice_id.clone(),
+        pseudo_header_order: request.pseudo_header_order.clone(),
+        header_order: request.header_order.clone(),
+        detail: h2.detail.clone(),
+    });
+    Echo {
+        schema_version: ECHO_SCHEMA_VERSION,
+        time: rfc3339_ms(request.time_unix_ms),
+        peer,
+        token: request.token.clone(),
+        method: request.method.clone(),
+        path: request.path.clone(),
+        alpn: facts.alpn.clone(),
+        tls: facts.tls.clone(),
+        http2,
+        http1: request.http1.clone(),
+        request: RequestPosition {
+            stream_id: request.stream_id,
+            index: request.index,
+        },
+        bucket: request.bucket,
+        profile: facts.http2.as_ref().and_then(|h2| h2.profile.clone()),
+    }
+}
+
+/// RFC 3339 UTC with milliseconds, from ms since the Unix epoch.
+pub fn rfc3339_ms(unix_ms: i64) -> String {
+    use time::format_description::well_known::Rfc3339;
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+/// Why a connection ended without serving a request, or failed: the typed reason (snake_case
+/// on the wire, the same words as the `/healthz` counters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Failure {
+    /// The first bytes were not a TLS ClientHello.
+    HelloInvalid,
+    /// The ClientHello was over the cap.
+    HelloTooLarge,
+    /// The peer closed before a whole ClientHello.
+    HelloClosed,
+    /// Reading the ClientHello failed on the socket.
+    HelloIo,
+    /// No whole ClientHello before the handshake deadline.
+    HelloTimeout,
+    /// The TLS handshake did not finish before the deadline.
+    HandshakeTimeout,
+    /// The client sent an alert during the handshake (most often: our certificate refused).
+    TlsAlertReceived,
+    /// rustls rejected the handshake.
+    TlsError,
+    /// The peer closed during the handshake.
+    TlsClosed,
+    /// The socket failed during the handshake.
+    TlsIo,
+    /// The server stopped before the connection got anywhere.
+    Shutdown,
+    /// The client closed before sending a request.
+    NoRequest,
+    /// Reading the decrypted stream failed.
+    ReadError,
+    /// No request before the idle timeout.
+    IdleTimeout,
+    /// No complete request head before the request deadline.
+    RequestTimeout,
+    /// hyper reported a protocol or I/O error before any request.
+    HttpError,
+}
+
+impl Failure {
+    /// The snake_case name, as on the wire and in the counters.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HelloInvalid => "hello_invalid",
+            Self::HelloTooLarge => "hello_too_large",
+            Self::HelloClosed => "hello_closed",
+            Self::HelloIo => "hello_io",
+            Self::HelloTimeout => "hello_timeout",
+            Self::HandshakeTimeout => "handshake_timeout",
+            Self::TlsAlertReceived => "tls_alert_received",
+            Self::TlsError => "tls_error",
+            Self::TlsClosed => "tls_closed",
+            Self::TlsIo => "tls_io",
+            Self::Shutdown => "shutdown",
+            Self::NoRequest => "no_request",
+            Self::ReadError => "read_error",
+            Self::IdleTimeout => "idle_timeout",
+            Self::RequestTimeout => "request_timeout",
+            Self::HttpError => "http_error",
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The first request of a connection.
@@ -150,6 +373,8 @@ pub struct ObservationQuery {
     pub since_unix_ms: Option<i64>,
     /// At most this many, oldest first.
     pub limit: u32,
+    /// Read the raw ClientHello and prefix bytes too.
+    pub raw: bool,
 }
 
 /// Lowercase hex for byte fields, so the JSON stays readable and `exitvoice inspect` can take it.
@@ -208,8 +433,29 @@ mod tests {
             },
             token: None,
             sni: None,
-            failure: Some("handshake_timeout".to_owned()),
-            summary: serde_json::json!({}),
+            failure: Some(Failure::HandshakeTimeout),
+            failure_detail: Some("handshake_timeout: too slow".to_owned()),
+            summary: Summary::Connection(Box::new(ConnectionSummary {
+                schema_version: OBSERVATION_SCHEMA_VERSION,
+                conn_id: "c1".to_owned(),
+                time: "2026-01-01T00:00:00Z".to_owned(),
+                peer: Peer {
+                    ip: "::1".to_owned(),
+                    port: 4242,
+                },
+                sni: None,
+                alpn: Alpn::default(),
+                tls_version: None,
+                cipher: None,
+                failure: Some(Failure::HandshakeTimeout),
+                failure_detail: None,
+                requests: 0,
+                hello_len: 4,
+                prefix_len: 0,
+                prefix_truncated: false,
+                tls: None,
+                tls_error: None,
+            })),
             hello: vec![0x16, 0x03, 0x01, 0xab],
             prefix: Vec::new(),
         };

@@ -18,11 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use exitvoice_echo::classify::{self, BucketInput};
-use exitvoice_echo::h2::Payload;
+use exitvoice_echo::analysis::{self, ConnectionInput, Follower};
+use exitvoice_echo::classify;
 use exitvoice_echo::pcap::{self, ClientData, PcapConnection};
-use exitvoice_echo::{h1, h2, tls};
-use exitvoice_schema::Spoken;
+use exitvoice_echo::{h1, tls};
+use exitvoice_schema::{Http2Echo, Spoken};
 use serde_json::{json, Map, Value};
 
 /// Largest input read (a capture is held in memory whole).
@@ -237,92 +237,89 @@ fn strip_errors_if_empty(out: &mut Value) {
 }
 
 /// The analysis of one connection: its ClientHello records, the client's HTTP bytes, and the
-/// ALPN protocol the server chose when the input says (a TLS 1.2 ServerHello in a capture).
+/// ALPN protocol the server chose when the input says (a TLS 1.2 ServerHello in a capture). The
+/// same analysis the live server makes ([`analysis::analyse`]), and the first request's head read
+/// the same way ([`analysis::Follower`]).
 ///
 /// The bucket needs ALPN offered and negotiated. Offered comes from the ClientHello; without
 /// one, it is taken from what the client spoke. Negotiated is the server's choice when known,
 /// else what the client spoke (TLS 1.3 encrypts the server's choice, and a prefix file does not
 /// carry it), so a silent downgrade (bucket D) is only seen when the ServerHello shows `h2`.
 fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&[u8]>) -> Value {
-    let mut errors: Vec<String> = Vec::new();
-    let mut alpn_offered: Option<Vec<String>> = None;
-    let tls_value = hello.and_then(|records| match tls::parse_client_hello(records) {
-        Ok(parsed) => {
-            alpn_offered = Some(parsed.alpn_protocols());
-            let mut value = serde_json::to_value(tls::echo(&parsed)).unwrap_or(Value::Null);
-            if let Value::Object(map) = &mut value {
-                map.insert("sni".into(), json!(parsed.server_name()));
-                map.insert("alpn".into(), json!(parsed.alpn_protocols()));
-            }
-            Some(value)
-        }
-        Err(error) => {
-            errors.push(format!("tls: {error}"));
-            None
-        }
+    let spoken = prefix.map_or(Spoken::Unknown, |p| {
+        classify::sniff(p).unwrap_or(Spoken::Unknown)
     });
-    let spoken = prefix.map_or(Spoken::Unknown, classify::sniff);
-    let mut http2 = Value::Null;
-    let mut http1 = Value::Null;
-    let mut h2_prefix = None;
-    match (spoken, prefix) {
-        (Spoken::H2, Some(bytes)) => {
-            let parsed = match h2::parse_prefix(bytes) {
-                Ok(parsed) => parsed,
-                Err(error) => {
-                    errors.push(format!("http2: {error}"));
-                    *error.partial
-                }
+    let server_alpn = server_alpn.map(String::from_utf8_lossy);
+    let inferred_alpn = (spoken == Spoken::H2).then_some("h2");
+    let analysis = analysis::analyse(&ConnectionInput {
+        hello: hello.unwrap_or_default(),
+        prefix: prefix.unwrap_or_default(),
+        alpn_negotiated: server_alpn.as_deref().or(inferred_alpn),
+        tls_version: None,
+        cipher: None,
+    });
+    let facts = &analysis.facts;
+    let mut errors: Vec<String> = analysis
+        .errors
+        .iter()
+        .map(|e| {
+            let layer = match e.layer {
+                "h2" => "http2",
+                "h1" => "http1",
+                other => other,
             };
-            http2 = serde_json::to_value(h2::echo(&parsed, 0)).unwrap_or(Value::Null);
-            if let Value::Object(map) = &mut http2 {
-                map.insert("requests".into(), json!(parsed.requests.len()));
-            }
-            h2_prefix = Some(parsed);
+            format!("{layer}: {}", e.message)
+        })
+        .collect();
+    let hello_parsed = facts.tls.is_some();
+    let tls_value = facts.tls.as_ref().map(|tls| {
+        let mut value = serde_json::to_value(tls).unwrap_or(Value::Null);
+        if let Value::Object(map) = &mut value {
+            map.insert("sni".into(), json!(facts.sni));
+            map.insert("alpn".into(), json!(facts.alpn.offered));
         }
-        (Spoken::Http1, Some(bytes)) => match h1::parse_head(bytes) {
-            Ok(head) => {
-                http1 = serde_json::to_value(h1::echo(&head)).unwrap_or(Value::Null);
-                if let Value::Object(map) = &mut http1 {
-                    map.insert(
-                        "detail".into(),
-                        serde_json::to_value(&head).unwrap_or_default(),
-                    );
-                }
-            }
-            Err(error) => errors.push(format!("http1: {error}")),
-        },
-        // A connection opened and never used (browsers preconnect) sent no application data.
-        (_, Some([])) => {}
-        (_, Some(_)) => {
-            errors.push("client bytes are neither the HTTP/2 preface nor an HTTP/1 request".into());
-        }
-        (_, None) => {}
-    }
-    let inferred = alpn_offered.is_none() || server_alpn.is_none();
-    let offered_h2 = match &alpn_offered {
-        Some(list) => list.iter().any(|p| p == "h2"),
-        None => spoken == Spoken::H2,
-    };
-    let negotiated_h2 = match server_alpn {
-        Some(alpn) => alpn == b"h2",
-        None => spoken == Spoken::H2,
-    };
-    let profile = h2_prefix.as_ref().and_then(classify::browser_profile);
-    let own_preface_and_settings = h2_prefix.as_ref().is_some_and(
-        |p| matches!(p.frames.first().map(|f| &f.payload), Some(Payload::Settings(s)) if !s.ack),
-    );
-    let bucket = (prefix.is_some()).then(|| {
-        classify::bucket(&BucketInput {
-            alpn_offered_h2: offered_h2,
-            alpn_negotiated_h2: negotiated_h2,
-            spoken,
-            own_preface_and_settings,
-            request_index: 1,
-            earlier_other_probe: false,
-            browser_profile: profile.is_some(),
+        value
+    });
+    let (head, head_error) = Follower::new(spoken).head(prefix.unwrap_or_default(), 1);
+    errors.extend(head_error.map(|e| format!("http2: {}", e.message)));
+    let http2 = facts.http2.as_ref().map_or(Value::Null, |h2| {
+        json!(Http2Echo {
+            akamai_fingerprint: h2.akamai_fingerprint.clone(),
+            akamai_fingerprint_hash: h2.akamai_fingerprint_hash.clone(),
+            voice_id: h2.voice_id.clone(),
+            pseudo_header_order: head.pseudo_header_order.clone(),
+            header_order: head.header_order.clone(),
+            detail: h2.detail.clone(),
         })
     });
+    let mut http1 = Value::Null;
+    if let (Spoken::Http1, Some(bytes)) = (spoken, prefix) {
+        if let Ok(parsed) = h1::parse_head(bytes) {
+            http1 = serde_json::to_value(h1::echo(&parsed)).unwrap_or(Value::Null);
+            if let Value::Object(map) = &mut http1 {
+                map.insert(
+                    "detail".into(),
+                    serde_json::to_value(&parsed).unwrap_or_default(),
+                );
+            }
+        }
+    }
+    match prefix {
+        // A connection opened and never used (browsers preconnect) sent no application data.
+        Some([]) | None => {}
+        Some(_) if spoken == Spoken::Unknown => {
+            errors.push("client bytes are neither the HTTP/2 preface nor an HTTP/1 request".into());
+        }
+        Some(_) => {}
+    }
+    // Without a ClientHello, what the client spoke stands for what it offered.
+    let mut bucket_facts = facts.clone();
+    if !hello_parsed && spoken == Spoken::H2 {
+        bucket_facts.alpn.offered = vec!["h2".to_owned()];
+    }
+    let bucket = prefix
+        .is_some()
+        .then(|| analysis::bucket(&bucket_facts, 1, false));
     let mut out = Map::new();
     out.insert("tls".into(), tls_value.unwrap_or(Value::Null));
     out.insert("http2".into(), http2);
@@ -330,14 +327,17 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
     out.insert(
         "alpn".into(),
         json!({
-            "offered": alpn_offered,
-            "negotiated": server_alpn.map(String::from_utf8_lossy),
+            "offered": hello_parsed.then_some(&facts.alpn.offered),
+            "negotiated": server_alpn,
             "spoken": prefix.map(|_| spoken),
-            "inferred": inferred,
+            "inferred": !hello_parsed || server_alpn.is_none(),
         }),
     );
     out.insert("bucket".into(), json!(bucket.flatten()));
-    out.insert("profile".into(), json!(profile.map(|p| p.name)));
+    out.insert(
+        "profile".into(),
+        json!(facts.http2.as_ref().and_then(|h2| h2.profile.as_deref())),
+    );
     out.insert("errors".into(), json!(errors));
     Value::Object(out)
 }

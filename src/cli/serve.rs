@@ -12,6 +12,7 @@ use std::time::Duration;
 use exitvoice_echo::cert::CertSource;
 use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, Limits, WriterConfig};
 use exitvoice_echo::{Config, Server};
+use exitvoice_schema::PeerPolicy;
 
 /// Flags of `exitvoice serve`.
 #[derive(Debug, clap::Args)]
@@ -36,6 +37,11 @@ pub struct Args {
     /// EXITVOICE_API_TOKEN is used when the flag is absent (keeps it out of `ps`).
     #[arg(long, value_name = "TOKEN")]
     api_token: Option<String>,
+    /// How much of each visitor's address is stored: `full` (address and port), `prefix`
+    /// (IPv4 /24, IPv6 /48) or `none`. The echo answered to a client always shows its own full
+    /// address.
+    #[arg(long, value_name = "full|prefix|none", default_value = "full")]
+    store_peer_ip: PeerPolicy,
     /// Most open connections; more are closed at once.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
@@ -92,6 +98,14 @@ pub struct Args {
     /// Longest time an observation waits before its batch is committed.
     #[arg(long, value_name = "DURATION", default_value = "100ms", value_parser = parse_duration)]
     flush_interval: Duration,
+    /// Stored observations older than this are pruned, a small batch at a time (`30d`, `12h`,
+    /// `90m`; `0` keeps them for ever).
+    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_retention)]
+    retain: Duration,
+    /// While the stored rows take more than this, the oldest are pruned (`10GiB`, `500MiB`,
+    /// `2000000`; `0`: no cap). Freed pages are reused, the file does not shrink.
+    #[arg(long, value_name = "BYTES", default_value = "10GiB", value_parser = parse_bytes)]
+    max_db_size: u64,
     /// Time open connections get to finish after SIGINT/SIGTERM before the queue is drained.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     shutdown_grace: Duration,
@@ -103,6 +117,36 @@ const API_TOKEN_ENV: &str = "EXITVOICE_API_TOKEN";
 /// `250ms`, `10s`, `2m`, or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     super::duration::parse(text, false)
+}
+
+/// A retention: `30d`, or any duration the scheduler takes (`12h`, `90m`, `0`).
+fn parse_retention(text: &str) -> Result<Duration, String> {
+    match text.strip_suffix('d') {
+        Some(days) => days
+            .parse::<u64>()
+            .map(|days| Duration::from_secs(days * 24 * 3600))
+            .map_err(|_| format!("`{text}`: expected whole days like 30d")),
+        None => super::duration::parse(text, true),
+    }
+}
+
+/// A size in bytes: a plain number, or with `KiB`, `MiB`, `GiB` or `TiB`.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let units = [
+        ("KiB", 1_u64 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+        ("TiB", 1 << 40),
+    ];
+    let (number, scale) = units
+        .iter()
+        .find_map(|(unit, scale)| text.strip_suffix(unit).map(|n| (n, *scale)))
+        .unwrap_or((text, 1));
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{text}`: expected bytes like 10GiB, 500MiB or 2000000"))
 }
 
 impl Args {
@@ -117,6 +161,7 @@ impl Args {
                 .api_token
                 .or_else(|| std::env::var(API_TOKEN_ENV).ok())
                 .and_then(ApiToken::new),
+            store_peer_ip: self.store_peer_ip,
             limits: Limits {
                 max_connections: self.max_connections,
                 per_ip_connections: self.per_ip_connections,
@@ -139,6 +184,8 @@ impl Args {
                 queue_bytes: self.queue_bytes,
                 batch_size: self.batch_size,
                 flush_interval: self.flush_interval,
+                retain: (!self.retain.is_zero()).then_some(self.retain),
+                max_db_bytes: (self.max_db_size > 0).then_some(self.max_db_size),
             },
             shutdown_grace: self.shutdown_grace,
         }
@@ -210,5 +257,18 @@ mod tests {
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("10h").is_err());
         assert!(parse_duration("fast").is_err());
+    }
+
+    #[test]
+    fn retention_takes_days_and_sizes_take_binary_units() {
+        assert_eq!(parse_retention("30d"), Ok(Duration::from_secs(2_592_000)));
+        assert_eq!(parse_retention("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_retention("0"), Ok(Duration::ZERO));
+        assert!(parse_retention("1.5d").is_err());
+        assert_eq!(parse_bytes("10GiB"), Ok(10 << 30));
+        assert_eq!(parse_bytes("500MiB"), Ok(500 << 20));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert!(parse_bytes("10GB").is_err());
+        assert!(parse_bytes("99999999999TiB").is_err());
     }
 }

@@ -13,7 +13,6 @@ use exitvoice_auditor::probe::leaf::LeafVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
-use sqlx::Row as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
@@ -267,30 +266,32 @@ pub struct Row {
     pub prefix: Vec<u8>,
 }
 
-/// Reads every observation straight from SQLite (read-only, beside the running server).
+/// Reads every observation through the store's own listing (requests joined with their
+/// connection, and connections without a request), beside the running server.
 pub async fn read_rows(db: &Path) -> Vec<Row> {
-    let url = format!("sqlite://{}?mode=ro", db.display());
-    let Ok(pool) = sqlx::SqlitePool::connect(&url).await else {
+    let Ok(store) = exitvoice_schema::Store::open(db).await else {
         return Vec::new();
     };
-    let rows = sqlx::query(
-        "SELECT conn_id, request_index, token, sni, failure, summary, hello, prefix \
-         FROM observations ORDER BY id",
-    )
-    .fetch_all(&pool)
-    .await
-    .unwrap_or_default();
-    pool.close().await;
-    rows.iter()
-        .map(|row| Row {
-            conn_id: row.get("conn_id"),
-            request_index: row.get("request_index"),
-            token: row.get("token"),
-            sni: row.get("sni"),
-            failure: row.get("failure"),
-            summary: serde_json::from_str(row.get::<&str, _>("summary")).expect("summary JSON"),
-            hello: row.get("hello"),
-            prefix: row.get("prefix"),
+    let query = exitvoice_schema::ObservationQuery {
+        limit: u32::MAX,
+        raw: true,
+        ..exitvoice_schema::ObservationQuery::default()
+    };
+    let rows = store.observations(&query).await.unwrap_or_default();
+    store.pool().close().await;
+    rows.into_iter()
+        .map(|stored| {
+            let o = stored.observation;
+            Row {
+                conn_id: o.conn_id,
+                request_index: i64::from(o.request_index),
+                token: o.token,
+                sni: o.sni,
+                failure: o.failure_detail,
+                summary: serde_json::to_value(&o.summary).expect("summary JSON"),
+                hello: o.hello,
+                prefix: o.prefix,
+            }
         })
         .collect()
 }

@@ -12,15 +12,18 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use exitvoice_schema::{
-    Alpn, Bucket, Echo, Http1Echo, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho, VoiceId,
+    rfc3339_ms, Alpn, Bucket, ConnectionFacts, FirstRequest, Http1Echo, Peer, PeerPolicy,
+    RequestPosition, RequestRecord, Spoken, TlsEcho, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use http_body_util::BodyExt as _;
 use serde::Serialize;
 
 use super::{ApiError, ApiState};
-use crate::analysis::{self, RequestFacts};
+use time::OffsetDateTime;
+
+use crate::analysis;
 use crate::capture::{Arrival, Connection};
-use crate::writer::Job;
+use crate::writer::{unix_ms, Job};
 
 /// Longest probe token accepted.
 const MAX_TOKEN_LEN: usize = 128;
@@ -85,55 +88,154 @@ async fn drain_body(mut body: axum::body::Body, cap: usize) -> Result<(), ApiErr
     }
 }
 
-/// Reads (and discards) the body up to the cap, builds the echo, queues the observation.
-async fn observe(state: &ApiState, ctx: &Ctx, request: Request) -> Result<Echo, ApiError> {
+/// One answered request: its connection's facts and its own record, borrowed by the views.
+pub(super) struct Observed {
+    conn: Arc<Connection>,
+    record: RequestRecord,
+}
+
+impl Observed {
+    fn facts(&self, metrics: &crate::metrics::Metrics) -> &ConnectionFacts {
+        &self.conn.analysis(metrics).facts
+    }
+}
+
+/// Reads (and discards) the body up to the cap, records the request, queues it (and, for the
+/// connection's first stored request, the connection), and returns what the views need.
+async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observed, ApiError> {
     let (parts, body) = request.into_parts();
     let token = ctx.arrival.token.clone().map(valid_token).transpose()?;
     drain_body(body, state.body_cap).await?;
-    let facts = RequestFacts {
-        method: parts.method.to_string(),
-        path: parts
-            .uri
-            .path_and_query()
-            .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
+    let conn = ctx.conn;
+    let index = ctx.arrival.index;
+    let facts = &conn.analysis(&state.metrics).facts;
+    let head = conn.request_head(index, &state.metrics);
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+    let record = RequestRecord {
+        conn_id: conn.id.clone(),
+        index,
+        time_unix_ms: unix_ms(OffsetDateTime::now_utc()),
         token,
-        index: ctx.arrival.index,
-        earlier_other_probe: ctx.arrival.earlier_other_probe,
+        method: parts.method.to_string(),
+        path,
+        stream_id: head.stream_id,
+        bucket: analysis::bucket(facts, index, ctx.arrival.earlier_other_probe),
+        pseudo_header_order: head.pseudo_header_order,
+        header_order: head.header_order,
+        http1: head.http1,
     };
-    let echo = analysis::request_echo(&ctx.conn, &state.metrics, &facts);
+    if index == 1 {
+        let _ = conn.first_request.set(FirstRequest {
+            method: record.method.clone(),
+            path: record.path.clone(),
+            stream_id: record.stream_id,
+        });
+    }
     state.metrics.request();
-    let observation = analysis::request_observation(&ctx.conn, &echo, &state.metrics);
-    ctx.conn.mark_observed();
-    state.writer.submit(Job::Request(Box::new(observation)));
-    Ok(echo)
+    if conn.queue_once() {
+        state.writer.submit(Job::Opened(Arc::clone(&conn)));
+    }
+    conn.mark_observed();
+    state.writer.submit(Job::Request(Box::new(record.clone())));
+    Ok(Observed { conn, record })
+}
+
+/// The full echo, borrowed from the connection's facts and the request's record: serialized as
+/// [`exitvoice_schema::Echo`] is (`compose_echo` builds the same value owned, for the store).
+#[derive(Debug, Serialize)]
+struct EchoView<'a> {
+    schema_version: u32,
+    time: String,
+    peer: Peer,
+    token: Option<&'a str>,
+    method: &'a str,
+    path: &'a str,
+    alpn: &'a Alpn,
+    tls: Option<&'a TlsEcho>,
+    http2: Option<Http2View<'a>>,
+    http1: Option<&'a Http1Echo>,
+    request: RequestPosition,
+    bucket: Option<Bucket>,
+    profile: Option<&'a str>,
+}
+
+/// [`exitvoice_schema::Http2Echo`], borrowed.
+#[derive(Debug, Serialize)]
+struct Http2View<'a> {
+    akamai_fingerprint: &'a str,
+    akamai_fingerprint_hash: &'a str,
+    voice_id: &'a VoiceId,
+    pseudo_header_order: &'a [String],
+    header_order: &'a [String],
+    detail: &'a serde_json::Value,
+}
+
+impl<'a> EchoView<'a> {
+    fn new(facts: &'a ConnectionFacts, peer: Peer, record: &'a RequestRecord) -> Self {
+        Self {
+            schema_version: ECHO_SCHEMA_VERSION,
+            time: rfc3339_ms(record.time_unix_ms),
+            peer,
+            token: record.token.as_deref(),
+            method: &record.method,
+            path: &record.path,
+            alpn: &facts.alpn,
+            tls: facts.tls.as_ref(),
+            http2: facts.http2.as_ref().map(|h2| Http2View {
+                akamai_fingerprint: &h2.akamai_fingerprint,
+                akamai_fingerprint_hash: &h2.akamai_fingerprint_hash,
+                voice_id: &h2.voice_id,
+                pseudo_header_order: &record.pseudo_header_order,
+                header_order: &record.header_order,
+                detail: &h2.detail,
+            }),
+            http1: record.http1.as_ref(),
+            request: RequestPosition {
+                stream_id: record.stream_id,
+                index: record.index,
+            },
+            bucket: record.bucket,
+            profile: facts.http2.as_ref().and_then(|h2| h2.profile.as_deref()),
+        }
+    }
+}
+
+/// The peer as the client itself sees it: always its full address (it is its own).
+fn client_peer(conn: &Connection) -> Peer {
+    PeerPolicy::Full.apply(conn.peer)
 }
 
 pub(super) async fn all(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
-) -> Result<Json<Echo>, ApiError> {
-    observe(&state, &ctx, request).await.map(Json)
+) -> Result<Response, ApiError> {
+    let seen = observe(&state, ctx, request).await?;
+    let facts = seen.facts(&state.metrics);
+    Ok(Json(EchoView::new(facts, client_peer(&seen.conn), &seen.record)).into_response())
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived
 /// ([`super::probe_token`]).
 pub(super) async fn probe(
-    State(state): State<ApiState>,
+    state: State<ApiState>,
     ctx: Ctx,
     request: Request,
-) -> Result<Json<Echo>, ApiError> {
-    observe(&state, &ctx, request).await.map(Json)
+) -> Result<Response, ApiError> {
+    all(state, ctx, request).await
 }
 
 /// `/api/tls`: the TLS layer.
 #[derive(Debug, Serialize)]
-pub(super) struct TlsView {
+struct TlsView<'a> {
     schema_version: u32,
     time: String,
     peer: Peer,
-    alpn: Alpn,
-    tls: Option<TlsEcho>,
+    alpn: &'a Alpn,
+    tls: Option<&'a TlsEcho>,
     request: RequestPosition,
 }
 
@@ -141,8 +243,13 @@ pub(super) async fn tls(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
-) -> Result<Json<TlsView>, ApiError> {
-    let echo = observe(&state, &ctx, request).await?;
+) -> Result<Response, ApiError> {
+    let seen = observe(&state, ctx, request).await?;
+    let echo = EchoView::new(
+        seen.facts(&state.metrics),
+        client_peer(&seen.conn),
+        &seen.record,
+    );
     Ok(Json(TlsView {
         schema_version: echo.schema_version,
         time: echo.time,
@@ -150,28 +257,34 @@ pub(super) async fn tls(
         alpn: echo.alpn,
         tls: echo.tls,
         request: echo.request,
-    }))
+    })
+    .into_response())
 }
 
 /// `/api/http2`: the HTTP/2 layer, the request's position and the bucket.
 #[derive(Debug, Serialize)]
-pub(super) struct Http2View {
+struct Http2Only<'a> {
     schema_version: u32,
     time: String,
-    alpn: Alpn,
-    http2: Option<Http2Echo>,
+    alpn: &'a Alpn,
+    http2: Option<Http2View<'a>>,
     request: RequestPosition,
     bucket: Option<Bucket>,
-    profile: Option<String>,
+    profile: Option<&'a str>,
 }
 
 pub(super) async fn http2(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
-) -> Result<Json<Http2View>, ApiError> {
-    let echo = observe(&state, &ctx, request).await?;
-    Ok(Json(Http2View {
+) -> Result<Response, ApiError> {
+    let seen = observe(&state, ctx, request).await?;
+    let echo = EchoView::new(
+        seen.facts(&state.metrics),
+        client_peer(&seen.conn),
+        &seen.record,
+    );
+    Ok(Json(Http2Only {
         schema_version: echo.schema_version,
         time: echo.time,
         alpn: echo.alpn,
@@ -179,16 +292,17 @@ pub(super) async fn http2(
         request: echo.request,
         bucket: echo.bucket,
         profile: echo.profile,
-    }))
+    })
+    .into_response())
 }
 
 /// `/api/http1`: the HTTP/1 layer.
 #[derive(Debug, Serialize)]
-pub(super) struct Http1View {
+struct Http1Only<'a> {
     schema_version: u32,
     time: String,
-    alpn: Alpn,
-    http1: Option<Http1Echo>,
+    alpn: &'a Alpn,
+    http1: Option<&'a Http1Echo>,
     request: RequestPosition,
     bucket: Option<Bucket>,
 }
@@ -197,56 +311,62 @@ pub(super) async fn http1(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
-) -> Result<Json<Http1View>, ApiError> {
-    let echo = observe(&state, &ctx, request).await?;
-    Ok(Json(Http1View {
+) -> Result<Response, ApiError> {
+    let seen = observe(&state, ctx, request).await?;
+    let echo = EchoView::new(
+        seen.facts(&state.metrics),
+        client_peer(&seen.conn),
+        &seen.record,
+    );
+    Ok(Json(Http1Only {
         schema_version: echo.schema_version,
         time: echo.time,
         alpn: echo.alpn,
         http1: echo.http1,
         request: echo.request,
         bucket: echo.bucket,
-    }))
+    })
+    .into_response())
 }
 
 /// `/api/clean`, and the summary inside every 404: hashes and ids only.
 #[derive(Debug, Serialize)]
-pub(super) struct Clean {
+struct Clean<'a> {
     schema_version: u32,
-    ja3_hash: Option<String>,
-    ja3n_hash: Option<String>,
-    ja4: Option<String>,
-    tls_voice_id: Option<VoiceId>,
-    order_id: Option<String>,
-    akamai_fingerprint_hash: Option<String>,
-    http2_voice_id: Option<VoiceId>,
-    http1_voice_id: Option<VoiceId>,
+    ja3_hash: Option<&'a str>,
+    ja3n_hash: Option<&'a str>,
+    ja4: Option<&'a str>,
+    tls_voice_id: Option<&'a VoiceId>,
+    order_id: Option<&'a str>,
+    akamai_fingerprint_hash: Option<&'a str>,
+    http2_voice_id: Option<&'a VoiceId>,
+    http1_voice_id: Option<&'a VoiceId>,
     spoken: Spoken,
     stream_id: Option<u32>,
     index: u32,
     bucket: Option<Bucket>,
-    profile: Option<String>,
+    profile: Option<&'a str>,
 }
 
-impl From<Echo> for Clean {
-    fn from(echo: Echo) -> Self {
-        let tls = echo.tls.as_ref();
-        let http2 = echo.http2.as_ref();
+impl<'a> Clean<'a> {
+    fn new(facts: &'a ConnectionFacts, record: &'a RequestRecord) -> Self {
+        let tls = facts.tls.as_ref();
+        let http2 = facts.http2.as_ref();
         Self {
-            schema_version: echo.schema_version,
-            ja3_hash: tls.map(|t| t.ja3_hash.clone()),
-            ja3n_hash: tls.map(|t| t.ja3n_hash.clone()),
-            ja4: tls.map(|t| t.ja4.clone()),
-            tls_voice_id: tls.map(|t| t.voice_id.clone()),
-            order_id: tls.map(|t| t.order_id.clone()),
-            akamai_fingerprint_hash: http2.map(|h| h.akamai_fingerprint_hash.clone()),
-            http2_voice_id: http2.map(|h| h.voice_id.clone()),
-            http1_voice_id: echo.http1.map(|h| h.voice_id),
-            spoken: echo.alpn.spoken,
-            stream_id: echo.request.stream_id,
-            index: echo.request.index,
-            bucket: echo.bucket,
-            profile: echo.profile,
+            schema_version: ECHO_SCHEMA_VERSION,
+            ja3_hash: tls.map(|t| t.ja3_hash.as_str()),
+            ja3n_hash: tls.map(|t| t.ja3n_hash.as_str()),
+            ja4: tls.map(|t| t.ja4.as_str()),
+            tls_voice_id: tls.map(|t| &t.voice_id),
+            order_id: tls.map(|t| t.order_id.as_str()),
+            akamai_fingerprint_hash: http2.map(|h| h.akamai_fingerprint_hash.as_str()),
+            http2_voice_id: http2.map(|h| &h.voice_id),
+            http1_voice_id: record.http1.as_ref().map(|h| &h.voice_id),
+            spoken: facts.alpn.spoken,
+            stream_id: record.stream_id,
+            index: record.index,
+            bucket: record.bucket,
+            profile: http2.and_then(|h| h.profile.as_deref()),
         }
     }
 }
@@ -255,18 +375,18 @@ pub(super) async fn clean(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
-) -> Result<Json<Clean>, ApiError> {
-    let echo = observe(&state, &ctx, request).await?;
-    Ok(Json(Clean::from(echo)))
+) -> Result<Response, ApiError> {
+    let seen = observe(&state, ctx, request).await?;
+    Ok(Json(Clean::new(seen.facts(&state.metrics), &seen.record)).into_response())
 }
 
 /// The JSON 404 of every unknown path.
 #[derive(Debug, Serialize)]
-struct NotFound {
+struct NotFound<'a> {
     api_version: u32,
     error: &'static str,
-    path: String,
-    fingerprint: Clean,
+    path: &'a str,
+    fingerprint: Clean<'a>,
 }
 
 pub(super) async fn not_found(
@@ -274,12 +394,12 @@ pub(super) async fn not_found(
     ctx: Ctx,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let echo = observe(&state, &ctx, request).await?;
+    let seen = observe(&state, ctx, request).await?;
     let body = NotFound {
         api_version: super::API_VERSION,
         error: "not_found",
-        path: echo.path.clone(),
-        fingerprint: Clean::from(echo),
+        path: &seen.record.path,
+        fingerprint: Clean::new(seen.facts(&state.metrics), &seen.record),
     };
     Ok((StatusCode::NOT_FOUND, Json(body)).into_response())
 }

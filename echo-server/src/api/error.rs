@@ -26,6 +26,16 @@ pub enum ApiError {
     /// The observations endpoint needs the bearer token.
     #[error("missing or wrong bearer token")]
     Unauthorized,
+    /// Listing observations without a capability token, on a server started without
+    /// `--api-token`: closed by default, so a public endpoint publishes no visitor.
+    #[error(
+        "listing observations needs --api-token (EXITVOICE_API_TOKEN) and its bearer token, or \
+         ?token=<probe token> of at least 16 characters of A-Z a-z 0-9 - _"
+    )]
+    Forbidden,
+    /// Too many unauthenticated token queries from this source (the per-source rate limit).
+    #[error("too many requests from this source")]
+    RateLimited,
     /// The store failed.
     #[error("store error")]
     Store,
@@ -39,6 +49,8 @@ impl ApiError {
             Self::BadToken => (StatusCode::BAD_REQUEST, "bad_token"),
             Self::BadQuery(_) => (StatusCode::BAD_REQUEST, "bad_query"),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            Self::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
+            Self::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Store => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
         }
     }

@@ -14,11 +14,11 @@
 //! | `GET /api/http1` | `schema_version, time, alpn, http1, request, bucket` |
 //! | `GET /api/clean` | hashes and ids only: `ja3_hash, ja3n_hash, ja4, tls_voice_id, order_id, akamai_fingerprint_hash, http2_voice_id, http1_voice_id, spoken, stream_id, index, bucket, profile` |
 //! | any other path | 404 `{api_version, error: "not_found", path, fingerprint: <clean>}` |
-//! | `GET /api/observations?token=&since=&limit=&raw=` | `{schema_version, observations: [StoredObservation]}`, oldest first; `since` is RFC 3339 or Unix ms; `limit` ≤ 1000 (default 100); `hello`/`prefix` hex only with `raw=true`; bearer `--api-token` when set |
+//! | `GET /api/observations?token=&since=&limit=&raw=` | `{schema_version, observations: [StoredObservation]}`, oldest first; `since` is RFC 3339 or Unix ms; `limit` ≤ 1000 (default 100); `hello`/`prefix` hex only with `raw=true`; the bearer `--api-token` (every row) or a capability `token` of ≥ 16 characters of `A-Za-z0-9-_` (its own rows only); else 403 (401 with `--api-token`) |
 //! | `GET /healthz` | `{api_version, status ("ok" / "degraded" while the store refuses writes), server, uptime_s, queue {depth, capacity, bytes}, connections {open, accepted, rejected_max_connections, rejected_per_ip, rejected_rate, rejected_penalty, strikes, penalties, idle_closed, request_timeouts}, handshakes {completed, failures {reason: n}}, parse_errors {tls/h2/h1: n}, requests, observations {queued, queue_drops, written, write_failures, store_failing, record_failures}}` |
 //!
 //! Errors are `{api_version, error, message}` with 400 (`bad_token`, `bad_query`), 401
-//! (`unauthorized`), 413 (`body_too_large`) or 503 (`store_unavailable`).
+//! (`unauthorized`), 403 (`forbidden`), 429 (`rate_limited`), 413 (`body_too_large`) or 503 (`store_unavailable`).
 
 mod echo;
 mod error;
@@ -32,6 +32,7 @@ use axum::Router;
 use exitvoice_schema::Store;
 use time::OffsetDateTime;
 
+use crate::capture::admission::Admission;
 use crate::config::ApiToken;
 use crate::metrics::Metrics;
 use crate::writer::WriterHandle;
@@ -48,6 +49,8 @@ pub(crate) struct ApiState {
     pub(crate) store: Store,
     pub(crate) writer: WriterHandle,
     pub(crate) api_token: Option<ApiToken>,
+    /// The per-source buckets new connections take from; token queries take from them too.
+    pub(crate) admission: Arc<Admission>,
     pub(crate) body_cap: usize,
     pub(crate) started: OffsetDateTime,
 }

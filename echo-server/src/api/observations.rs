@@ -1,9 +1,20 @@
 //! `GET /api/observations?token=…&since=…&limit=…&raw=true`: stored observations, oldest first
-//! (the raw bytes only with `raw=true`),
-//! optionally behind a bearer token (`--api-token`, compared in constant time, never logged).
+//! (the raw bytes only with `raw=true`).
+//!
+//! Closed by default, because an echo endpoint is reachable from the internet and its rows hold
+//! every visitor's address and fingerprints. Who may read what:
+//! - the bearer token of `--api-token` (compared in constant time, never logged): every row;
+//! - anyone presenting a *capability* token, `?token=T` with `T` at least
+//!   [`CAPABILITY_MIN_LEN`] characters of `A-Z a-z 0-9 - _` (the auditor's 128-bit hex tokens
+//!   qualify): only the rows stored under exactly `T`. Such queries take from the source's
+//!   rate-limit bucket, the one new connections take from, so guessing is as slow as connecting;
+//! - anyone else: `403` without `--api-token`, `401` with it.
+
+use std::sync::Arc;
 
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
+use axum::Extension;
 use axum::Json;
 use exitvoice_schema::{ObservationQuery, StoredObservation, OBSERVATION_SCHEMA_VERSION};
 use serde::{Deserialize, Serialize};
@@ -11,11 +22,54 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::{ApiError, ApiState};
+use crate::capture::Connection;
+use crate::config::ApiToken;
 
 /// Observations per answer when `limit` is not given.
 const DEFAULT_LIMIT: u32 = 100;
 /// Most observations per answer.
 const MAX_LIMIT: u32 = 1000;
+/// Shortest probe token that opens its own rows without the bearer token: 16 characters of a
+/// 64-letter alphabet are 96 bits, beyond guessing at the per-source rate limit.
+pub const CAPABILITY_MIN_LEN: usize = 16;
+
+/// What a request may read.
+#[derive(Debug, PartialEq, Eq)]
+enum Access {
+    /// Every row (the bearer token).
+    All,
+    /// Only the rows stored under this probe token.
+    Token(String),
+}
+
+/// Whether `token` is long and plain enough to act as its own credential.
+fn is_capability(token: &str) -> bool {
+    token.len() >= CAPABILITY_MIN_LEN
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+}
+
+/// Decides what the request may read, from its `Authorization` header and `token` parameter.
+fn access(
+    api_token: Option<&ApiToken>,
+    headers: &HeaderMap,
+    token: Option<&str>,
+) -> Result<Access, ApiError> {
+    let presented = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|value| value.as_bytes().strip_prefix(b"Bearer "));
+    match (api_token, presented) {
+        (Some(expected), Some(presented)) if expected.matches(presented) => return Ok(Access::All),
+        (Some(_), Some(_)) => return Err(ApiError::Unauthorized),
+        _ => {}
+    }
+    match token {
+        Some(token) if is_capability(token) => Ok(Access::Token(token.to_owned())),
+        _ if api_token.is_some() => Err(ApiError::Unauthorized),
+        _ => Err(ApiError::Forbidden),
+    }
+}
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Params {
@@ -36,34 +90,35 @@ pub(super) struct Observations {
 
 pub(super) async fn list(
     State(state): State<ApiState>,
+    conn: Option<Extension<Arc<Connection>>>,
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Json<Observations>, ApiError> {
-    if let Some(expected) = &state.api_token {
-        let presented = headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|value| value.as_bytes().strip_prefix(b"Bearer "))
-            .unwrap_or_default();
-        if !expected.matches(presented) {
-            return Err(ApiError::Unauthorized);
+    let access = access(state.api_token.as_ref(), &headers, params.token.as_deref())?;
+    if let (Access::Token(_), Some(Extension(conn))) = (&access, &conn) {
+        if state
+            .admission
+            .admit(conn.peer.ip(), tokio::time::Instant::now())
+            .is_err()
+        {
+            state.metrics.reject_token_query();
+            return Err(ApiError::RateLimited);
         }
     }
     let since_unix_ms = params.since.as_deref().map(parse_since).transpose()?;
     let query = ObservationQuery {
-        token: params.token,
+        token: match access {
+            Access::All => params.token,
+            Access::Token(token) => Some(token),
+        },
         since_unix_ms,
         limit: params.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
+        raw: params.raw,
     };
-    let mut observations = state.store.observations(&query).await.map_err(|error| {
+    let observations = state.store.observations(&query).await.map_err(|error| {
         tracing::error!(%error, "observations query failed");
         ApiError::Store
     })?;
-    if !params.raw {
-        for stored in &mut observations {
-            stored.observation.hello = Vec::new();
-            stored.observation.prefix = Vec::new();
-        }
-    }
     Ok(Json(Observations {
         schema_version: OBSERVATION_SCHEMA_VERSION,
         observations,
@@ -83,6 +138,65 @@ fn parse_since(since: &str) -> Result<i64, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn capability_tokens_are_long_and_plain() {
+        assert!(is_capability("0123456789abcdef"));
+        assert!(is_capability("A-b_C-d_E-f_G-h_"));
+        assert!(!is_capability("0123456789abcde"), "15 characters");
+        assert!(
+            !is_capability("0123456789abcde."),
+            "a dot is a valid probe token, no capability"
+        );
+    }
+
+    #[test]
+    fn access_is_closed_unless_bearer_or_capability() {
+        let secret = ApiToken::new("bearer-secret".to_owned());
+        let none = HeaderMap::new();
+        let mut good = HeaderMap::new();
+        good.insert(
+            "authorization",
+            "Bearer bearer-secret".parse().expect("header"),
+        );
+        let mut bad = HeaderMap::new();
+        bad.insert("authorization", "Bearer nope".parse().expect("header"));
+        let long = Some("0123456789abcdef0123");
+
+        assert!(matches!(
+            access(None, &none, None),
+            Err(ApiError::Forbidden)
+        ));
+        assert!(matches!(
+            access(None, &none, Some("short")),
+            Err(ApiError::Forbidden)
+        ));
+        assert!(matches!(
+            access(None, &good, None),
+            Err(ApiError::Forbidden)
+        ));
+        assert_eq!(
+            access(None, &none, long).ok(),
+            Some(Access::Token("0123456789abcdef0123".to_owned()))
+        );
+        assert!(matches!(
+            access(secret.as_ref(), &none, None),
+            Err(ApiError::Unauthorized)
+        ));
+        assert!(matches!(
+            access(secret.as_ref(), &bad, long),
+            Err(ApiError::Unauthorized)
+        ));
+        assert_eq!(access(secret.as_ref(), &good, None).ok(), Some(Access::All));
+        assert_eq!(
+            access(secret.as_ref(), &good, Some("x")).ok(),
+            Some(Access::All)
+        );
+        assert_eq!(
+            access(secret.as_ref(), &none, long).ok(),
+            Some(Access::Token("0123456789abcdef0123".to_owned()))
+        );
+    }
 
     #[test]
     fn since_takes_milliseconds_or_rfc3339() {

@@ -2,12 +2,14 @@
 //! replay it into rustls, tap the decrypted stream, sniff what the client speaks, serve it with
 //! hyper's HTTP/1 or HTTP/2 server, and queue what was seen.
 //!
-//! Nothing here parses: the hello records and the tapped bytes are kept raw, and the handlers
-//! and the writer parse them when they need to (`analysis.rs`).
+//! Nothing here parses on the accept path: the hello records and the tapped bytes are kept raw,
+//! analysed once when the first request (or the writer, for a connection without one) needs
+//! the facts ([`Connection::analysis`]), and each request reads only its own head
+//! ([`Connection::request_head`]).
 
 use std::net::SocketAddr;
 use std::pin::pin;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -23,11 +25,12 @@ use super::admission::{Source, Struck};
 use super::builders;
 use super::hello::{read_client_hello, Replay};
 use super::tap::{Tap, TapBuffer};
-use crate::analysis::HelloFacts;
-use crate::h2::PREFACE;
+use crate::analysis::{self, Analysis, ConnectionInput, Follower, LayerError, RequestHead};
+use crate::classify::sniff;
+use crate::metrics::Metrics;
 use crate::server::Shared;
 use crate::writer::Job;
-use exitvoice_schema::{FirstRequest, Spoken};
+use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
 
 /// What the server knows about one connection; handlers get it as a request extension.
 #[derive(Debug)]
@@ -36,6 +39,8 @@ pub struct Connection {
     pub id: String,
     /// The TCP peer.
     pub peer: SocketAddr,
+    /// The peer as `--store-peer-ip` lets it be stored.
+    pub stored_peer: Peer,
     /// When the connection was accepted.
     pub accepted: OffsetDateTime,
     /// The ClientHello records as received (a partial hello when reading it failed).
@@ -52,8 +57,15 @@ pub struct Connection {
     observed: AtomicU32,
     /// The first distinct probe tokens of the requests so far (at most two).
     tokens: Mutex<Vec<String>>,
-    /// The parsed hello, computed on first use.
-    pub(crate) facts: OnceLock<HelloFacts>,
+    /// The analysis of the hello and the prefix, computed on first use.
+    analysis: OnceLock<Analysis>,
+    /// Reads each request's head from where the last one ended.
+    follower: Mutex<Option<Follower>>,
+    /// The connection row was queued for the store (by its first request).
+    queued: AtomicBool,
+    /// Requests and prefix bytes in the row last written for the store (`u32::MAX`: none).
+    written_requests: AtomicU32,
+    written_prefix: AtomicUsize,
     /// The first request, once it was answered.
     pub(crate) first_request: OnceLock<FirstRequest>,
 }
@@ -83,15 +95,17 @@ pub struct Session {
 impl Connection {
     fn new(
         id: String,
-        peer: SocketAddr,
+        peer: (SocketAddr, Peer),
         accepted: OffsetDateTime,
         hello: Bytes,
         session: Option<Session>,
         tap: Arc<TapBuffer>,
     ) -> Self {
+        let (peer, stored_peer) = peer;
         Self {
             id,
             peer,
+            stored_peer,
             accepted,
             hello,
             session,
@@ -100,7 +114,11 @@ impl Connection {
             requests: AtomicU32::new(0),
             observed: AtomicU32::new(0),
             tokens: Mutex::new(Vec::new()),
-            facts: OnceLock::new(),
+            analysis: OnceLock::new(),
+            follower: Mutex::new(None),
+            queued: AtomicBool::new(false),
+            written_requests: AtomicU32::new(u32::MAX),
+            written_prefix: AtomicUsize::new(0),
             first_request: OnceLock::new(),
         }
     }
@@ -146,35 +164,70 @@ impl Connection {
     pub fn observed(&self) -> u32 {
         self.observed.load(Ordering::Relaxed)
     }
+
+    /// Marks the connection row as queued; `true` only for the first caller.
+    pub(crate) fn queue_once(&self) -> bool {
+        !self.queued.swap(true, Ordering::Relaxed)
+    }
+
+    /// Notes what the row built for the store holds.
+    pub(crate) fn note_queued(&self, requests: u32, prefix_len: usize) {
+        self.written_prefix.store(prefix_len, Ordering::Relaxed);
+        self.written_requests.store(requests, Ordering::Relaxed);
+    }
+
+    /// Whether a row was built and the connection has not changed since (same requests, same
+    /// captured bytes): storing it again would write the same row.
+    pub(crate) fn unchanged_since_queued(&self) -> bool {
+        self.written_requests.load(Ordering::Relaxed) == self.requests()
+            && self.written_prefix.load(Ordering::Relaxed) == self.tap.len()
+    }
+
+    /// The connection's analysis: made on the first call, from the bytes captured by then (the
+    /// first request's, for a connection that carried one), and counted once per failing layer.
+    pub(crate) fn analysis(&self, metrics: &Metrics) -> &Analysis {
+        self.analysis.get_or_init(|| {
+            let prefix = self.tap.snapshot();
+            let session = self.session.as_ref();
+            let analysis = analysis::analyse(&ConnectionInput {
+                hello: &self.hello,
+                prefix: &prefix,
+                alpn_negotiated: session.and_then(|s| s.alpn.as_deref()),
+                tls_version: session.and_then(|s| s.tls_version.as_deref()),
+                cipher: session.and_then(|s| s.cipher.as_deref()),
+            });
+            for error in &analysis.errors {
+                metrics.parse_error(error.layer);
+            }
+            analysis
+        })
+    }
+
+    /// The head of request `index`, read from the capture past the heads read before it.
+    pub(crate) fn request_head(&self, index: u32, metrics: &Metrics) -> RequestHead {
+        let mut follower = self.follower.lock().unwrap_or_else(PoisonError::into_inner);
+        let follower = follower.get_or_insert_with(|| Follower::new(self.spoken()));
+        let (head, error) = self.tap.with_bytes(|capture| follower.head(capture, index));
+        if let Some(LayerError { layer, .. }) = error {
+            metrics.parse_error(layer);
+        }
+        head
+    }
 }
 
-/// Stored failure of a connection whose first request head missed the request deadline.
-const REQUEST_TIMEOUT: &str = "request_timeout: no complete request before the request deadline";
+/// Why a connection failed, typed, with the server's description.
+pub(crate) type Failed = (Failure, String);
+
+/// The failure of a connection whose first request head missed the request deadline.
+fn request_timed_out() -> Failed {
+    (
+        Failure::RequestTimeout,
+        "request_timeout: no complete request before the request deadline".into(),
+    )
+}
 
 /// Distinct probe tokens remembered per connection (see [`Connection::note_token`]).
 const DISTINCT_TOKENS_KEPT: usize = 2;
-
-/// Longest method token waited for before calling the bytes neither HTTP/2 nor HTTP/1.
-const MAX_METHOD_LEN: usize = 32;
-
-/// What the first decrypted bytes say about the protocol, once they say enough: the HTTP/2
-/// preface, an HTTP/1.x request line (a method token and a space, RFC 9112 section 3), or
-/// neither.
-fn sniff(seen: &[u8]) -> Option<Spoken> {
-    let common = seen.len().min(PREFACE.len());
-    if seen.get(..common) == PREFACE.get(..common) {
-        return (seen.len() >= PREFACE.len()).then_some(Spoken::H2);
-    }
-    let token_len = seen
-        .iter()
-        .take_while(|b| b.is_ascii_uppercase() || **b == b'-' || **b == b'_')
-        .count();
-    match seen.get(token_len) {
-        Some(b' ') if token_len > 0 => Some(Spoken::Http1),
-        None if token_len < MAX_METHOD_LEN => None,
-        _ => Some(Spoken::Unknown),
-    }
-}
 
 /// Builds the connection id: server start time and a sequence number.
 fn connection_id(shared: &Shared) -> String {
@@ -185,6 +238,7 @@ fn connection_id(shared: &Shared) -> String {
 /// queues one connection record.
 pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketAddr) {
     let id = connection_id(&shared);
+    let peers = (peer, shared.store_peer_ip.apply(peer));
     let accepted = OffsetDateTime::now_utc();
     let limits = &shared.limits;
     let tap = Arc::new(TapBuffer::new(limits.capture_bytes));
@@ -200,28 +254,28 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         }
         () = stopping(&mut shutdown) => None,
     };
-    let failed = |reason: &'static str, detail: String, hello: Bytes| {
-        shared.metrics.handshake_failure(reason);
+    let failed = |reason: Failure, detail: String, hello: Bytes| {
+        shared.metrics.handshake_failure(reason.as_str());
         if is_handshake_strike(reason) {
-            strike(&shared, peer, reason);
+            strike(&shared, peer, reason.as_str());
         }
         let conn = Arc::new(Connection::new(
             id.clone(),
-            peer,
+            peers.clone(),
             accepted,
             hello,
             None,
             Arc::clone(&tap),
         ));
-        shared.writer.submit(Job::Connection {
+        shared.writer.submit(Job::Closed {
             conn,
-            failure: Some(detail),
+            failure: Some((reason, detail)),
         });
     };
     let hello_len = match hello_read {
         None => {
             return failed(
-                "shutdown",
+                Failure::Shutdown,
                 "shutdown: the server stopped before a complete ClientHello".to_owned(),
                 raw.into(),
             );
@@ -230,14 +284,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         Some(Ok(Err(error))) => {
             tracing::debug!(conn = %id, %peer, reason = error.reason(), "ClientHello not read");
             return failed(
-                error.reason(),
+                error.failure(),
                 format!("{}: {error}", error.reason()),
                 raw.into(),
             );
         }
         Some(Err(_)) => {
             return failed(
-                "hello_timeout",
+                Failure::HelloTimeout,
                 "hello_timeout: no complete ClientHello before the handshake deadline".to_owned(),
                 raw.into(),
             );
@@ -251,12 +305,12 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         Ok(Ok(tls)) => tls,
         Ok(Err(error)) => {
             let (reason, detail) = handshake_failure(&error);
-            tracing::debug!(conn = %id, %peer, reason, "TLS handshake failed");
+            tracing::debug!(conn = %id, %peer, reason = reason.as_str(), "TLS handshake failed");
             return failed(reason, detail, hello);
         }
         Err(_) => {
             return failed(
-                "handshake_timeout",
+                Failure::HandshakeTimeout,
                 "handshake_timeout: TLS handshake not done before the deadline".to_owned(),
                 hello,
             );
@@ -281,14 +335,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
     };
     let conn = Arc::new(Connection::new(
         id,
-        peer,
+        peers,
         accepted,
         hello,
         Some(session),
         Arc::clone(&tap),
     ));
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
-    shared.writer.submit(Job::Connection { conn, failure });
+    shared.writer.submit(Job::Closed { conn, failure });
 }
 
 /// How a served connection ended.
@@ -340,7 +394,7 @@ macro_rules! drive {
 }
 
 /// Sniffs the protocol and runs hyper until the connection ends; returns why it ended badly.
-async fn serve_http<S>(shared: &Shared, conn: Arc<Connection>, mut tap: Tap<S>) -> Option<String>
+async fn serve_http<S>(shared: &Shared, conn: Arc<Connection>, mut tap: Tap<S>) -> Option<Failed>
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -352,21 +406,29 @@ where
     let peeked = tokio::select! {
         peeked = timeout(idle.min(request_timeout), tap.peek(sniff)) => peeked,
         () = stopping(&mut shutdown) => {
-            return Some("shutdown: the server stopped before a request".into());
+            return Some((
+                Failure::Shutdown,
+                "shutdown: the server stopped before a request".into(),
+            ));
         }
     };
     let spoken = match peeked {
         Ok(Ok(Some(spoken))) => spoken,
-        Ok(Ok(None)) => return Some("no_request: client closed before sending a request".into()),
-        Ok(Err(error)) => return Some(format!("read_error: {error}")),
+        Ok(Ok(None)) => {
+            return Some((
+                Failure::NoRequest,
+                "no_request: client closed before sending a request".into(),
+            ))
+        }
+        Ok(Err(error)) => return Some((Failure::ReadError, format!("read_error: {error}"))),
         Err(_) if idle <= request_timeout => {
             shared.metrics.idle_closed();
-            return Some("idle_timeout: no request before the idle timeout".into());
+            return Some(idle_timed_out());
         }
         Err(_) => {
             shared.metrics.request_timeout();
             strike(shared, conn.peer, "request_timeout");
-            return Some(REQUEST_TIMEOUT.into());
+            return Some(request_timed_out());
         }
     };
     let _ = conn.spoken.set(spoken);
@@ -419,12 +481,12 @@ where
     }
     match outcome {
         Ended::Done => None,
-        Ended::Idle if conn.requests() == 0 => {
-            Some("idle_timeout: no request before the idle timeout".into())
-        }
+        Ended::Idle if conn.requests() == 0 => Some(idle_timed_out()),
         Ended::Idle => None,
-        Ended::RequestTimeout => Some(REQUEST_TIMEOUT.into()),
-        Ended::Error(error) if conn.requests() == 0 => Some(format!("http_error: {error}")),
+        Ended::RequestTimeout => Some(request_timed_out()),
+        Ended::Error(error) if conn.requests() == 0 => {
+            Some((Failure::HttpError, format!("http_error: {error}")))
+        }
         Ended::Error(_) => None,
     }
 }
@@ -449,10 +511,22 @@ async fn idle_expired(buffer: &TapBuffer, idle: Duration) {
 /// over the cap, a hello or handshake not done by the deadline, or a TLS protocol error. A peer
 /// that closes (port scans, load-balancer health checks), refuses our certificate, or whose
 /// socket fails is not.
-fn is_handshake_strike(reason: &str) -> bool {
+fn is_handshake_strike(reason: Failure) -> bool {
     matches!(
         reason,
-        "hello_invalid" | "hello_too_large" | "hello_timeout" | "handshake_timeout" | "tls_error"
+        Failure::HelloInvalid
+            | Failure::HelloTooLarge
+            | Failure::HelloTimeout
+            | Failure::HandshakeTimeout
+            | Failure::TlsError
+    )
+}
+
+/// The failure of a connection that sent no request before the idle timeout.
+fn idle_timed_out() -> Failed {
+    (
+        Failure::IdleTimeout,
+        "idle_timeout: no request before the idle timeout".into(),
     )
 }
 
@@ -493,39 +567,22 @@ fn strike(shared: &Shared, peer: SocketAddr, reason: &'static str) {
     }
 }
 
-/// Counter reason and stored detail for a failed rustls handshake.
-fn handshake_failure(error: &std::io::Error) -> (&'static str, String) {
+/// Typed reason and stored detail for a failed rustls handshake.
+fn handshake_failure(error: &std::io::Error) -> Failed {
     let tls = error
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>());
     match tls {
         // The client refused us: most often our certificate (unknown CA, bad certificate).
         Some(rustls::Error::AlertReceived(alert)) => (
-            "tls_alert_received",
+            Failure::TlsAlertReceived,
             format!("tls_alert_received: {alert:?}"),
         ),
-        Some(other) => ("tls_error", format!("tls_error: {other}")),
+        Some(other) => (Failure::TlsError, format!("tls_error: {other}")),
         None if error.kind() == std::io::ErrorKind::UnexpectedEof => (
-            "tls_closed",
+            Failure::TlsClosed,
             "tls_closed: peer closed during the handshake".to_owned(),
         ),
-        None => ("tls_io", format!("tls_io: {error}")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sniff_decides_on_the_preface_or_the_first_divergence() {
-        assert_eq!(sniff(b""), None);
-        assert_eq!(sniff(b"PRI * HTTP/2"), None);
-        assert_eq!(sniff(PREFACE), Some(Spoken::H2));
-        assert_eq!(sniff(b"GET / HTTP/1.1\r\n"), Some(Spoken::Http1));
-        assert_eq!(sniff(b"POST"), None);
-        assert_eq!(sniff(b"POST /x"), Some(Spoken::Http1));
-        assert_eq!(sniff(b"post /x"), Some(Spoken::Unknown));
-        assert_eq!(sniff(b"\x00\x01garbage"), Some(Spoken::Unknown));
+        None => (Failure::TlsIo, format!("tls_io: {error}")),
     }
 }

@@ -7,6 +7,7 @@
 //! read the partial hello is still there to be stored. [`Replay`] then hands exactly those bytes
 //! to rustls before any further socket bytes, so rustls sees the stream unchanged.
 
+use exitvoice_schema::Failure;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -46,14 +47,19 @@ pub enum HelloError {
 }
 
 impl HelloError {
+    /// The typed reason, for counters and stored observations.
+    pub fn failure(&self) -> Failure {
+        match self {
+            Self::Closed { .. } => Failure::HelloClosed,
+            Self::Invalid(_) => Failure::HelloInvalid,
+            Self::TooLarge { .. } => Failure::HelloTooLarge,
+            Self::Io(_) => Failure::HelloIo,
+        }
+    }
+
     /// Short stable reason, for counters and stored observations.
     pub fn reason(&self) -> &'static str {
-        match self {
-            Self::Closed { .. } => "hello_closed",
-            Self::Invalid(_) => "hello_invalid",
-            Self::TooLarge { .. } => "hello_too_large",
-            Self::Io(_) => "hello_io",
-        }
+        self.failure().as_str()
     }
 }
 

@@ -46,6 +46,12 @@ impl TapBuffer {
         Bytes::copy_from_slice(&bytes)
     }
 
+    /// Runs `read` on the bytes kept so far, without copying them (the tap waits meanwhile).
+    pub fn with_bytes<T>(&self, read: impl FnOnce(&[u8]) -> T) -> T {
+        let bytes = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
+        read(&bytes)
+    }
+
     /// Bytes kept so far.
     pub fn len(&self) -> usize {
         self.bytes

@@ -5,9 +5,11 @@
 //! error, it is flagged `truncated` (the last, partial line is dropped).
 
 mod echo;
+mod follow;
 mod head;
 mod voice;
 
 pub use echo::echo;
+pub use follow::HeadFollower;
 pub use head::{parse_head, H1Error, H1Head, MAX_HEADERS, MAX_HEAD_LEN};
 pub use voice::{voice_description, voice_id};

@@ -11,6 +11,7 @@
 mod akamai;
 mod echo;
 mod error;
+mod follow;
 pub mod frame;
 pub mod hpack;
 mod preface;
@@ -19,8 +20,9 @@ mod voice;
 use serde::Serialize;
 
 pub use akamai::{akamai_fingerprint, akamai_fingerprint_hash, akamai_variant, AkamaiVariant};
-pub use echo::echo;
+pub use echo::{connection, echo};
 pub use error::{H2Error, H2ErrorKind};
+pub use follow::{HeaderFollower, RequestHead};
 pub use frame::{Frame, FrameHeader, FrameType, Payload, PriorityFields, Setting, Settings};
 pub use hpack::{Field, FieldKind, HeaderBlock, Representation, TableSizeUpdate};
 pub use preface::PREFACE;

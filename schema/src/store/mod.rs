@@ -1,6 +1,8 @@
 //! The SQLite store: one file, WAL, migrations embedded from `schema/migrations` and run at open.
 
+mod legacy;
 mod observations;
+mod retention;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -10,6 +12,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::SqlitePool;
 
 mod probes;
+
+pub use observations::Batch;
+pub use retention::{DbSize, Pruned};
 
 /// Errors from opening or using the store.
 #[derive(Debug, thiserror::Error)]
@@ -24,12 +29,16 @@ pub enum StoreError {
     /// A stored JSON column could not be encoded or decoded.
     #[error("stored JSON is malformed: {0}")]
     Json(#[from] serde_json::Error),
+    /// A stored row contradicts the schema.
+    #[error("stored row is malformed: {0}")]
+    Malformed(&'static str),
 }
 
 /// A handle on the database shared by the echo server and the auditor.
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: SqlitePool,
+    path: std::path::PathBuf,
 }
 
 impl Store {
@@ -50,7 +59,11 @@ impl Store {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Self { pool })
+        legacy::move_observations(&pool).await?;
+        Ok(Self {
+            pool,
+            path: path.to_owned(),
+        })
     }
 
     /// The connection pool, for the table modules.

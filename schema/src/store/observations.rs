@@ -1,23 +1,44 @@
-//! The `observations` table: batched inserts from the echo server's writer, and queries for
-//! `GET /api/observations`.
+//! The `connections` and `requests` tables: batched writes from the echo server's writer, and the
+//! joined listing of `GET /api/observations`.
 
-use sqlx::sqlite::SqliteConnection;
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{Connection as _, Row as _};
 
 use super::{Store, StoreError};
-use crate::echo::Peer;
-use crate::observation::{Observation, ObservationQuery, StoredObservation};
+use crate::echo::{Http1Echo, Peer};
+use crate::observation::{
+    compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, Failure, Observation,
+    ObservationQuery, RequestRecord, StoredObservation, Summary,
+};
+use crate::voice::Bucket;
+
+/// What the writer commits in one transaction.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    /// Connections to insert, or to update when already stored (the first request stores its
+    /// connection; the connection's end updates it).
+    pub connections: Vec<ConnectionRow>,
+    /// Requests to insert.
+    pub requests: Vec<RequestRecord>,
+}
+
+impl Batch {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.connections.is_empty() && self.requests.is_empty()
+    }
+}
 
 impl Store {
-    /// Inserts `batch` in one transaction: all rows or none.
+    /// Writes `batch` in one transaction: all rows or none.
     ///
     /// # Errors
-    /// Fails if the transaction fails (disk full, read-only file, …) or a summary cannot be
-    /// encoded; nothing of the batch is stored then.
-    pub async fn insert_observations(&self, batch: &[Observation]) -> Result<(), StoreError> {
+    /// Fails if the transaction fails (disk full, read-only file, …) or facts cannot be encoded;
+    /// nothing of the batch is stored then.
+    pub async fn write_batch(&self, batch: &Batch) -> Result<(), StoreError> {
         let mut conn = self.pool().acquire().await?;
-        let inserted = insert_batch(&mut conn, batch).await;
-        if inserted.is_err() {
+        let written = write_batch(&mut conn, batch).await;
+        if written.is_err() {
             // After a failed COMMIT (I/O error, full disk) SQLite may or may not have rolled the
             // transaction back (https://sqlite.org/lang_transaction.html, "Response To Errors
             // Within A Transaction"), and sqlx's own idea of the transaction depth can then be
@@ -26,10 +47,11 @@ impl Store {
             // at close. Closing it rolls back whatever is open; the pool opens a fresh one.
             conn.close_on_drop();
         }
-        inserted
+        written
     }
 
-    /// Stored observations matching `query`, oldest first.
+    /// Stored observations matching `query`, oldest first: each request joined with its
+    /// connection, and each connection that carried no request.
     ///
     /// # Errors
     /// Fails if the query fails or a stored row is malformed.
@@ -37,148 +59,425 @@ impl Store {
         &self,
         query: &ObservationQuery,
     ) -> Result<Vec<StoredObservation>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT id, conn_id, request_index, time, time_unix_ms, peer_ip, peer_port, token, \
-             sni, failure, summary, hello, prefix FROM observations \
-             WHERE (?1 IS NULL OR token = ?1) AND (?2 IS NULL OR time_unix_ms >= ?2) \
-             ORDER BY id LIMIT ?3",
-        )
-        .bind(&query.token)
-        .bind(query.since_unix_ms)
-        .bind(i64::from(query.limit))
-        .fetch_all(self.pool())
-        .await?;
+        let raw = if query.raw {
+            "c.hello, c.prefix"
+        } else {
+            "NULL AS hello, NULL AS prefix"
+        };
+        let connection_columns = format!(
+            "c.conn_id AS c_conn_id, c.time_unix_ms AS c_time, c.peer_ip, c.peer_port, c.sni, \
+             c.failure, c.failure_detail, c.requests, c.prefix_truncated, c.facts, \
+             length(c.hello) AS hello_len, length(c.prefix) AS prefix_len, {raw}"
+        );
+        let requests = format!(
+            "SELECT r.id AS oid, r.time_unix_ms AS t, 1 AS kind, r.conn_id, r.request_index, r.token, \
+             r.method, r.path, r.stream_id, r.bucket, r.pseudo_order, r.header_order, r.http1, \
+             {connection_columns} \
+             FROM requests r LEFT JOIN connections c ON c.conn_id = r.conn_id \
+             WHERE {} AND (?2 IS NULL OR r.time_unix_ms >= ?2)",
+            if query.token.is_some() {
+                "r.token = ?1"
+            } else {
+                "?1 IS NULL"
+            }
+        );
+        let sql = if query.token.is_some() {
+            format!("{requests} ORDER BY t, kind, oid LIMIT ?3")
+        } else {
+            format!(
+                "SELECT * FROM ({requests} UNION ALL \
+                 SELECT c.id AS oid, c.time_unix_ms AS t, 0 AS kind, c.conn_id, 0, NULL, NULL, NULL, \
+                 NULL, NULL, NULL, NULL, NULL, {connection_columns} \
+                 FROM connections c WHERE c.requests = 0 AND (?2 IS NULL OR c.time_unix_ms >= ?2)) \
+                 ORDER BY t, kind, oid LIMIT ?3"
+            )
+        };
+        let rows = sqlx::query(&sql)
+            .bind(&query.token)
+            .bind(query.since_unix_ms)
+            .bind(i64::from(query.limit))
+            .fetch_all(self.pool())
+            .await?;
         rows.iter().map(stored_observation).collect()
     }
 
-    /// Number of stored observations.
+    /// Stored observations: requests, plus connections that carried none.
     ///
     /// # Errors
     /// Fails if the query fails.
     pub async fn observation_count(&self) -> Result<u64, StoreError> {
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM observations")
-            .fetch_one(self.pool())
-            .await?;
+        let count: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM requests) + \
+             (SELECT COUNT(*) FROM connections WHERE requests = 0)",
+        )
+        .fetch_one(self.pool())
+        .await?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 }
 
-fn stored_observation(row: &sqlx::sqlite::SqliteRow) -> Result<StoredObservation, StoreError> {
-    let summary: String = row.try_get("summary")?;
-    let request_index: i64 = row.try_get("request_index")?;
-    let port: i64 = row.try_get("peer_port")?;
+/// An optional stored text column decoded from JSON.
+fn json_column<T: serde::de::DeserializeOwned>(
+    row: &SqliteRow,
+    column: &str,
+) -> Result<Option<T>, StoreError> {
+    let text: Option<String> = row.try_get(column)?;
+    Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
+}
+
+fn stored_observation(row: &SqliteRow) -> Result<StoredObservation, StoreError> {
+    let kind: i64 = row.try_get("kind")?;
+    let conn_id: String = row.try_get("conn_id")?;
+    let stored_conn: Option<String> = row.try_get("c_conn_id")?;
+    let peer = Peer {
+        ip: row
+            .try_get::<Option<String>, _>("peer_ip")?
+            .unwrap_or_default(),
+        port: u16::try_from(row.try_get::<Option<i64>, _>("peer_port")?.unwrap_or(0)).unwrap_or(0),
+    };
+    let facts: ConnectionFacts = json_column(row, "facts")?.unwrap_or_default();
+    let failure: Option<Failure> = row
+        .try_get::<Option<String>, _>("failure")?
+        .map(|f| serde_json::from_value(serde_json::Value::String(f)))
+        .transpose()?;
+    let hello: Option<Vec<u8>> = row.try_get("hello")?;
+    let prefix: Option<Vec<u8>> = row.try_get("prefix")?;
+    let connection = stored_conn.map(|_| -> Result<ConnectionRow, StoreError> {
+        Ok(ConnectionRow {
+            conn_id: conn_id.clone(),
+            time_unix_ms: row.try_get::<Option<i64>, _>("c_time")?.unwrap_or(0),
+            peer: peer.clone(),
+            facts: facts.clone(),
+            failure,
+            failure_detail: row.try_get("failure_detail")?,
+            requests: u32::try_from(row.try_get::<Option<i64>, _>("requests")?.unwrap_or(0))
+                .unwrap_or(u32::MAX),
+            prefix_truncated: row
+                .try_get::<Option<bool>, _>("prefix_truncated")?
+                .unwrap_or(false),
+            hello: hello.clone().unwrap_or_default(),
+            prefix: prefix.clone().unwrap_or_default(),
+        })
+    });
+    let connection = connection.transpose()?;
+    let (request_index, time_unix_ms, token, summary) = if kind == 0 {
+        let connection = connection.as_ref().ok_or(StoreError::Malformed(
+            "a connection row without its connection",
+        ))?;
+        let mut summary = connection.summary();
+        // Without `raw`, the bytes were not read: their stored lengths were.
+        let len = |column| -> Result<usize, StoreError> {
+            let len: Option<i64> = row.try_get(column)?;
+            Ok(len.and_then(|n| usize::try_from(n).ok()).unwrap_or(0))
+        };
+        summary.hello_len = len("hello_len")?;
+        summary.prefix_len = len("prefix_len")?;
+        (
+            0,
+            connection.time_unix_ms,
+            None,
+            Summary::Connection(Box::new(summary)),
+        )
+    } else {
+        let request = request_record(row, &conn_id)?;
+        let echo = compose_echo(&facts, peer.clone(), &request);
+        (
+            request.index,
+            request.time_unix_ms,
+            request.token,
+            Summary::Request(Box::new(echo)),
+        )
+    };
     Ok(StoredObservation {
-        id: row.try_get("id")?,
+        id: row.try_get("oid")?,
         observation: Observation {
-            conn_id: row.try_get("conn_id")?,
-            request_index: u32::try_from(request_index).unwrap_or(u32::MAX),
-            time: row.try_get("time")?,
-            time_unix_ms: row.try_get("time_unix_ms")?,
-            peer: Peer {
-                ip: row.try_get("peer_ip")?,
-                port: u16::try_from(port).unwrap_or(0),
-            },
-            token: row.try_get("token")?,
-            sni: row.try_get("sni")?,
-            failure: row.try_get("failure")?,
-            summary: serde_json::from_str(&summary)?,
-            hello: row.try_get("hello")?,
-            prefix: row.try_get("prefix")?,
+            conn_id,
+            request_index,
+            time: rfc3339_ms(time_unix_ms),
+            time_unix_ms,
+            peer,
+            token,
+            sni: facts.sni.clone(),
+            failure,
+            failure_detail: connection.as_ref().and_then(|c| c.failure_detail.clone()),
+            summary,
+            hello: hello.unwrap_or_default(),
+            prefix: prefix.unwrap_or_default(),
         },
     })
 }
 
-/// Inserts `batch` in one transaction on `conn`.
-async fn insert_batch(
-    conn: &mut SqliteConnection,
-    batch: &[Observation],
-) -> Result<(), StoreError> {
+fn request_record(row: &SqliteRow, conn_id: &str) -> Result<RequestRecord, StoreError> {
+    let bucket: Option<Bucket> = row
+        .try_get::<Option<String>, _>("bucket")?
+        .map(|b| serde_json::from_value(serde_json::Value::String(b)))
+        .transpose()?;
+    Ok(RequestRecord {
+        conn_id: conn_id.to_owned(),
+        index: u32::try_from(row.try_get::<i64, _>("request_index")?).unwrap_or(u32::MAX),
+        time_unix_ms: row.try_get("t")?,
+        token: row.try_get("token")?,
+        method: row
+            .try_get::<Option<String>, _>("method")?
+            .unwrap_or_default(),
+        path: row
+            .try_get::<Option<String>, _>("path")?
+            .unwrap_or_default(),
+        stream_id: row
+            .try_get::<Option<i64>, _>("stream_id")?
+            .and_then(|id| u32::try_from(id).ok()),
+        bucket,
+        pseudo_header_order: json_column(row, "pseudo_order")?.unwrap_or_default(),
+        header_order: json_column(row, "header_order")?.unwrap_or_default(),
+        http1: json_column::<Http1Echo>(row, "http1")?,
+    })
+}
+
+/// A list as a JSON array, or NULL when empty (most HTTP/1 requests have no pseudo-headers).
+fn json_list(list: &[String]) -> Result<Option<String>, StoreError> {
+    if list.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(serde_json::to_string(list)?))
+}
+
+/// Writes `batch` in one transaction on `conn`.
+async fn write_batch(conn: &mut SqliteConnection, batch: &Batch) -> Result<(), StoreError> {
     let mut tx = conn.begin().await?;
-    for observation in batch {
-        let summary = serde_json::to_string(&observation.summary)?;
+    insert_rows(&mut tx, batch).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Inserts `batch`'s rows on `conn`, inside the caller's transaction. A connection already
+/// stored takes the newer row's failure, request count, facts and prefix (the prefix only grows).
+pub(super) async fn insert_rows(
+    conn: &mut SqliteConnection,
+    batch: &Batch,
+) -> Result<(), StoreError> {
+    for row in &batch.connections {
         sqlx::query(
-            "INSERT INTO observations (conn_id, request_index, time, time_unix_ms, peer_ip, \
-             peer_port, token, sni, failure, summary, hello, prefix) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
+             failure_detail, requests, prefix_truncated, facts, hello, prefix) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
+             failure_detail = excluded.failure_detail, requests = excluded.requests, \
+             prefix_truncated = excluded.prefix_truncated, facts = excluded.facts, \
+             prefix = excluded.prefix",
         )
-        .bind(&observation.conn_id)
-        .bind(i64::from(observation.request_index))
-        .bind(&observation.time)
-        .bind(observation.time_unix_ms)
-        .bind(&observation.peer.ip)
-        .bind(i64::from(observation.peer.port))
-        .bind(&observation.token)
-        .bind(&observation.sni)
-        .bind(&observation.failure)
-        .bind(summary)
-        .bind(&observation.hello)
-        .bind(&observation.prefix)
-        .execute(&mut *tx)
+        .bind(&row.conn_id)
+        .bind(row.time_unix_ms)
+        .bind(&row.peer.ip)
+        .bind(i64::from(row.peer.port))
+        .bind(&row.facts.sni)
+        .bind(row.failure.map(Failure::as_str))
+        .bind(&row.failure_detail)
+        .bind(i64::from(row.requests))
+        .bind(row.prefix_truncated)
+        .bind(serde_json::to_string(&row.facts)?)
+        .bind(&row.hello)
+        .bind(&row.prefix)
+        .execute(&mut *conn)
         .await?;
     }
-    tx.commit().await?;
+    for request in &batch.requests {
+        sqlx::query(
+            "INSERT INTO requests (conn_id, request_index, time_unix_ms, token, method, path, \
+             stream_id, bucket, pseudo_order, header_order, http1) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&request.conn_id)
+        .bind(i64::from(request.index))
+        .bind(request.time_unix_ms)
+        .bind(&request.token)
+        .bind(&request.method)
+        .bind(&request.path)
+        .bind(request.stream_id.map(i64::from))
+        .bind(request.bucket.map(|b| b.to_string()))
+        .bind(json_list(&request.pseudo_header_order)?)
+        .bind(json_list(&request.header_order)?)
+        .bind(
+            request
+                .http1
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()?,
+        )
+        .execute(&mut *conn)
+        .await?;
+    }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::echo::{Alpn, Http2Connection, Spoken};
+    use crate::voice::VoiceId;
 
-    fn observation(conn_id: &str, token: Option<&str>, time_unix_ms: i64) -> Observation {
-        Observation {
+    fn connection(conn_id: &str, time_unix_ms: i64, requests: u32) -> ConnectionRow {
+        ConnectionRow {
             conn_id: conn_id.to_owned(),
-            request_index: 1,
-            time: "2026-01-01T00:00:00Z".to_owned(),
             time_unix_ms,
             peer: Peer {
                 ip: "127.0.0.1".to_owned(),
                 port: 5000,
             },
-            token: token.map(str::to_owned),
-            sni: Some("localhost".to_owned()),
+            facts: ConnectionFacts {
+                sni: Some("localhost".to_owned()),
+                alpn: Alpn {
+                    offered: vec!["h2".to_owned()],
+                    negotiated: Some("h2".to_owned()),
+                    spoken: Spoken::H2,
+                },
+                http2: Some(Http2Connection {
+                    akamai_fingerprint: "1:65536|0|0|m,a,s,p".to_owned(),
+                    akamai_fingerprint_hash: "hash".to_owned(),
+                    voice_id: VoiceId("h2v1_x".to_owned()),
+                    profile: None,
+                    own_preface_and_settings: true,
+                    detail: serde_json::json!({"frames": []}),
+                }),
+                ..ConnectionFacts::default()
+            },
             failure: None,
-            summary: serde_json::json!({"path": "/api/all"}),
+            failure_detail: None,
+            requests,
+            prefix_truncated: false,
             hello: vec![0x16, 0x03, 0x01],
             prefix: b"PRI * HTTP/2.0\r\n".to_vec(),
         }
     }
 
+    fn request(conn_id: &str, index: u32, token: Option<&str>, time_unix_ms: i64) -> RequestRecord {
+        RequestRecord {
+            conn_id: conn_id.to_owned(),
+            index,
+            time_unix_ms,
+            token: token.map(str::to_owned),
+            method: "GET".to_owned(),
+            path: "/api/all".to_owned(),
+            stream_id: Some(2 * index - 1),
+            bucket: Some(Bucket::B),
+            pseudo_header_order: vec![":method".to_owned(), ":path".to_owned()],
+            header_order: vec!["user-agent".to_owned()],
+            http1: None,
+        }
+    }
+
+    fn query(token: Option<&str>, since: Option<i64>, raw: bool) -> ObservationQuery {
+        ObservationQuery {
+            token: token.map(str::to_owned),
+            since_unix_ms: since,
+            limit: 100,
+            raw,
+        }
+    }
+
     #[tokio::test]
-    async fn batch_round_trips_and_filters_by_token_and_time() {
+    async fn requests_list_joined_with_their_connection_stored_once() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&dir.path().join("o.db")).await.expect("open");
-        let batch = [
-            observation("a", Some("t1"), 1_000),
-            observation("b", Some("t2"), 2_000),
-            observation("c", Some("t1"), 3_000),
-        ];
-        store.insert_observations(&batch).await.expect("insert");
+        let mut failed = connection("b", 1_500, 0);
+        failed.failure = Some(Failure::TlsAlertReceived);
+        failed.failure_detail = Some("tls_alert_received: UnknownCA".to_owned());
+        failed.facts.http2 = None;
+        let batch = Batch {
+            connections: vec![connection("a", 1_000, 1), failed],
+            requests: vec![request("a", 1, Some("t1"), 1_100)],
+        };
+        store.write_batch(&batch).await.expect("write");
+        // The connection's end: one more request, the row updated, not duplicated.
+        let later = Batch {
+            connections: vec![connection("a", 1_000, 2)],
+            requests: vec![request("a", 2, Some("t2"), 2_000)],
+        };
+        store.write_batch(&later).await.expect("write");
+        let connections: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM connections")
+            .fetch_one(store.pool())
+            .await
+            .expect("count");
+        assert_eq!(connections, 2);
         assert_eq!(store.observation_count().await.expect("count"), 3);
 
-        let all = ObservationQuery {
-            limit: 10,
-            ..ObservationQuery::default()
-        };
-        let rows = store.observations(&all).await.expect("query");
-        assert_eq!(rows.len(), 3);
-        assert_eq!(rows[1].observation, batch[1]);
-
-        let t1_late = ObservationQuery {
-            token: Some("t1".to_owned()),
-            since_unix_ms: Some(2_000),
-            limit: 10,
-        };
-        let rows = store.observations(&t1_late).await.expect("query");
-        let ids: Vec<&str> = rows
+        let all = store
+            .observations(&query(None, None, false))
+            .await
+            .expect("list");
+        let shape: Vec<(&str, u32)> = all
             .iter()
-            .map(|r| r.observation.conn_id.as_str())
+            .map(|s| (s.observation.conn_id.as_str(), s.observation.request_index))
             .collect();
-        assert_eq!(ids, ["c"]);
-
-        let limited = ObservationQuery {
-            limit: 1,
-            ..ObservationQuery::default()
+        assert_eq!(shape, [("a", 1), ("b", 0), ("a", 2)], "oldest first");
+        let first = &all[0].observation;
+        assert!(
+            first.hello.is_empty() && first.prefix.is_empty(),
+            "raw only on request"
+        );
+        let Summary::Request(echo) = &first.summary else {
+            panic!("a request's summary is its echo: {:?}", first.summary);
         };
-        assert_eq!(store.observations(&limited).await.expect("query").len(), 1);
+        let facts = &batch.connections[0].facts;
+        let want = compose_echo(facts, batch.connections[0].peer.clone(), &batch.requests[0]);
+        assert_eq!(**echo, want);
+        assert_eq!(
+            echo.http2.as_ref().map(|h| h.header_order.clone()),
+            Some(vec!["user-agent".to_owned()])
+        );
+        let Summary::Connection(summary) = &all[1].observation.summary else {
+            panic!("a connection without requests lists its summary");
+        };
+        assert_eq!(summary.failure, Some(Failure::TlsAlertReceived));
+        assert_eq!(summary.hello_len, 3, "lengths without the raw bytes");
+        assert_eq!(
+            all[1].observation.failure_detail.as_deref(),
+            Some("tls_alert_received: UnknownCA")
+        );
+
+        let raw = store
+            .observations(&query(Some("t2"), None, true))
+            .await
+            .expect("list");
+        assert_eq!(raw.len(), 1);
+        assert_eq!(raw[0].observation.hello, [0x16, 0x03, 0x01]);
+        assert_eq!(raw[0].observation.request_index, 2);
+        let since = store
+            .observations(&query(None, Some(1_200), false))
+            .await
+            .expect("list");
+        assert_eq!(since.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn pruning_removes_old_rows_and_keeps_connections_still_referred_to() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("p.db")).await.expect("open");
+        let batch = Batch {
+            connections: vec![connection("old", 1_000, 1), connection("long", 1_000, 2)],
+            requests: vec![
+                request("old", 1, None, 1_000),
+                request("long", 1, None, 1_000),
+                request("long", 2, None, 9_000),
+            ],
+        };
+        store.write_batch(&batch).await.expect("write");
+        let pruned = store.prune_before(5_000, 1000).await.expect("prune");
+        assert_eq!(pruned.requests, 2);
+        assert_eq!(pruned.connections, 1, "`long` still has a request of 9 000");
+        let left = store
+            .observations(&query(None, None, false))
+            .await
+            .expect("list");
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].observation.conn_id, "long");
+
+        let size = store.size().await.expect("size");
+        assert!(
+            size.used_bytes > 0 && size.file_bytes >= size.used_bytes / 2,
+            "{size:?}"
+        );
+        let oldest = store.prune_oldest(1000).await.expect("prune");
+        assert_eq!((oldest.requests, oldest.connections), (1, 1));
+        assert_eq!(store.observation_count().await.expect("count"), 0);
     }
 }
