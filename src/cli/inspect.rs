@@ -44,6 +44,11 @@ pub struct Args {
     /// HTTP bytes (`<capture>-<n>-client.bin`) into this folder, for `inspect HELLO PREFIX`.
     #[arg(long, value_name = "DIR")]
     pub extract: Option<PathBuf>,
+    /// The ALPN protocol the server selected, for `inspect HELLO PREFIX` (the files do not carry
+    /// it; `--record-dir`'s `<id>.json` says it as `alpn_negotiated`). Without it, what the
+    /// client spoke stands for it, and a silent downgrade (bucket D) cannot be seen.
+    #[arg(long, value_name = "PROTOCOL")]
+    pub negotiated: Option<String>,
     /// Print one line of JSON instead of indented JSON.
     #[arg(long)]
     pub compact: bool,
@@ -75,7 +80,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let output = match inputs.as_slice() {
         [(_, Input::Hello(hello)), (_, Input::Prefix(prefix))] => {
-            let mut out = connection(Some(hello), Some(prefix), None);
+            let negotiated = args.negotiated.as_deref().map(str::as_bytes);
+            let mut out = connection(Some(hello), Some(prefix), negotiated);
             check_single(&out)?;
             strip_errors_if_empty(&mut out);
             out
