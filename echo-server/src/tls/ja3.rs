@@ -7,9 +7,10 @@
 
 use std::ops::Range;
 
+use md5::{Digest as _, Md5};
+
 use super::ascii::Ascii;
 use super::client_hello::ClientHello;
-use super::digest::md5_two;
 use super::enums::{EcPointFormat, NamedGroup};
 use super::grease::is_grease;
 use super::survey::Survey;
@@ -59,8 +60,8 @@ pub(crate) fn write_ja3(hello: &ClientHello<'_>, s: &Survey<'_>, out: &mut Ascii
         c.repeat(tail..ja3.end);
         let ja3n = ja3n_start..c.pos();
 
-        // Same length (the same numbers in another order): both hashed in lockstep.
-        let (ja3_digest, ja3n_digest) = md5_two(c.bytes(ja3.clone()), c.bytes(ja3n.clone()));
+        let ja3_digest = Md5::digest(c.bytes(ja3.clone()));
+        let ja3n_digest = Md5::digest(c.bytes(ja3n.clone()));
 
         let ja3_hash_start = c.pos();
         c.hex(&ja3_digest);

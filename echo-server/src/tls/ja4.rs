@@ -2,11 +2,11 @@
 //! spec: fingerprints.md section 2). JA4+ methods (JA4H, JA4S, …) are deliberately absent:
 //! they are under the FoxIO non-commercial licence.
 
+use sha2::{Digest as _, Sha256};
 use std::ops::Range;
 
 use super::ascii::{hex_digit, Ascii, Cursor};
 use super::client_hello::ClientHello;
-use super::digest::sha256;
 use super::enums::{ProtocolVersion, SignatureScheme};
 use super::grease::is_grease;
 use super::survey::Survey;
@@ -18,7 +18,7 @@ fn push_hash12(c: &mut Cursor<'_>, input: Range<usize>) {
         c.str("000000000000");
         return;
     }
-    let digest = sha256(c.bytes(input));
+    let digest = Sha256::digest(c.bytes(input));
     c.hex(digest.get(..6).unwrap_or_default());
 }
 

@@ -7,7 +7,6 @@
 
 mod ascii;
 mod client_hello;
-mod digest;
 mod enums;
 mod error;
 mod extension;

@@ -11,11 +11,11 @@
 //! bytes (four sha256 blocks) to 177 (three), and the order description from 58 (two) to 35
 //! (one).
 
+use sha2::{Digest as _, Sha256};
 use std::ops::Range;
 
 use super::ascii::{Ascii, Cursor};
 use super::client_hello::ClientHello;
-use super::digest::sha256;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, Extension, ExtensionBody};
 use super::grease::is_grease;
@@ -116,7 +116,7 @@ impl<'c, 'b> Feed<'c, 'b> {
     /// Replaces the description by `prefix` and the first 12 bytes of its sha256 in lowercase
     /// hex; answers where that id sits.
     fn finish(self, prefix: &str) -> Range<usize> {
-        let digest = sha256(self.c.bytes(self.start..self.c.pos()));
+        let digest = Sha256::digest(self.c.bytes(self.start..self.c.pos()));
         self.c.rewind(self.start);
         self.c.str(prefix);
         self.c.hex(digest.get(..12).unwrap_or_default());
