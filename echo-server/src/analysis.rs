@@ -30,6 +30,9 @@ pub struct ConnectionInput<'a> {
     pub tls_version: Option<&'a str>,
     /// The negotiated cipher suite, when known.
     pub cipher: Option<&'a str>,
+    /// What the client spoke, when the caller sniffed it already (the live server, from the
+    /// bytes it peeked, which a capture cap of 0 does not keep); else sniffed from `prefix`.
+    pub spoken: Option<Spoken>,
 }
 
 /// A layer that did not parse, and why.
@@ -74,7 +77,10 @@ pub fn analyse(input: &ConnectionInput<'_>) -> Analysis {
             }
         }
     }
-    let spoken = classify::sniff(input.prefix).unwrap_or(Spoken::Unknown);
+    let spoken = input
+        .spoken
+        .or_else(|| classify::sniff(input.prefix))
+        .unwrap_or(Spoken::Unknown);
     facts.alpn = Alpn {
         offered: std::mem::take(&mut facts.alpn.offered),
         negotiated: input.alpn_negotiated.map(str::to_owned),

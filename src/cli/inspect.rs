@@ -263,6 +263,7 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         alpn_negotiated: server_alpn.as_deref().or(inferred_alpn),
         tls_version: None,
         cipher: None,
+        spoken: None,
     });
     let facts = &analysis.facts;
     let mut errors: Vec<String> = analysis

@@ -195,6 +195,7 @@ impl Connection {
                 alpn_negotiated: session.and_then(|s| s.alpn.as_deref()),
                 tls_version: session.and_then(|s| s.tls_version.as_deref()),
                 cipher: session.and_then(|s| s.cipher.as_deref()),
+                spoken: self.spoken.get().copied(),
             });
             for error in &analysis.errors {
                 metrics.parse_error(error.layer);
