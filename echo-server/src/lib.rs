@@ -8,16 +8,16 @@
 pub mod analysis;
 mod codec;
 
-pub mod api;
-pub mod capture;
+mod api;
+mod capture;
 pub mod cert;
 pub mod classify;
 pub mod config;
 pub mod h1;
 pub mod h2;
-pub mod metrics;
+mod metrics;
 pub mod pcap;
-pub mod server;
+mod server;
 pub mod tls;
 mod writer;
 

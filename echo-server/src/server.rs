@@ -3,11 +3,11 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use exitvoice_schema::{PeerPolicy, Store, StoreError};
+use exitvoice_schema::{Store, StoreError};
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -17,10 +17,11 @@ use tokio_rustls::TlsAcceptor;
 use crate::api::{self, ApiState};
 use crate::capture::admission::Admission;
 use crate::capture::listener::{accept_loop, Limiter};
+use crate::capture::Shared;
 use crate::cert::{self, CertError, CertSource};
-use crate::config::{Config, Limits};
+use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::writer::{self, WriterHandle};
+use crate::writer::{self, Job, WriterHandle};
 
 /// How often shutdown checks whether every connection has ended.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
@@ -51,34 +52,10 @@ pub enum ServerError {
     RecordDir(std::io::Error),
 }
 
-/// State every connection task shares.
-pub(crate) struct Shared {
-    pub(crate) acceptor: TlsAcceptor,
-    pub(crate) router: axum::Router,
-    pub(crate) limits: Limits,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) writer: WriterHandle,
-    pub(crate) limiter: Arc<Limiter>,
-    pub(crate) admission: Arc<Admission>,
-    /// Flips to `true` once shutdown starts.
-    pub(crate) shutdown: watch::Receiver<bool>,
-    /// Start time of this server in ms since the epoch: the first part of connection ids.
-    pub(crate) boot_id: String,
-    /// How much of a peer's address is stored.
-    pub(crate) store_peer_ip: PeerPolicy,
-    next_connection: AtomicU64,
-}
-
-impl Shared {
-    /// The next connection sequence number (1, 2, …).
-    pub(crate) fn next_connection(&self) -> u64 {
-        self.next_connection.fetch_add(1, Ordering::Relaxed) + 1
-    }
-}
-
 /// A bound, ready-to-run echo server.
 pub struct Server {
     shared: Arc<Shared>,
+    writer: WriterHandle,
     listeners: Vec<TcpListener>,
     local_addrs: Vec<SocketAddr>,
     shutdown_tx: watch::Sender<bool>,
@@ -160,7 +137,10 @@ impl Server {
             admission,
             limits: config.limits,
             metrics,
-            writer,
+            closed: {
+                let writer = writer.clone();
+                Box::new(move |conn, failure| writer.submit(Job::Closed { conn, failure }))
+            },
             shutdown,
             boot_id: boot_ms.to_string(),
             store_peer_ip: config.store_peer_ip,
@@ -168,6 +148,7 @@ impl Server {
         });
         Ok(Self {
             shared,
+            writer,
             listeners,
             local_addrs,
             shutdown_tx,
@@ -194,11 +175,6 @@ impl Server {
         &self.cert_source
     }
 
-    /// The server's counters.
-    pub fn metrics(&self) -> Arc<Metrics> {
-        Arc::clone(&self.shared.metrics)
-    }
-
     /// Serves until `shutdown` resolves, then stops accepting, gives open connections the
     /// shutdown grace to finish, drains the observation queue into the store and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
@@ -221,7 +197,7 @@ impl Server {
         if open > 0 {
             tracing::warn!(open, "connections still open after the shutdown grace");
         }
-        self.shared.writer.close();
+        self.writer.close();
         let _ = self.writer_task.await;
         self.store.pool().close().await;
         tracing::info!("observations flushed; stopped");

@@ -20,8 +20,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::capture::connection::Failed;
-use crate::capture::Connection;
+use crate::capture::{Connection, Failed};
 use crate::config::WriterConfig;
 use crate::metrics::{DropReason, Metrics};
 

@@ -138,7 +138,6 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
     if conn.queue_once() {
         state.writer.submit(Job::Opened(Arc::clone(&conn)));
     }
-    conn.mark_observed();
     state.writer.submit(Job::Request(Box::new(record.clone())));
     Ok(Observed { conn, record })
 }
@@ -219,7 +218,7 @@ pub(super) async fn all(
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived
-/// ([`super::probe_token`]).
+/// (`capture/arrival.rs`).
 pub(super) async fn probe(
     state: State<ApiState>,
     ctx: Ctx,

@@ -69,18 +69,3 @@ pub(crate) fn router(state: ApiState) -> Router {
         .fallback(echo::not_found)
         .with_state(state)
 }
-
-/// The probe token of a request, unchecked: the segment after `/probe/`, else the `token`
-/// query parameter. Checked by the handler (see [`echo`]).
-pub(crate) fn probe_token(uri: &axum::http::Uri) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct TokenParam {
-        token: Option<String>,
-    }
-    if let Some(rest) = uri.path().strip_prefix("/probe/") {
-        return Some(rest.split('/').next().unwrap_or_default().to_owned());
-    }
-    axum::extract::Query::<TokenParam>::try_from_uri(uri)
-        .ok()
-        .and_then(|query| query.0.token)
-}

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::admission::Denied;
 use super::connection;
-use crate::server::Shared;
+use super::shared::Shared;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);

@@ -1,13 +1,20 @@
 //! The only socket code: reading the raw ClientHello records under a deadline and a byte cap,
-//! replaying them into rustls, tapping the decrypted client stream, and the accept loop.
+//! replaying them into rustls, tapping the decrypted client stream, serving it with hyper, and the
+//! accept loop. It produces connection records (`record.rs`) and hands each up when it ends
+//! (`shared.rs`); nothing here imports the API, the writer or the server above it.
 
 pub(crate) mod admission;
-pub mod builders;
-pub mod connection;
-pub mod hello;
+mod arrival;
+pub(crate) mod builders;
+pub(crate) mod connection;
+pub(crate) mod hello;
+mod http;
 pub(crate) mod listener;
-pub mod tap;
+mod record;
+mod shared;
+mod strike;
+pub(crate) mod tap;
 
-pub use connection::{Arrival, Connection, Session};
-pub use hello::{read_client_hello, HelloError, Replay};
-pub use tap::{Tap, TapBuffer};
+pub(crate) use arrival::Arrival;
+pub(crate) use record::{Connection, Failed};
+pub(crate) use shared::Shared;

@@ -60,11 +60,6 @@ impl TapBuffer {
             .len()
     }
 
-    /// Whether nothing was kept yet.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Whether the client sent more than the cap (the snapshot is then a prefix).
     pub fn truncated(&self) -> bool {
         self.truncated.load(Ordering::Relaxed)

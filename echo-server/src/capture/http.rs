@@ -1,0 +1,222 @@
+//! Serving the decrypted stream: sniff what the client speaks, run hyper's HTTP/1 or HTTP/2
+//! server on it under the idle timeout, the first-request deadline and the shutdown signal, and
+//! say why the connection ended badly.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use exitvoice_schema::{Failure, Spoken};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::time::{timeout, Instant};
+use tower::ServiceExt as _;
+
+use super::arrival::{probe_token, Arrival};
+use super::builders;
+use super::record::{Connection, Failed};
+use super::shared::Shared;
+use super::strike::strike;
+use super::tap::{Tap, TapBuffer};
+use crate::classify::sniff;
+
+/// The failure of a connection whose first request head missed the request deadline.
+fn request_timed_out() -> Failed {
+    (
+        Failure::RequestTimeout,
+        "request_timeout: no complete request before the request deadline".into(),
+    )
+}
+
+/// The failure of a connection that sent no request before the idle timeout.
+fn idle_timed_out() -> Failed {
+    (
+        Failure::IdleTimeout,
+        "idle_timeout: no request before the idle timeout".into(),
+    )
+}
+
+/// How a served connection ended.
+enum Ended {
+    /// hyper finished it (client closed, or graceful shutdown completed).
+    Done,
+    /// No bytes either way for the idle timeout.
+    Idle,
+    /// No complete request head before the request deadline.
+    RequestTimeout,
+    /// hyper reported a protocol or I/O error.
+    Error(hyper::Error),
+}
+
+/// Runs a hyper connection against the idle timeout and the shutdown signal. A macro because
+/// hyper's HTTP/1 and HTTP/2 connections share `graceful_shutdown` by name, not by trait.
+macro_rules! drive {
+    ($connection:expr, $conn:expr, $first:expr, $idle:expr, $shutdown:expr, $metrics:expr) => {{
+        let mut connection = pin!($connection);
+        let mut first_due = true;
+        let mut shutting_down = *$shutdown.borrow();
+        if shutting_down {
+            connection.as_mut().graceful_shutdown();
+        }
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => break match result {
+                    Ok(()) => Ended::Done,
+                    Err(error) => Ended::Error(error),
+                },
+                () = idle_expired(&$conn.tap, $idle) => {
+                    $metrics.idle_closed();
+                    break Ended::Idle;
+                }
+                () = tokio::time::sleep_until($first), if first_due => {
+                    first_due = false;
+                    if $conn.requests() == 0 {
+                        $metrics.request_timeout();
+                        break Ended::RequestTimeout;
+                    }
+                }
+                _ = $shutdown.changed(), if !shutting_down => {
+                    shutting_down = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }};
+}
+
+/// Sniffs the protocol and runs hyper until the connection ends; returns why it ended badly.
+pub(super) async fn serve_http<S>(
+    shared: &Shared,
+    conn: Arc<Connection>,
+    mut tap: Tap<S>,
+) -> Option<Failed>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let idle = shared.limits.idle_timeout;
+    let request_timeout = shared.limits.request_timeout;
+    // The first request head must be complete by then, however slowly its bytes trickle in.
+    let first_deadline = Instant::now() + request_timeout;
+    let mut shutdown = shared.shutdown.clone();
+    let peeked = tokio::select! {
+        peeked = timeout(idle.min(request_timeout), tap.peek(sniff)) => peeked,
+        () = stopping(&mut shutdown) => {
+            return Some((
+                Failure::Shutdown,
+                "shutdown: the server stopped before a request".into(),
+            ));
+        }
+    };
+    let spoken = match peeked {
+        Ok(Ok(Some(spoken))) => spoken,
+        Ok(Ok(None)) => {
+            return Some((
+                Failure::NoRequest,
+                "no_request: client closed before sending a request".into(),
+            ))
+        }
+        Ok(Err(error)) => return Some((Failure::ReadError, format!("read_error: {error}"))),
+        Err(_) if idle <= request_timeout => {
+            shared.metrics.idle_closed();
+            return Some(idle_timed_out());
+        }
+        Err(_) => {
+            shared.metrics.request_timeout();
+            strike(shared, conn.peer, "request_timeout");
+            return Some(request_timed_out());
+        }
+    };
+    let _ = conn.spoken.set(spoken);
+    let router = shared.router.clone();
+    let service_conn = Arc::clone(&conn);
+    let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+        // hyper calls the service synchronously as each request arrives (on HTTP/2 in the order
+        // of the HEADERS frames), so numbering here, not in the handler, keeps arrival order.
+        let token = probe_token(request.uri());
+        let arrival = Arrival {
+            index: service_conn.next_request(),
+            earlier_other_probe: service_conn.note_token(token.as_deref()),
+            token,
+        };
+        request.extensions_mut().insert(arrival);
+        request.extensions_mut().insert(Arc::clone(&service_conn));
+        let router = router.clone();
+        async move { router.oneshot(request).await }
+    });
+    let io = TokioIo::new(tap);
+    // Served by what the client speaks, not by ALPN: this is how a client that negotiated h2
+    // and then sent HTTP/1.1 (bucket D) still gets its answer.
+    let outcome = if spoken == Spoken::H2 {
+        let connection = builders::http2().serve_connection(io, service);
+        drive!(
+            connection,
+            conn,
+            first_deadline,
+            idle,
+            shutdown,
+            shared.metrics
+        )
+    } else {
+        let connection = builders::http1(request_timeout).serve_connection(io, service);
+        drive!(
+            connection,
+            conn,
+            first_deadline,
+            idle,
+            shutdown,
+            shared.metrics
+        )
+    };
+    match &outcome {
+        Ended::RequestTimeout => strike(shared, conn.peer, "request_timeout"),
+        Ended::Error(error) if is_protocol_violation(error) => {
+            strike(shared, conn.peer, "http_protocol_error");
+        }
+        Ended::Done | Ended::Idle | Ended::Error(_) => {}
+    }
+    match outcome {
+        Ended::Done => None,
+        Ended::Idle if conn.requests() == 0 => Some(idle_timed_out()),
+        Ended::Idle => None,
+        Ended::RequestTimeout => Some(request_timed_out()),
+        Ended::Error(error) if conn.requests() == 0 => {
+            Some((Failure::HttpError, format!("http_error: {error}")))
+        }
+        Ended::Error(_) => None,
+    }
+}
+
+/// Resolves once shutdown has started (or the server is gone).
+pub(super) async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
+}
+
+/// Resolves once the tapped stream has seen no bytes either way for `idle`.
+async fn idle_expired(buffer: &TapBuffer, idle: Duration) {
+    loop {
+        let quiet = buffer.idle_for();
+        if quiet >= idle {
+            return;
+        }
+        tokio::time::sleep(idle - quiet).await;
+    }
+}
+
+/// Whether hyper's error is the peer breaking HTTP rather than the transport failing or the
+/// peer giving up: an HTTP/1 head that is malformed or too slow, or an HTTP/2 connection or
+/// stream error our side detected (GOAWAY for too many resets, a header block over the
+/// limits, a COMPRESSION_ERROR; RFC 9113 section 5.4). An error the peer sent itself, or an I/O
+/// error, is not.
+fn is_protocol_violation(error: &hyper::Error) -> bool {
+    if error.is_parse() || error.is_timeout() {
+        return true;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        if let Some(h2) = inner.downcast_ref::<h2::Error>() {
+            return !h2.is_io() && !h2.is_remote();
+        }
+        source = inner.source();
+    }
+    false
+}

@@ -1,0 +1,181 @@
+//! The connection record: what the server knows about one connection, from accept to close —
+//! its peer, raw ClientHello records, negotiated session, tapped bytes, requests — and, made once
+//! on first use, the analysis of its bytes and each request's head.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use bytes::Bytes;
+use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
+use time::OffsetDateTime;
+
+use super::tap::TapBuffer;
+use crate::analysis::{self, Analysis, ConnectionInput, Follower, LayerError, RequestHead};
+use crate::metrics::Metrics;
+
+/// Why a connection failed, typed, with the server's description.
+pub(crate) type Failed = (Failure, String);
+
+/// Distinct probe tokens remembered per connection (see [`Connection::note_token`]).
+const DISTINCT_TOKENS_KEPT: usize = 2;
+
+/// What the server knows about one connection; handlers get it as a request extension.
+#[derive(Debug)]
+pub struct Connection {
+    /// Connection id, unique per server start.
+    pub id: String,
+    /// The TCP peer.
+    pub peer: SocketAddr,
+    /// The peer as `--store-peer-ip` lets it be stored.
+    pub stored_peer: Peer,
+    /// When the connection was accepted.
+    pub accepted: OffsetDateTime,
+    /// The ClientHello records as received (a partial hello when reading it failed).
+    pub hello: Bytes,
+    /// The negotiated session, when the handshake completed.
+    pub session: Option<Session>,
+    /// The decrypted client bytes kept so far.
+    pub tap: Arc<TapBuffer>,
+    /// What the client's first decrypted bytes were.
+    pub(crate) spoken: OnceLock<Spoken>,
+    /// Requests started on this connection.
+    requests: AtomicU32,
+    /// The first distinct probe tokens of the requests so far (at most two).
+    tokens: Mutex<Vec<String>>,
+    /// The analysis of the hello and the prefix, computed on first use.
+    analysis: OnceLock<Analysis>,
+    /// Reads each request's head from where the last one ended.
+    follower: Mutex<Option<Follower>>,
+    /// The connection row was queued for the store (by its first request).
+    queued: AtomicBool,
+    /// Requests and prefix bytes in the row last written for the store (`u32::MAX`: none).
+    written_requests: AtomicU32,
+    written_prefix: AtomicUsize,
+    /// The first request, once it was answered.
+    pub(crate) first_request: OnceLock<FirstRequest>,
+}
+
+/// The parameters rustls negotiated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Session {
+    /// The ALPN protocol the server selected.
+    pub alpn: Option<String>,
+    /// The TLS version, e.g. `TLSv1.3`.
+    pub tls_version: Option<String>,
+    /// The cipher suite (IANA name, or hex when unnamed).
+    pub cipher: Option<String>,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        id: String,
+        peer: (SocketAddr, Peer),
+        accepted: OffsetDateTime,
+        hello: Bytes,
+        session: Option<Session>,
+        tap: Arc<TapBuffer>,
+    ) -> Self {
+        let (peer, stored_peer) = peer;
+        Self {
+            id,
+            peer,
+            stored_peer,
+            accepted,
+            hello,
+            session,
+            tap,
+            spoken: OnceLock::new(),
+            requests: AtomicU32::new(0),
+            tokens: Mutex::new(Vec::new()),
+            analysis: OnceLock::new(),
+            follower: Mutex::new(None),
+            queued: AtomicBool::new(false),
+            written_requests: AtomicU32::new(u32::MAX),
+            written_prefix: AtomicUsize::new(0),
+            first_request: OnceLock::new(),
+        }
+    }
+
+    /// What the client spoke after the handshake (`Unknown` until it said something).
+    pub fn spoken(&self) -> Spoken {
+        self.spoken.get().copied().unwrap_or(Spoken::Unknown)
+    }
+
+    /// Counts a new request and returns its index on the connection (1 for the first).
+    pub fn next_request(&self) -> u32 {
+        self.requests
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1)
+    }
+
+    /// Requests started so far.
+    pub fn requests(&self) -> u32 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Records the probe token of a request and says whether an earlier request on this
+    /// connection carried a different one (the re-mux evidence of bucket C).
+    pub fn note_token(&self, token: Option<&str>) -> bool {
+        let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        let earlier_other = tokens.iter().any(|seen| Some(seen.as_str()) != token);
+        // Two distinct tokens are enough to answer for any later request, so a connection
+        // carrying thousands of probes holds at most two.
+        if let Some(token) = token {
+            if tokens.len() < DISTINCT_TOKENS_KEPT && !tokens.iter().any(|seen| seen == token) {
+                tokens.push(token.to_owned());
+            }
+        }
+        earlier_other
+    }
+
+    /// Marks the connection row as queued; `true` only for the first caller.
+    pub(crate) fn queue_once(&self) -> bool {
+        !self.queued.swap(true, Ordering::Relaxed)
+    }
+
+    /// Notes what the row built for the store holds.
+    pub(crate) fn note_queued(&self, requests: u32, prefix_len: usize) {
+        self.written_prefix.store(prefix_len, Ordering::Relaxed);
+        self.written_requests.store(requests, Ordering::Relaxed);
+    }
+
+    /// Whether a row was built and the connection has not changed since (same requests, same
+    /// captured bytes): storing it again would write the same row.
+    pub(crate) fn unchanged_since_queued(&self) -> bool {
+        self.written_requests.load(Ordering::Relaxed) == self.requests()
+            && self.written_prefix.load(Ordering::Relaxed) == self.tap.len()
+    }
+
+    /// The connection's analysis: made on the first call, from the bytes captured by then (the
+    /// first request's, for a connection that carried one), and counted once per failing layer.
+    pub(crate) fn analysis(&self, metrics: &Metrics) -> &Analysis {
+        self.analysis.get_or_init(|| {
+            let prefix = self.tap.snapshot();
+            let session = self.session.as_ref();
+            let analysis = analysis::analyse(&ConnectionInput {
+                hello: &self.hello,
+                prefix: &prefix,
+                alpn_negotiated: session.and_then(|s| s.alpn.as_deref()),
+                tls_version: session.and_then(|s| s.tls_version.as_deref()),
+                cipher: session.and_then(|s| s.cipher.as_deref()),
+                spoken: self.spoken.get().copied(),
+            });
+            for error in &analysis.errors {
+                metrics.parse_error(error.layer);
+            }
+            analysis
+        })
+    }
+
+    /// The head of request `index`, read from the capture past the heads read before it.
+    pub(crate) fn request_head(&self, index: u32, metrics: &Metrics) -> RequestHead {
+        let mut follower = self.follower.lock().unwrap_or_else(PoisonError::into_inner);
+        let follower = follower.get_or_insert_with(|| Follower::new(self.spoken()));
+        let (head, error) = self.tap.with_bytes(|capture| follower.head(capture, index));
+        if let Some(LayerError { layer, .. }) = error {
+            metrics.parse_error(layer);
+        }
+        head
+    }
+}

@@ -1,0 +1,45 @@
+//! What every connection task shares: the TLS acceptor, the router, the limits and admission
+//! state, the counters, the shutdown signal, and where an ended connection's record goes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use exitvoice_schema::PeerPolicy;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+use super::admission::Admission;
+use super::listener::Limiter;
+use super::record::{Connection, Failed};
+use crate::config::Limits;
+use crate::metrics::Metrics;
+
+/// Where an ended connection's record goes, and why it failed if it did. The capture layer hands
+/// records up through it and knows nothing of what is above.
+pub(crate) type ClosedSink = Box<dyn Fn(Arc<Connection>, Option<Failed>) + Send + Sync>;
+
+/// State every connection task shares.
+pub(crate) struct Shared {
+    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) router: axum::Router,
+    pub(crate) limits: Limits,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Hands each connection's record over when it ends (the writer queues it).
+    pub(crate) closed: ClosedSink,
+    pub(crate) limiter: Arc<Limiter>,
+    pub(crate) admission: Arc<Admission>,
+    /// Flips to `true` once shutdown starts.
+    pub(crate) shutdown: watch::Receiver<bool>,
+    /// Start time of this server in ms since the epoch: the first part of connection ids.
+    pub(crate) boot_id: String,
+    /// How much of a peer's address is stored.
+    pub(crate) store_peer_ip: PeerPolicy,
+    pub(crate) next_connection: AtomicU64,
+}
+
+impl Shared {
+    /// The next connection sequence number (1, 2, …).
+    pub(crate) fn next_connection(&self) -> u64 {
+        self.next_connection.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
