@@ -29,6 +29,7 @@ pub struct Metrics {
     request_timeouts: AtomicU64,
     queued: AtomicU64,
     queue_drops: Mutex<BTreeMap<&'static str, u64>>,
+    connection_rows_dropped: AtomicU64,
     rows_pruned: AtomicU64,
     db_used_bytes: AtomicU64,
     db_file_bytes: AtomicU64,
@@ -144,6 +145,12 @@ impl Metrics {
         bump(&self.queue_drops, reason.as_str());
     }
 
+    /// Counts a connection row (of a connection whose requests are stored on their own) dropped
+    /// before the store.
+    pub fn connection_row_drop(&self) {
+        self.connection_rows_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts rows deleted by retention or the size cap.
     pub fn pruned(&self, rows: u64) {
         self.rows_pruned.fetch_add(rows, Ordering::Relaxed);
@@ -214,6 +221,7 @@ impl Metrics {
                     by_reason.values().sum()
                 },
                 queue_drops_by_reason: snapshot(&self.queue_drops),
+                connection_rows_dropped: load(&self.connection_rows_dropped),
                 written: load(&self.written),
                 write_failures: load(&self.write_failures),
                 store_failing: self.store_failing.load(Ordering::Relaxed),
@@ -316,10 +324,14 @@ pub struct HandshakesReport {
 pub struct ObservationsReport {
     /// Put on the queue.
     pub queued: u64,
-    /// Dropped before the store, in all (the connection never waits).
+    /// Observations (requests, and connections without one) dropped before the store, in all
+    /// (the connection never waits).
     pub queue_drops: u64,
     /// Dropped, by reason: `queue_full`, `queue_bytes`, `closed`.
     pub queue_drops_by_reason: BTreeMap<&'static str, u64>,
+    /// Connection rows dropped before the store whose requests were queued on their own: those
+    /// requests are listed without their connection's facts.
+    pub connection_rows_dropped: u64,
     /// Committed to the store.
     pub written: u64,
     /// Rows (requests and connections) lost because their batch failed to commit.

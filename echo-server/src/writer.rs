@@ -1,11 +1,14 @@
 //! The bounded observation queue and the batching writer behind it.
 //!
 //! Connections never wait on the database: they `try_send` onto a bounded queue, and a full
-//! queue is a counted drop. One writer task takes jobs off the queue, parses what still needs
-//! parsing (connection records), commits observations in batches of up to `batch_size` — a batch
-//! is committed when full or `flush_interval` after its first job — and writes the
-//! `--record-dir` files. The raw bytes held by queued and uncommitted observations are capped
-//! (`--queue-bytes`): over the cap an observation is dropped and counted, as on a full queue. On
+//! queue (or the `--queue-bytes` budget) is a drop counted by reason. Three kinds of job: a
+//! request's small record; a connection's row when its first request was answered (so its
+//! requests are listed while it stays open); and the connection's end, which updates its row
+//! only when something changed (a failure, more requests, more captured bytes) and analyses a
+//! connection that carried no request. One writer task commits them in batches of up to
+//! `batch_size` — when full or `flush_interval` after the first job — and writes the
+//! `--record-dir` files. Every second it prunes what `--retain` and `--max-db-size` say must go,
+//! a few batches of 1,000 rows at most, and measures the database for `/healthz`. On
 //! [`WriterHandle::close`] it stops taking new jobs, drains what is queued, commits it, and ends.
 
 use std::path::PathBuf;
@@ -96,18 +99,32 @@ impl WriterHandle {
                 return;
             }
         }
+        // A request, or a connection without one, is an observation; a connection row whose
+        // requests are stored on their own is not (its requests still list, without its facts).
+        let observation = match &job {
+            Job::Request(_) => true,
+            Job::Opened(_) => false,
+            Job::Closed { conn, .. } => conn.requests() == 0,
+        };
+        let dropped = |reason| {
+            if observation {
+                self.metrics.queue_drop(reason);
+            } else {
+                self.metrics.connection_row_drop();
+            }
+        };
         let bytes = job.bytes();
         let held = self.bytes.fetch_add(bytes, Ordering::Relaxed);
         if held.saturating_add(bytes) > self.max_bytes {
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
-            self.metrics.queue_drop(DropReason::QueueBytes);
+            dropped(DropReason::QueueBytes);
             return;
         }
         match self.tx.try_send(Queued { job, bytes }) {
             Ok(()) => self.metrics.queued(),
             Err(error) => {
                 self.bytes.fetch_sub(bytes, Ordering::Relaxed);
-                self.metrics.queue_drop(match error {
+                dropped(match error {
                     mpsc::error::TrySendError::Full(_) => DropReason::QueueFull,
                     mpsc::error::TrySendError::Closed(_) => DropReason::Closed,
                 });
