@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The markdown report of one scripts/bench.sh run: `bench/report.py OUTDIR` (standard library only).
 
-Reads OUTDIR/meta.tsv, records.tsv (one line per round, test and target), drops/result.tsv and
-drops/healthz.json, and prints the tables.
+Reads OUTDIR/meta.tsv, records.tsv (one line per round, test and target), drops/result.tsv,
+drops/healthz.json and store/result.tsv, and prints the tables.
 """
 import csv
 import json
@@ -50,8 +50,8 @@ def side_by_side(out, meta):
             rows.setdefault((rec["test"], rec["target"]), []).append(rec)
     lines = [
         "| test | server | CPU µs per conn/req | × baseline | req/s | × baseline "
-        "| peak RSS MiB | × baseline | DB bytes/req | failed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| peak RSS MiB | × baseline | DB bytes/req | failed | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for test, (title, unit) in TESTS.items():
         targets = [t for (x, t) in rows if x == test]
@@ -70,6 +70,7 @@ def side_by_side(out, meta):
                 "hwm": (hwm, f"{hwm:.1f}"),
                 "db": sum(int(r["db_bytes"]) for r in recs) / ok if ok else 0,
                 "failed": sum(int(r["failed"]) for r in recs),
+                "load": spread([float(r["load1"]) for r in recs if r.get("load1")])[1],
             }
         base = figures.get(BASELINE)
         for target in targets:  # as measured: the baseline first
@@ -84,6 +85,7 @@ def side_by_side(out, meta):
                 cells.append(ratio(value, base[key][0] if base else 0))
             cells.append("–" if target == BASELINE else f"{fig['db']:,.0f}")
             cells.append(f"{fig['failed']:,}")
+            cells.append(fig["load"])
             lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -126,6 +128,24 @@ def drops(out, meta):
     ]
 
 
+def store(out):
+    res = read_pairs(out / "store" / "result.tsv")
+    if not res:
+        return []
+    rows = int(res["request_rows"])
+    return [
+        "",
+        f"Store: {rows:,} request rows ({int(res['connection_rows']):,} connections, 100 requests "
+        f"each) through `Store::write_batch` in {int(res['batches']):,} batches of up to "
+        f"{res['batch_size']} rows (`bench/store`):",
+        "",
+        "| request rows/s | seconds | DB bytes added (pages, WAL included) | DB bytes per request row |",
+        "|---|---|---|---|",
+        f"| {float(res['rows_per_s']):,.0f} | {res['seconds']} | {int(res['db_bytes']):,} "
+        f"| {int(res['db_bytes']) / rows:,.0f} |",
+    ]
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -152,6 +172,7 @@ def main():
             "",
         ]
     lines += drops(out, meta)
+    lines += store(out)
     print("\n".join(lines))
 
 

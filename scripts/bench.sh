@@ -19,7 +19,11 @@
 #      at full keep-alive speed (`h2load -D --drops-seconds -c 4 -m 10 …/api/clean`): requests
 #      answered, rows stored, what /healthz counts as dropped, and the database's bytes on disk
 #      (file + -wal after SIGTERM drained the queue) per request.
-#   3. Prints a markdown table (ratios to the baseline) and keeps it, with every raw output, in
+#   3. Store. `store-bench` (bench/store/) writes --store-rows request rows, shaped like h2
+#      keep-alive traffic (100 requests per connection), through the store's batched writes
+#      (`Store::write_batch`, batches of 256 jobs as the writer makes them) into a fresh database,
+#      pinned to --server-cpu: request rows per second and database bytes per request row.
+#   4. Prints markdown tables (ratios to the baseline) and keeps them, with every raw output, in
 #      --out.
 #
 # Options
@@ -31,8 +35,9 @@
 #   --batch-size N      (a): connections opened at once per run (default 100)
 #   --seconds S         (b), (c): seconds per round and target (default 10)
 #   --drops-seconds S   the drops run (default 60; 0 skips it)
+#   --store-rows N      the store run (default 200000; 0 skips it)
 #   --quick             smoke preset: --rounds 1 --batches 2 --batch-size 20 --seconds 2
-#                       --drops-seconds 5
+#                       --drops-seconds 5 --store-rows 20000
 #   --debug             build and run the dev profile (target/debug): checks the harness, the
 #                       figures mean nothing
 #   --no-build          use the binaries already in target/
@@ -50,10 +55,11 @@ die() { echo "bench: $*" >&2; exit 1; }
 say() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 
 ROUNDS=3 TESTS=abc PATHS="/api/clean /api/all" BATCHES=20 BATCH=100 SECS=10 DROP_SECS=60
+STORE_ROWS=200000
 PROFILE=release BUILD=1 SCPU=0 CCPU=1 OUT=
 while [ $# -gt 0 ]; do
   case $1 in
-    --quick) ROUNDS=1 BATCHES=2 BATCH=20 SECS=2 DROP_SECS=5; shift; continue ;;
+    --quick) ROUNDS=1 BATCHES=2 BATCH=20 SECS=2 DROP_SECS=5 STORE_ROWS=20000; shift; continue ;;
     --debug) PROFILE=debug; shift; continue ;;
     --no-build) BUILD=; shift; continue ;;
     -h | --help) usage; exit 0 ;;
@@ -67,6 +73,7 @@ while [ $# -gt 0 ]; do
     --batch-size) BATCH=$2 ;;
     --seconds) SECS=$2 ;;
     --drops-seconds) DROP_SECS=$2 ;;
+    --store-rows) STORE_ROWS=$2 ;;
     --server-cpu) SCPU=$2 ;;
     --client-cpu) CCPU=$2 ;;
     --out) OUT=$2 ;;
@@ -74,7 +81,7 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-for v in ROUNDS BATCHES BATCH SECS DROP_SECS SCPU CCPU; do
+for v in ROUNDS BATCHES BATCH SECS DROP_SECS STORE_ROWS SCPU CCPU; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "${v,,} must be a whole number, got '${!v}'"
 done
 [[ $TESTS =~ ^[abc]*$ ]] || die "--tests takes letters of abc, got '$TESTS'"
@@ -89,15 +96,19 @@ if [ -n "$BUILD" ]; then
   say "building ($PROFILE)"
   flags=()
   [ "$PROFILE" = debug ] || flags=(--release)
-  cargo build "${flags[@]}" --quiet -p exitvoice --bin exitvoice -p exitvoice-baseline --bin baseline-echo
+  cargo build "${flags[@]}" --quiet -p exitvoice --bin exitvoice -p exitvoice-baseline --bin baseline-echo \
+    -p exitvoice-store-bench --bin store-bench
 fi
 EV=$TARGET_DIR/$PROFILE/exitvoice
 BASE=$TARGET_DIR/$PROFILE/baseline-echo
-{ [ -x "$EV" ] && [ -x "$BASE" ]; } || die "$EV or $BASE is not built (drop --no-build)"
+STORE=$TARGET_DIR/$PROFILE/store-bench
+for bin in "$EV" "$BASE" "$STORE"; do
+  [ -x "$bin" ] || die "$bin is not built (drop --no-build)"
+done
 
 OUT=${OUT:-$TARGET_DIR/bench/$(date +%Y%m%d-%H%M%S)}
 [ ! -e "$OUT/records.tsv" ] || die "$OUT already holds results"
-mkdir -p "$OUT/raw" "$OUT/db" "$OUT/drops"
+mkdir -p "$OUT/raw" "$OUT/db" "$OUT/drops" "$OUT/store"
 CLK_TCK=$(getconf CLK_TCK)
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 say "results in $OUT; load average $LOAD_BEFORE"
@@ -111,7 +122,8 @@ say "results in $OUT; load average $LOAD_BEFORE"
   printf 'load_before\t%s\n' "$LOAD_BEFORE"
   printf 'profile\t%s\nclk_tck\t%s\nrounds\t%s\ntests\t%s\n' "$PROFILE" "$CLK_TCK" "$ROUNDS" "$TESTS"
   printf 'batches\t%s\nbatch_size\t%s\nseconds\t%s\n' "$BATCHES" "$BATCH" "$SECS"
-  printf 'drops_seconds\t%s\nserver_cpu\t%s\nclient_cpu\t%s\n' "$DROP_SECS" "$SCPU" "$CCPU"
+  printf 'drops_seconds\t%s\nstore_rows\t%s\n' "$DROP_SECS" "$STORE_ROWS"
+  printf 'server_cpu\t%s\nclient_cpu\t%s\n' "$SCPU" "$CCPU"
 } > "$OUT/meta.tsv"
 
 # ---------- processes ----------
@@ -134,6 +146,7 @@ trap 'exit 143' TERM
 start() {
   local name=$1 log=$2 i
   shift 2
+  : > "$log" # exists before the server (in the background) opens it
   taskset -c "$SCPU" "$@" > "$log" 2> "$log.err" < /dev/null &
   PID=$!
   SERVERS+=("$PID")
@@ -231,7 +244,7 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
     [ "$ok" -gt 0 ] || die "warm-up of $name: no 2xx answer (see $OUT/raw/)"
   done
 
-  printf 'round\ttest\ttarget\tok\tfailed\tseconds\tcpu_ticks\thwm_kib\tdb_bytes\trows\n' > "$OUT/records.tsv"
+  printf 'round\ttest\ttarget\tok\tfailed\tseconds\tcpu_ticks\thwm_kib\tdb_bytes\trows\tload1\n' > "$OUT/records.tsv"
   for ((r = 1; r <= ROUNDS; r++)); do
     for ((k = 0; k < ${#TESTS}; k++)); do
       test=${TESTS:k:1}
@@ -253,8 +266,9 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
         read -r ok failed secs < <(h2stats "$raw"*.txt)
         read -r bytes0 rows0 <<< "$db0"
         read -r bytes1 rows1 <<< "$db1"
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$test" "$name" "$ok" "$failed" "$secs" \
-          "$((c1 - c0))" "$(hwm_kib "$pid")" "$((bytes1 - bytes0))" "$((rows1 - rows0))" >> "$OUT/records.tsv"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$test" "$name" "$ok" "$failed" "$secs" \
+          "$((c1 - c0))" "$(hwm_kib "$pid")" "$((bytes1 - bytes0))" "$((rows1 - rows0))" \
+          "$(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/records.tsv"
         say "round $r/$ROUNDS ($test) $name: $ok ok, $failed failed, server CPU $((c1 - c0)) ticks"
       done
     done
@@ -284,6 +298,12 @@ if [ "$DROP_SECS" -gt 0 ]; then
     printf 'rows\t%s\n' "$(sqlite3 -readonly "$DDB" "SELECT count(*) FROM $table")"
     printf 'db_bytes\t%s\n' "$(cat "$DDB" "$DDB-wal" 2> /dev/null | wc -c)"
   } > "$OUT/drops/result.tsv"
+fi
+
+# ---------- 3. store: request rows per second through batched writes ----------
+if [ "$STORE_ROWS" -gt 0 ]; then
+  say "store: $STORE_ROWS request rows through Store::write_batch"
+  taskset -c "$SCPU" "$STORE" --rows "$STORE_ROWS" > "$OUT/store/result.tsv"
 fi
 
 say "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
