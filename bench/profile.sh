@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bench/profile.sh: where `exitvoice serve` spends its time under one of scripts/bench.sh's loads.
+#
+# Usage: bench/profile.sh TOOL TEST [PATH]
+#   TOOL  perf       `perf record -e cpu-clock` (a software clock: works where the hardware
+#                    counters do not, e.g. in a VM) on the running server; shares of CPU time
+#         callgrind  the server under `valgrind --tool=callgrind` (about 50× slower, so the load is
+#                    small); shares of instructions executed
+#   TEST  a (new TLS connection per request over h2) or b (h2 keep-alive, 10 × 10 streams)
+#   PATH  the exitvoice path loaded (default /api/clean)
+# Uses the release binary already built by scripts/bench.sh (debug = 1 keeps the symbols). Prints
+# the top symbols by self share and keeps the data in target/bench/profile-TOOL-TEST-*/.
+# Server on CPU 0, h2load on CPU 1, loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -ge 2 ] || { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"; exit 2; }
+TOOL=$1 TEST=$2 URL_PATH=${3:-/api/clean}
+EV=${CARGO_TARGET_DIR:-target}/release/exitvoice
+[ -x "$EV" ] || { echo "profile: build first (scripts/bench.sh or cargo build --release)" >&2; exit 1; }
+OUT=${CARGO_TARGET_DIR:-target}/bench/profile-$TOOL-$TEST-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+
+case $TOOL in
+  perf) WRAP=() N_A=2000 N_B=10000 ;;
+  callgrind)
+    # Instrumentation starts with the load: the start-up (aws-lc seeding its entropy, the
+    # certificate, the schema) is not in the figures.
+    WRAP=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$OUT/callgrind.out")
+    N_A=200 N_B=1000
+    ;;
+  *) echo "profile: TOOL is perf or callgrind" >&2; exit 2 ;;
+esac
+
+taskset -c 0 "${WRAP[@]}" "$EV" serve --listen 127.0.0.1:0 --db "$OUT/exitvoice.db" \
+  --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0 \
+  > "$OUT/server.log" 2> "$OUT/server.err" &
+SERVER=$!
+trap 'kill -TERM $SERVER 2> /dev/null || true' EXIT
+for ((i = 0; i < 600; i++)); do
+  grep -q 'certificate pin' "$OUT/server.log" 2> /dev/null && break
+  sleep 0.1
+done
+ADDR=$(sed -n 's|.*listening on https://\([^ ]*\).*|\1|p' "$OUT/server.log" | head -n 1)
+[ -n "$ADDR" ] || { cat "$OUT/server.err" >&2; exit 1; }
+URL=https://$ADDR$URL_PATH
+
+load() {
+  case $TEST in
+    a) for ((b = 0; b < N_A / 100; b++)); do taskset -c 1 h2load -n 100 -c 100 -m 1 "$URL"; done ;;
+    b) taskset -c 1 h2load -n "$N_B" -c 10 -m 10 "$URL" ;;
+  esac > "$OUT/h2load.txt" 2>&1
+}
+
+taskset -c 1 h2load -n 200 -c 10 -m 10 "$URL" > /dev/null 2>&1 # warm-up
+if [ "$TOOL" = perf ]; then
+  perf record -e cpu-clock -F 2000 -p "$SERVER" -o "$OUT/perf.data" 2> "$OUT/perf.err" &
+  PERF=$!
+  sleep 0.5
+  load
+  kill -INT "$PERF"
+  wait "$PERF" || true
+  kill -TERM "$SERVER"
+  wait "$SERVER" || true
+  for sort in dso symbol; do
+    perf report -i "$OUT/perf.data" --no-children --sort "$sort" --stdio 2> /dev/null |
+      grep -E '^ +[0-9.]+%' | sed 's/[ -]*$//' | head -n 25 | tee "$OUT/top-$sort.txt"
+  done
+else
+  callgrind_control -i on "$SERVER" > /dev/null
+  load
+  kill -TERM "$SERVER"
+  wait "$SERVER" || true # callgrind writes its output when the server exits
+  callgrind_annotate --inclusive=no "$OUT/callgrind.out" 2> /dev/null |
+    grep -E '^ *[0-9,]+ \(' | head -n 25 | tee "$OUT/top-symbol.txt"
+fi
+trap - EXIT
+echo "profile: $(grep -c '^status codes' "$OUT/h2load.txt") h2load run(s)," \
+  "$(awk '/^status codes:/ { ok += $3 } END { print ok + 0 }' "$OUT/h2load.txt") answered" >&2
+echo "profile: data in $OUT" >&2
