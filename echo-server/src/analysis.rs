@@ -9,6 +9,10 @@
 //!
 //! Pure functions over bytes: no sockets, no clock, no counters.
 
+use std::sync::{Arc, OnceLock};
+
+use serde_json::value::{to_raw_value, RawValue};
+
 use exitvoice_schema::{Alpn, Bucket, ConnectionFacts, Http1Echo, Spoken};
 
 use crate::classify::{self, BucketInput};
@@ -47,10 +51,40 @@ pub struct LayerError {
 /// The analysis of one connection.
 #[derive(Clone, Debug, Default)]
 pub struct Analysis {
-    /// What the bytes say.
-    pub facts: ConnectionFacts,
+    /// What the bytes say (shared by the connection's requests and its stored row).
+    pub facts: Arc<ConnectionFacts>,
     /// Layers that did not parse (the facts then hold what was parsed before the error).
     pub errors: Vec<LayerError>,
+    /// The connection-level parts of the echo as JSON, written on first use and then copied
+    /// into every full echo of the connection's requests.
+    json: OnceLock<EchoJson>,
+}
+
+/// The connection-level parts of a full echo, serialized once.
+#[derive(Clone, Debug)]
+pub struct EchoJson {
+    /// `tls` (the fingerprints and the ClientHello's detail).
+    pub tls: Option<Box<RawValue>>,
+    /// `http2.detail` (the frame log and what is read from it).
+    pub http2_detail: Option<Box<RawValue>>,
+}
+
+impl Analysis {
+    /// The connection-level parts of the echo as JSON.
+    pub fn json(&self) -> &EchoJson {
+        self.json.get_or_init(|| EchoJson {
+            tls: self
+                .facts
+                .tls
+                .as_ref()
+                .and_then(|tls| to_raw_value(tls).ok()),
+            http2_detail: self
+                .facts
+                .http2
+                .as_ref()
+                .and_then(|h2| to_raw_value(&h2.detail).ok()),
+        })
+    }
 }
 
 /// Analyses one connection's bytes.
@@ -107,7 +141,11 @@ pub fn analyse(input: &ConnectionInput<'_>) -> Analysis {
         }
         _ => {}
     }
-    Analysis { facts, errors }
+    Analysis {
+        facts: Arc::new(facts),
+        errors,
+        json: OnceLock::new(),
+    }
 }
 
 /// The bucket of request `index` (1 for the first) on a connection with these facts.

@@ -285,7 +285,7 @@ impl Writer {
 
     /// The row of `conn` as it stands now.
     fn row(&self, conn: &Connection, failure: Option<Failed>) -> ConnectionRow {
-        let facts = conn.analysis(&self.metrics).facts.clone();
+        let facts = Arc::clone(&conn.analysis(&self.metrics).facts);
         let prefix = conn.tap.snapshot().to_vec();
         let requests = conn.requests();
         conn.note_queued(requests, prefix.len());

@@ -124,8 +124,8 @@ pub struct ConnectionRow {
     pub time_unix_ms: i64,
     /// The TCP peer, as stored (`--store-peer-ip`).
     pub peer: Peer,
-    /// The analysis of its bytes.
-    pub facts: ConnectionFacts,
+    /// The analysis of its bytes (shared with the live connection, never copied).
+    pub facts: std::sync::Arc<ConnectionFacts>,
     /// Why it failed, if it did.
     pub failure: Option<Failure>,
     /// The failure as the server described it.

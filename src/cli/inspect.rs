@@ -22,7 +22,7 @@ use exitvoice_echo::analysis::{self, ConnectionInput, Follower};
 use exitvoice_echo::classify;
 use exitvoice_echo::pcap::{self, ClientData, PcapConnection};
 use exitvoice_echo::{h1, tls};
-use exitvoice_schema::{Http2Echo, Spoken};
+use exitvoice_schema::{ConnectionFacts, Http2Echo, Spoken};
 use serde_json::{json, Map, Value};
 
 /// Largest input read (a capture is held in memory whole).
@@ -320,7 +320,7 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         Some(_) => {}
     }
     // Without a ClientHello, what the client spoke stands for what it offered.
-    let mut bucket_facts = facts.clone();
+    let mut bucket_facts = ConnectionFacts::clone(facts);
     if !hello_parsed && spoken == Spoken::H2 {
         bucket_facts.alpn.offered = vec!["h2".to_owned()];
     }

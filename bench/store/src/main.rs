@@ -43,7 +43,7 @@ fn connection(args: &Args, n: u32, now_ms: i64) -> ConnectionRow {
             ip: "127.0.0.1".to_owned(),
             port: 40_000 + (n % 20_000) as u16,
         },
-        facts: ConnectionFacts {
+        facts: std::sync::Arc::new(ConnectionFacts {
             sni: Some("localhost".to_owned()),
             alpn: Alpn {
                 offered: vec!["h2".to_owned(), "http/1.1".to_owned()],
@@ -53,7 +53,7 @@ fn connection(args: &Args, n: u32, now_ms: i64) -> ConnectionRow {
             tls_version: Some("TLSv1.3".to_owned()),
             cipher: Some("TLS13_AES_128_GCM_SHA256".to_owned()),
             ..ConnectionFacts::default()
-        },
+        }),
         failure: None,
         failure_detail: None,
         requests: 0,

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use exitvoice_schema::{
     rfc3339_ms, Alpn, Bucket, ConnectionFacts, FirstRequest, Http1Echo, Peer, PeerPolicy,
-    RequestPosition, RequestRecord, Spoken, TlsEcho, VoiceId, ECHO_SCHEMA_VERSION,
+    RequestPosition, RequestRecord, Spoken, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use http_body_util::BodyExt as _;
 use serde::Serialize;
@@ -21,9 +21,10 @@ use serde::Serialize;
 use super::{ApiError, ApiState};
 use time::OffsetDateTime;
 
-use crate::analysis;
+use crate::analysis::{self, Analysis};
 use crate::capture::{Arrival, Connection};
 use crate::writer::{unix_ms, Job};
+use serde_json::value::RawValue;
 
 /// Longest probe token accepted.
 const MAX_TOKEN_LEN: usize = 128;
@@ -95,8 +96,8 @@ pub(super) struct Observed {
 }
 
 impl Observed {
-    fn facts(&self, metrics: &crate::metrics::Metrics) -> &ConnectionFacts {
-        &self.conn.analysis(metrics).facts
+    fn analysis(&self, metrics: &crate::metrics::Metrics) -> &Analysis {
+        self.conn.analysis(metrics)
     }
 }
 
@@ -153,7 +154,7 @@ struct EchoView<'a> {
     method: &'a str,
     path: &'a str,
     alpn: &'a Alpn,
-    tls: Option<&'a TlsEcho>,
+    tls: Option<&'a RawValue>,
     http2: Option<Http2View<'a>>,
     http1: Option<&'a Http1Echo>,
     request: RequestPosition,
@@ -169,11 +170,13 @@ struct Http2View<'a> {
     voice_id: &'a VoiceId,
     pseudo_header_order: &'a [String],
     header_order: &'a [String],
-    detail: &'a serde_json::Value,
+    detail: &'a RawValue,
 }
 
 impl<'a> EchoView<'a> {
-    fn new(facts: &'a ConnectionFacts, peer: Peer, record: &'a RequestRecord) -> Self {
+    fn new(analysis: &'a Analysis, peer: Peer, record: &'a RequestRecord) -> Self {
+        let facts = &analysis.facts;
+        let json = analysis.json();
         Self {
             schema_version: ECHO_SCHEMA_VERSION,
             time: rfc3339_ms(record.time_unix_ms),
@@ -182,15 +185,19 @@ impl<'a> EchoView<'a> {
             method: &record.method,
             path: &record.path,
             alpn: &facts.alpn,
-            tls: facts.tls.as_ref(),
-            http2: facts.http2.as_ref().map(|h2| Http2View {
-                akamai_fingerprint: &h2.akamai_fingerprint,
-                akamai_fingerprint_hash: &h2.akamai_fingerprint_hash,
-                voice_id: &h2.voice_id,
-                pseudo_header_order: &record.pseudo_header_order,
-                header_order: &record.header_order,
-                detail: &h2.detail,
-            }),
+            tls: json.tls.as_deref(),
+            http2: facts
+                .http2
+                .as_ref()
+                .zip(json.http2_detail.as_deref())
+                .map(|(h2, detail)| Http2View {
+                    akamai_fingerprint: &h2.akamai_fingerprint,
+                    akamai_fingerprint_hash: &h2.akamai_fingerprint_hash,
+                    voice_id: &h2.voice_id,
+                    pseudo_header_order: &record.pseudo_header_order,
+                    header_order: &record.header_order,
+                    detail,
+                }),
             http1: record.http1.as_ref(),
             request: RequestPosition {
                 stream_id: record.stream_id,
@@ -213,8 +220,13 @@ pub(super) async fn all(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let facts = seen.facts(&state.metrics);
-    Ok(Json(EchoView::new(facts, client_peer(&seen.conn), &seen.record)).into_response())
+    let analysis = seen.analysis(&state.metrics);
+    Ok(Json(EchoView::new(
+        analysis,
+        client_peer(&seen.conn),
+        &seen.record,
+    ))
+    .into_response())
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived
@@ -234,7 +246,7 @@ struct TlsView<'a> {
     time: String,
     peer: Peer,
     alpn: &'a Alpn,
-    tls: Option<&'a TlsEcho>,
+    tls: Option<&'a RawValue>,
     request: RequestPosition,
 }
 
@@ -245,7 +257,7 @@ pub(super) async fn tls(
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
     let echo = EchoView::new(
-        seen.facts(&state.metrics),
+        seen.analysis(&state.metrics),
         client_peer(&seen.conn),
         &seen.record,
     );
@@ -279,7 +291,7 @@ pub(super) async fn http2(
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
     let echo = EchoView::new(
-        seen.facts(&state.metrics),
+        seen.analysis(&state.metrics),
         client_peer(&seen.conn),
         &seen.record,
     );
@@ -313,7 +325,7 @@ pub(super) async fn http1(
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
     let echo = EchoView::new(
-        seen.facts(&state.metrics),
+        seen.analysis(&state.metrics),
         client_peer(&seen.conn),
         &seen.record,
     );
@@ -376,7 +388,11 @@ pub(super) async fn clean(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    Ok(Json(Clean::new(seen.facts(&state.metrics), &seen.record)).into_response())
+    Ok(Json(Clean::new(
+        &seen.analysis(&state.metrics).facts,
+        &seen.record,
+    ))
+    .into_response())
 }
 
 /// The JSON 404 of every unknown path.
@@ -398,7 +414,7 @@ pub(super) async fn not_found(
         api_version: super::API_VERSION,
         error: "not_found",
         path: &seen.record.path,
-        fingerprint: Clean::new(seen.facts(&state.metrics), &seen.record),
+        fingerprint: Clean::new(&seen.analysis(&state.metrics).facts, &seen.record),
     };
     Ok((StatusCode::NOT_FOUND, Json(body)).into_response())
 }
@@ -406,6 +422,48 @@ pub(super) async fn not_found(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The borrowed view the server answers with is the schema's `Echo`, field for field: the
+    /// same value `compose_echo` builds for `/api/observations` (a real curl connection).
+    #[test]
+    fn the_live_view_is_the_stored_echo() {
+        let hello = include_bytes!("../../../captures/curl-h2/conn1.hello.bin");
+        let prefix = include_bytes!("../../../captures/curl-h2/conn1.prefix.bin");
+        let analysis = analysis::analyse(&analysis::ConnectionInput {
+            hello,
+            prefix,
+            alpn_negotiated: Some("h2"),
+            ..analysis::ConnectionInput::default()
+        });
+        let (head, error) = analysis::Follower::new(Spoken::H2).head(prefix, 1);
+        assert_eq!(error, None);
+        let record = RequestRecord {
+            conn_id: "c".to_owned(),
+            index: 1,
+            time_unix_ms: 1_767_225_600_123,
+            token: Some("tok".to_owned()),
+            method: "GET".to_owned(),
+            path: "/probe/tok".to_owned(),
+            stream_id: head.stream_id,
+            bucket: analysis::bucket(&analysis.facts, 1, false),
+            pseudo_header_order: head.pseudo_header_order,
+            header_order: head.header_order,
+            http1: head.http1,
+        };
+        let peer = Peer {
+            ip: "127.0.0.1".to_owned(),
+            port: 4242,
+        };
+        let view = serde_json::to_value(EchoView::new(&analysis, peer.clone(), &record))
+            .expect("serialize");
+        let echo: exitvoice_schema::Echo = serde_json::from_value(view).expect("an Echo");
+        assert_eq!(
+            echo,
+            exitvoice_schema::compose_echo(&analysis.facts, peer, &record)
+        );
+        assert!(echo.tls.is_some() && echo.http2.is_some());
+        assert_eq!(echo.request.stream_id, Some(1));
+    }
 
     #[test]
     fn tokens_are_short_and_url_safe() {

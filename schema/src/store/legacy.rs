@@ -142,7 +142,7 @@ impl OldRow {
             conn_id: self.conn_id,
             time_unix_ms: self.time_unix_ms,
             peer: self.peer,
-            facts,
+            facts: std::sync::Arc::new(facts),
             failure,
             failure_detail: self.failure,
             requests: request.as_ref().map_or(0, |r| r.index),

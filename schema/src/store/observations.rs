@@ -139,7 +139,8 @@ fn stored_observation(row: &SqliteRow) -> Result<StoredObservation, StoreError> 
             .unwrap_or_default(),
         port: u16::try_from(row.try_get::<Option<i64>, _>("peer_port")?.unwrap_or(0)).unwrap_or(0),
     };
-    let facts: ConnectionFacts = json_column(row, "facts")?.unwrap_or_default();
+    let facts: std::sync::Arc<ConnectionFacts> =
+        std::sync::Arc::new(json_column(row, "facts")?.unwrap_or_default());
     let failure: Option<Failure> = row
         .try_get::<Option<String>, _>("failure")?
         .map(|f| serde_json::from_value(serde_json::Value::String(f)))
@@ -151,7 +152,7 @@ fn stored_observation(row: &SqliteRow) -> Result<StoredObservation, StoreError> 
             conn_id: conn_id.clone(),
             time_unix_ms: row.try_get::<Option<i64>, _>("c_time")?.unwrap_or(0),
             peer: peer.clone(),
-            facts: facts.clone(),
+            facts: std::sync::Arc::clone(&facts),
             failure,
             failure_detail: row.try_get("failure_detail")?,
             requests: u32::try_from(row.try_get::<Option<i64>, _>("requests")?.unwrap_or(0))
@@ -336,7 +337,7 @@ mod tests {
                 ip: "127.0.0.1".to_owned(),
                 port: 5000,
             },
-            facts: ConnectionFacts {
+            facts: std::sync::Arc::new(ConnectionFacts {
                 sni: Some("localhost".to_owned()),
                 alpn: Alpn {
                     offered: vec!["h2".to_owned()],
@@ -352,7 +353,7 @@ mod tests {
                     detail: serde_json::json!({"frames": []}),
                 }),
                 ..ConnectionFacts::default()
-            },
+            }),
             failure: None,
             failure_detail: None,
             requests,
@@ -394,7 +395,7 @@ mod tests {
         let mut failed = connection("b", 1_500, 0);
         failed.failure = Some(Failure::TlsAlertReceived);
         failed.failure_detail = Some("tls_alert_received: UnknownCA".to_owned());
-        failed.facts.http2 = None;
+        std::sync::Arc::make_mut(&mut failed.facts).http2 = None;
         let batch = Batch {
             connections: vec![connection("a", 1_000, 1), failed],
             requests: vec![request("a", 1, Some("t1"), 1_100)],
