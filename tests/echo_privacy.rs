@@ -73,15 +73,19 @@ fn visit(server: &EchoServer) -> Visitor {
     Visitor { token, secrets }
 }
 
-/// The visitor's raw ClientHello as stored, as hex (a stretch of its random and cipher list).
-async fn stored_hello_hex(server: &EchoServer, token: &str) -> String {
+/// The stored observation of the request that carried `token`.
+async fn stored_row(server: &EchoServer, token: &str) -> echo_support::Row {
     let rows = server
         .rows_until(|rows| rows.iter().any(|r| r.token.as_deref() == Some(token)))
         .await;
-    let row = rows
-        .iter()
+    rows.into_iter()
         .find(|r| r.token.as_deref() == Some(token))
-        .expect("the visitor's observation is stored");
+        .expect("the visitor's observation is stored")
+}
+
+/// The visitor's raw ClientHello as stored, as hex (a stretch of its random and cipher list).
+async fn stored_hello_hex(server: &EchoServer, token: &str) -> String {
+    let row = stored_row(server, token).await;
     let hex: String = row.hello.iter().map(|b| format!("{b:02x}")).collect();
     // Bytes 11..43 of the records are the hello's random: unique to this connection.
     hex.get(22..86).expect("a whole hello").to_owned()
@@ -230,13 +234,7 @@ async fn token_queries_take_from_the_per_source_rate_limit() {
 
 /// Waits for the visitor's row and returns the database and WAL bytes.
 async fn stored_bytes(server: &EchoServer, token: &str) -> (Value, Vec<u8>) {
-    let rows = server
-        .rows_until(|rows| rows.iter().any(|r| r.token.as_deref() == Some(token)))
-        .await;
-    let row = rows
-        .iter()
-        .find(|r| r.token.as_deref() == Some(token))
-        .expect("stored");
+    let row = stored_row(server, token).await;
     let mut bytes = std::fs::read(server.db()).unwrap_or_default();
     bytes.extend(std::fs::read(server.db().with_extension("db-wal")).unwrap_or_default());
     (row.summary["peer"].clone(), bytes)

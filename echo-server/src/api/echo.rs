@@ -99,6 +99,15 @@ impl Observed {
     fn analysis(&self, metrics: &crate::metrics::Metrics) -> &Analysis {
         self.conn.analysis(metrics)
     }
+
+    /// The full echo of the request, as the client itself sees it (its own full address).
+    fn echo(&self, metrics: &crate::metrics::Metrics) -> EchoView<'_> {
+        EchoView::new(
+            self.analysis(metrics),
+            client_peer(&self.conn),
+            &self.record,
+        )
+    }
 }
 
 /// Reads (and discards) the body up to the cap, records the request, queues it (and, for the
@@ -256,11 +265,7 @@ pub(super) async fn tls(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let echo = EchoView::new(
-        seen.analysis(&state.metrics),
-        client_peer(&seen.conn),
-        &seen.record,
-    );
+    let echo = seen.echo(&state.metrics);
     Ok(Json(TlsView {
         schema_version: echo.schema_version,
         time: echo.time,
@@ -290,11 +295,7 @@ pub(super) async fn http2(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let echo = EchoView::new(
-        seen.analysis(&state.metrics),
-        client_peer(&seen.conn),
-        &seen.record,
-    );
+    let echo = seen.echo(&state.metrics);
     Ok(Json(Http2Only {
         schema_version: echo.schema_version,
         time: echo.time,
@@ -324,11 +325,7 @@ pub(super) async fn http1(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let echo = EchoView::new(
-        seen.analysis(&state.metrics),
-        client_peer(&seen.conn),
-        &seen.record,
-    );
+    let echo = seen.echo(&state.metrics);
     Ok(Json(Http1Only {
         schema_version: echo.schema_version,
         time: echo.time,
