@@ -16,7 +16,6 @@ mod ja3;
 mod ja4;
 mod list;
 mod record;
-mod small;
 mod survey;
 mod voice;
 

@@ -7,20 +7,19 @@ use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::Extension;
 use super::grease::is_grease;
-use super::small::Small;
 
 /// Everything the fingerprints read from one hello, gathered in one pass.
 pub(crate) struct Survey<'h> {
     /// Non-GREASE cipher suites, wire order.
-    pub(crate) ciphers: Small<u16, 32>,
+    pub(crate) ciphers: Vec<u16>,
     /// The same, sorted.
-    pub(crate) sorted_ciphers: Small<u16, 32>,
+    pub(crate) sorted_ciphers: Vec<u16>,
     /// Non-GREASE extension types, wire order (duplicates kept).
-    pub(crate) types: Small<u16, 32>,
+    pub(crate) types: Vec<u16>,
     /// The same, sorted.
-    pub(crate) sorted_types: Small<u16, 32>,
+    pub(crate) sorted_types: Vec<u16>,
     /// `type << 16 | wire index` of every non-GREASE extension, sorted.
-    pub(crate) keys: Small<u32, 32>,
+    pub(crate) keys: Vec<u32>,
     /// Number of GREASE extensions.
     pub(crate) grease_extensions: usize,
     /// Whether quic_transport_parameters is present.
@@ -46,17 +45,16 @@ impl<'h> Survey<'h> {
         // Everything is gathered in locals and moved into the survey at the end: built in place
         // (the survey is returned through memory), every push was a load-add-store of a length
         // in memory, a chain of store-to-load waits.
-        let mut ciphers = Small::new();
-        for v in hello.cipher_suites().values() {
-            if !is_grease(v) {
-                ciphers.push(v);
-            }
-        }
-        let mut sorted_ciphers = Small::new();
-        sorted_ciphers.sort_from(ciphers.as_slice());
+        let ciphers: Vec<u16> = hello
+            .cipher_suites()
+            .values()
+            .filter(|v| !is_grease(*v))
+            .collect();
+        let mut sorted_ciphers = ciphers.clone();
+        sorted_ciphers.sort_unstable();
 
-        let mut types = Small::new();
-        let mut keys = Small::new();
+        let mut types = Vec::new();
+        let mut keys = Vec::new();
         let mut grease_extensions = 0;
         let (mut quic, mut server_name) = (false, false);
         let (mut supported_groups, mut ec_point_formats, mut signature_algorithms) =
@@ -88,12 +86,9 @@ impl<'h> Survey<'h> {
             };
             slot.get_or_insert(ext);
         }
-        keys.sort();
-        let mut sorted_types = Small::new();
-        for key in keys.as_slice() {
-            // The high half is the type.
-            sorted_types.push((key >> 16) as u16);
-        }
+        keys.sort_unstable();
+        // The high half is the type.
+        let sorted_types = keys.iter().map(|key| (key >> 16) as u16).collect();
         Survey {
             ciphers,
             sorted_ciphers,
