@@ -234,7 +234,12 @@ impl<'a> ClientHello<'a> {
 
     /// The decoded body of the first extension of type `kind`, if present.
     pub fn extension(&self, kind: ExtensionType) -> Option<ExtensionBody<'_>> {
-        self.extensions().find(|e| e.kind == kind).map(|e| e.body())
+        self.first_extension(kind).map(|e| e.body())
+    }
+
+    /// The first extension of type `kind` (the one that counts, malformed or not).
+    pub(crate) fn first_extension(&self, kind: ExtensionType) -> Option<Extension<'_>> {
+        self.extensions().find(|e| e.kind == kind)
     }
 
     /// The first host_name of the server_name extension, if it is valid UTF-8.
