@@ -129,7 +129,8 @@ fn parse_message(message: &[u8]) -> Result<Layout, TlsError> {
                 len: body.remaining(),
             });
         }
-        let mut extensions = Vec::new();
+        // Each extension takes at least its 4-byte header.
+        let mut extensions = Vec::with_capacity(block.remaining() / 4);
         while !block.is_empty() {
             let kind = block.u16().ok_or(truncated("extension type"))?;
             let len = block.u16().ok_or(truncated("extension data"))?;

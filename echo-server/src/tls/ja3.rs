@@ -5,6 +5,8 @@
 //! joined by `-`, GREASE removed everywhere except the point formats, which are taken byte by
 //! byte. A malformed supported_groups or ec_point_formats extension gives an empty field.
 
+use std::fmt::Write as _;
+
 use md5::{Digest as _, Md5};
 
 use super::client_hello::ClientHello;
@@ -21,8 +23,16 @@ pub(crate) struct Ja3 {
 
 /// `values` in decimal joined by `-`.
 fn decimal(values: impl IntoIterator<Item = u16>) -> String {
-    let values: Vec<String> = values.into_iter().map(|v| v.to_string()).collect();
-    values.join("-")
+    let values = values.into_iter();
+    let mut out = String::with_capacity(6 * values.size_hint().1.unwrap_or(0));
+    for v in values {
+        if !out.is_empty() {
+            out.push('-');
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{v}");
+    }
+    out
 }
 
 /// JA3 and JA3N of `hello`.

@@ -16,17 +16,27 @@ fn hash12(input: &str) -> String {
     hex::encode(&Sha256::digest(input)[..6])
 }
 
+/// The lowercase hex digit of the low nibble of `v`.
+fn hex_digit(v: u8) -> char {
+    char::from_digit(u32::from(v & 0x0f), 16).unwrap_or('0')
+}
+
 /// `values` as 4-digit lowercase hex joined by `,`.
 fn hex_list(values: &[u16]) -> String {
-    let values: Vec<String> = values.iter().map(|v| format!("{v:04x}")).collect();
-    values.join(",")
+    let mut out = String::with_capacity(5 * values.len());
+    for v in values {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.extend([12, 8, 4, 0].map(|shift| hex_digit((v >> shift) as u8)));
+    }
+    out
 }
 
 /// The two ALPN characters of JA4_a from the first protocol name (spec 2024-08 / 2026-01):
 /// alphanumeric first and last byte → those two characters; otherwise the first hex digit of
 /// the first byte and the last hex digit of the last byte; no name → `00`.
 pub fn alpn_chars(first: Option<&[u8]>) -> [char; 2] {
-    let hex_digit = |v: u8| char::from_digit(u32::from(v & 0x0f), 16).unwrap_or('0');
     match first.and_then(|n| Some((*n.first()?, *n.last()?))) {
         Some((a, z)) if a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric() => {
             [char::from(a), char::from(z)]

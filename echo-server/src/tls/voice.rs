@@ -42,10 +42,14 @@ const VOLATILE: [ExtensionType; 4] = [
 ];
 
 /// A canonical description being written (it is hashed when done).
-#[derive(Default)]
 struct Feed(Vec<u8>);
 
 impl Feed {
+    /// An empty description with room for `len` bytes.
+    fn with_capacity(len: usize) -> Self {
+        Self(Vec::with_capacity(len))
+    }
+
     fn u8(&mut self, v: u8) {
         self.0.push(v);
     }
@@ -115,7 +119,7 @@ fn names<'n>(feed: &mut Feed, list: impl Iterator<Item = &'n [u8]> + Clone) {
 
 /// The TLS voice id of `hello`.
 pub(crate) fn voice_id(hello: &ClientHello<'_>) -> String {
-    let mut head = Feed::default();
+    let mut head = Feed::with_capacity(hello.message_len());
     head.bytes(VOICE_DOMAIN);
     head.u8(u8::from(hello.has_extension_block()));
     head.u16(hello.legacy_version().0);
@@ -143,7 +147,7 @@ pub(crate) fn voice_id(hello: &ClientHello<'_>) -> String {
     head.count(grease);
 
     // The contents; the types with a malformed body, sorted, once each, go before them.
-    let mut contents = Feed::default();
+    let mut contents = Feed::with_capacity(hello.message_len());
     let mut malformed: Vec<u16> = Vec::new();
     for ext in &extensions {
         let kind = ext.kind;
@@ -158,7 +162,7 @@ pub(crate) fn voice_id(hello: &ClientHello<'_>) -> String {
             malformed.push(kind.0);
         }
     }
-    let mut listed = Feed::default();
+    let mut listed = Feed::with_capacity(2 + 2 * malformed.len());
     listed.u16_list(malformed.into_iter());
     id(VOICE_PREFIX, &[&head.0, &listed.0, &contents.0])
 }
@@ -272,7 +276,7 @@ fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>)
 
 /// The order id: the raw non-GREASE extension types in wire order (duplicates kept).
 pub(crate) fn order_id(hello: &ClientHello<'_>) -> String {
-    let mut feed = Feed::default();
+    let mut feed = Feed::with_capacity(3 + 2 * hello.extensions().len());
     feed.bytes(ORDER_DOMAIN);
     feed.u16_list(
         hello
