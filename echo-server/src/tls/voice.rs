@@ -2,8 +2,9 @@
 //! the same stack normalized away, and the order id, a hash of the raw extension order.
 //!
 //! docs/voice-tls.md gives the treatment of every field and the reasons. In short, the canonical
-//! description is a binary encoding of fields in a fixed order, lists as `count(u16) items…`, fed to sha256; the id is `tlsv2_` + the first 12 digest
-//! bytes in lowercase hex. Changing what goes in means bumping the `v2`.
+//! description is a binary encoding of fields in a fixed order, lists as `count(u16) items…`,
+//! fed to sha256; the id is `tlsv2_` + the first 12 digest bytes in lowercase hex. Changing what
+//! goes in means bumping the `v2`.
 //!
 //! v2 is v1 without its tags and its 23-byte domain string (one domain byte instead): the fields
 //! are positional, each extension content is led by its type. A Chrome description went from 224
