@@ -12,7 +12,6 @@ use super::error::TlsError;
 use super::extension::{Extension, ExtensionBody};
 use super::list::{Raw, U16List, U8List};
 use super::record::handshake_message;
-use super::small::Small;
 use crate::codec::Reader;
 
 /// A parsed ClientHello: the handshake message's bytes and where each field sits in them.
@@ -37,7 +36,7 @@ struct Span {
 
 /// Where an extension sits in the message: its type, and its data as a span (an extension's
 /// data is under 64 KiB, a message under 16 MiB: eight bytes in all).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Place {
     kind: u16,
     len: u16,
@@ -46,9 +45,6 @@ struct Place {
 
 /// Where the 32 random bytes sit: after the 4-byte handshake header and legacy_version.
 const RANDOM: Span = Span { start: 6, len: 32 };
-
-/// Places of this many extensions are kept inline (browsers send 15–20), more on the heap.
-const EXTENSIONS_INLINE: usize = 24;
 
 /// Parses a ClientHello from TLS records (first byte 0x16, one or several records, reassembled)
 /// or from a bare handshake message (first byte 0x01).
@@ -73,7 +69,7 @@ struct Layout {
     cipher_suites: Span,
     compression_methods: Span,
     /// `None` when the hello has no extension block at all (SSLv3-era hellos).
-    extensions: Option<Small<Place, EXTENSIONS_INLINE>>,
+    extensions: Option<Vec<Place>>,
 }
 
 /// Parses a complete handshake message (header included, type already checked) into the places
@@ -133,7 +129,8 @@ fn parse_message(message: &[u8]) -> Result<Layout, TlsError> {
                 len: body.remaining(),
             });
         }
-        let mut extensions = Small::new();
+        // Each extension takes at least its 4-byte header.
+        let mut extensions = Vec::with_capacity(block.remaining() / 4);
         while !block.is_empty() {
             let kind = block.u16().ok_or(truncated("extension type"))?;
             let len = block.u16().ok_or(truncated("extension data"))?;
@@ -216,8 +213,7 @@ impl<'a> ClientHello<'a> {
     ) -> impl ExactSizeIterator<Item = Extension<'_>> + DoubleEndedIterator + Clone + '_ {
         self.layout
             .extensions
-            .as_ref()
-            .map(Small::as_slice)
+            .as_deref()
             .unwrap_or_default()
             .iter()
             .map(|place| self.view(place))
@@ -225,7 +221,7 @@ impl<'a> ClientHello<'a> {
 
     /// The extension at wire position `index`.
     pub fn extension_at(&self, index: usize) -> Option<Extension<'_>> {
-        let place = self.layout.extensions.as_ref()?.as_slice().get(index)?;
+        let place = self.layout.extensions.as_ref()?.get(index)?;
         Some(self.view(place))
     }
 
@@ -239,7 +235,12 @@ impl<'a> ClientHello<'a> {
 
     /// The decoded body of the first extension of type `kind`, if present.
     pub fn extension(&self, kind: ExtensionType) -> Option<ExtensionBody<'_>> {
-        self.extensions().find(|e| e.kind == kind).map(|e| e.body())
+        self.first_extension(kind).map(|e| e.body())
+    }
+
+    /// The first extension of type `kind` (the one that counts, malformed or not).
+    pub(crate) fn first_extension(&self, kind: ExtensionType) -> Option<Extension<'_>> {
+        self.extensions().find(|e| e.kind == kind)
     }
 
     /// The first host_name of the server_name extension, if it is valid UTF-8.

@@ -221,19 +221,15 @@ fn empty<'a>(
 }
 
 impl<'a> Extension<'a> {
-    /// The decoded body, `Err` for a malformed known body. The voice reads the body in place,
-    /// inside the `Result`: taking it out (as [`Self::body`] does) copies it with wide loads
-    /// from the narrow stores that built it, which stall (store-to-load forwarding fails).
+    /// The decoded body, `Err` for a malformed known body (the voice lists those by type).
     pub(crate) fn decode(&self) -> Result<ExtensionBody<'a>, TlsError> {
         decode_body(self.kind.0, Reader::new(self.data))
     }
 
     /// The body of an extension made of a u16-length list of two-byte values
     /// (supported_groups, signature_algorithms, signature_algorithms_cert,
-    /// delegated_credential), `None` when malformed. The fingerprints read the lists through
-    /// these readers (the same ones [`Self::body`] uses), which return them in registers, where a
-    /// whole [`ExtensionBody`] goes through memory and its copy stalls (a wide load of narrow
-    /// stores).
+    /// delegated_credential), `None` when malformed. The fingerprints read lists through these
+    /// readers, the same ones [`Self::body`] uses.
     pub(crate) fn long_list<T: From<u16> + 'a>(&self) -> Option<U16List<'a, T>> {
         long_list(Reader::new(self.data), "").ok()
     }

@@ -3,23 +3,34 @@
 //! they are under the FoxIO non-commercial licence.
 
 use sha2::{Digest as _, Sha256};
-use std::ops::Range;
 
-use super::ascii::{hex_digit, Ascii, Cursor};
 use super::client_hello::ClientHello;
-use super::enums::{ProtocolVersion, SignatureScheme};
+use super::enums::{ExtensionType, ProtocolVersion, SignatureScheme};
 use super::grease::is_grease;
-use super::survey::Survey;
 
-/// Appends the first 12 hex chars of sha256(`input`, already written), or `000000000000` for an
-/// empty input.
-fn push_hash12(c: &mut Cursor<'_>, input: Range<usize>) {
+/// The first 12 hex chars of sha256(`input`), or `000000000000` for an empty input.
+fn hash12(input: &str) -> String {
     if input.is_empty() {
-        c.str("000000000000");
-        return;
+        return "000000000000".to_owned();
     }
-    let digest = Sha256::digest(c.bytes(input));
-    c.hex(digest.get(..6).unwrap_or_default());
+    hex::encode(&Sha256::digest(input)[..6])
+}
+
+/// The lowercase hex digit of the low nibble of `v`.
+fn hex_digit(v: u8) -> char {
+    char::from_digit(u32::from(v & 0x0f), 16).unwrap_or('0')
+}
+
+/// `values` as 4-digit lowercase hex joined by `,`.
+fn hex_list(values: &[u16]) -> String {
+    let mut out = String::with_capacity(5 * values.len());
+    for v in values {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.extend([12, 8, 4, 0].map(|shift| hex_digit((v >> shift) as u8)));
+    }
+    out
 }
 
 /// The two ALPN characters of JA4_a from the first protocol name (spec 2024-08 / 2026-01):
@@ -30,164 +41,130 @@ pub fn alpn_chars(first: Option<&[u8]>) -> [char; 2] {
         Some((a, z)) if a.is_ascii_alphanumeric() && z.is_ascii_alphanumeric() => {
             [char::from(a), char::from(z)]
         }
-        Some((a, z)) => [char::from(hex_digit(a >> 4)), char::from(hex_digit(z))],
+        Some((a, z)) => [hex_digit(a >> 4), hex_digit(z)],
         None => ['0', '0'],
     }
 }
 
 /// The version code of JA4_a.
-fn version_code(v: u16) -> [u8; 2] {
+fn version_code(v: u16) -> &'static str {
     match v {
-        0x0304 => *b"13",
-        0x0303 => *b"12",
-        0x0302 => *b"11",
-        0x0301 => *b"10",
-        0x0300 => *b"s3",
-        0x0002 => *b"s2",
-        0xfeff => *b"d1",
-        0xfefd => *b"d2",
-        0xfefc => *b"d3",
-        _ => *b"00",
+        0x0304 => "13",
+        0x0303 => "12",
+        0x0302 => "11",
+        0x0301 => "10",
+        0x0300 => "s3",
+        0x0002 => "s2",
+        0xfeff => "d1",
+        0xfefd => "d2",
+        0xfefc => "d3",
+        _ => "00",
     }
 }
 
-/// A count as two digits, capped at 99.
-fn count(n: usize) -> [u8; 2] {
-    let n = n.min(99);
-    // Both are single digits.
-    [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8]
-}
-
-/// Where the four JA4 strings sit in the scratch buffer.
-pub(crate) struct Ja4Set {
-    pub(crate) ja4: Range<usize>,
-    pub(crate) ja4_r: Range<usize>,
-    pub(crate) ja4_o: Range<usize>,
-    pub(crate) ja4_ro: Range<usize>,
+/// JA4 in its four forms.
+pub(crate) struct Ja4 {
+    pub(crate) ja4: String,
+    pub(crate) ja4_r: String,
+    pub(crate) ja4_o: String,
+    pub(crate) ja4_ro: String,
 }
 
 /// JA4_a: transport, version, SNI, cipher count, extension count, ALPN (always 10 chars).
-fn part_a(hello: &ClientHello<'_>, s: &Survey<'_>) -> [u8; 10] {
+fn part_a(hello: &ClientHello<'_>, ciphers: usize, types: &[u16]) -> String {
     // Transport: `q` when the hello carries QUIC transport parameters (as FoxIO's Rust tool
     // decides it); an echo server on TCP otherwise sees `t`.
-    let transport = if s.quic { b'q' } else { b't' };
-    let version = s
-        .supported_versions
+    let has = |kind: ExtensionType| types.contains(&kind.0);
+    let transport = if has(ExtensionType::QUIC_TRANSPORT_PARAMETERS) {
+        'q'
+    } else {
+        't'
+    };
+    let version = hello
+        .first_extension(ExtensionType::SUPPORTED_VERSIONS)
         .and_then(|e| e.short_list::<ProtocolVersion>())
         .and_then(|list| list.values().filter(|v| !is_grease(*v)).max())
         .unwrap_or(hello.legacy_version().0);
-    let [v0, v1] = version_code(version);
-    let sni = if s.server_name { b'd' } else { b'i' };
-    let [c0, c1] = count(s.ciphers.as_slice().len());
-    let [e0, e1] = count(s.types.as_slice().len());
-    let first_alpn = s
-        .alpn
+    let sni = if has(ExtensionType::SERVER_NAME) {
+        'd'
+    } else {
+        'i'
+    };
+    let first_alpn = hello
+        .first_extension(ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION)
         .and_then(|e| e.names())
         .and_then(|names| names.iter().next());
-    // Alphanumeric ASCII or a hex digit.
-    let [a0, a1] = alpn_chars(first_alpn).map(|c| u8::try_from(c).unwrap_or(b'0'));
-    [transport, v0, v1, sni, c0, c1, e0, e1, a0, a1]
+    let [a0, a1] = alpn_chars(first_alpn);
+    format!(
+        "{transport}{}{sni}{:02}{:02}{a0}{a1}",
+        version_code(version),
+        ciphers.min(99),
+        types.len().min(99),
+    )
 }
 
-/// Writes `a_ciphers_exts[_sigs]` (raw) then `a_hash(ciphers)_hash(exts[_sigs])` (hashed);
-/// `sigs` is where an earlier raw string already holds the hex signature list, if any.
-fn raw_and_hashed(
-    c: &mut Cursor<'_>,
-    a: &[u8; 10],
-    ciphers: &[u16],
-    exts: impl Iterator<Item = u16>,
-    sigs: Option<Range<usize>>,
-    sig_list: impl Iterator<Item = u16>,
-) -> (Range<usize>, Range<usize>, Range<usize>) {
-    let raw_start = c.pos();
-    c.extend(a);
-    c.byte(b'_');
-    let b = c.pos();
-    c.hex4_list(b',', ciphers.iter().copied());
-    let b = b..c.pos();
-    c.byte(b'_');
-    let c_start = c.pos();
-    c.hex4_list(b',', exts);
-    let exts_empty = c.pos() == c_start;
-    let sigs = match sigs {
-        Some(range) => {
-            if !range.is_empty() {
-                c.byte(b'_');
-                c.repeat(range.clone());
-            }
-            range
-        }
-        None => {
-            let at = c.pos();
-            c.byte(b'_');
-            let list = c.pos();
-            c.hex4_list(b',', sig_list);
-            if c.pos() == list {
-                // No signature algorithm: no `_` either.
-                c.rewind(at);
-                at..at
-            } else {
-                list..c.pos()
-            }
-        }
-    };
-    let raw = raw_start..c.pos();
-    let hashed_start = c.pos();
-    c.extend(a);
-    c.byte(b'_');
-    push_hash12(c, b);
-    c.byte(b'_');
-    if exts_empty {
-        c.str("000000000000");
+/// `a_ciphers_exts[_sigs]` (raw) and `a_hash(ciphers)_hash(exts[_sigs])` (hashed); an empty
+/// extension list hashes to zeros even when there are signature algorithms.
+fn raw_and_hashed(a: &str, ciphers: &[u16], exts: &[u16], sigs: &str) -> (String, String) {
+    let ciphers = hex_list(ciphers);
+    let exts_hex = hex_list(exts);
+    let exts_sigs = if sigs.is_empty() {
+        exts_hex.clone()
     } else {
-        push_hash12(c, c_start..raw.end);
-    }
-    (raw, hashed_start..c.pos(), sigs)
+        format!("{exts_hex}_{sigs}")
+    };
+    let exts_hash = if exts.is_empty() {
+        hash12("")
+    } else {
+        hash12(&exts_sigs)
+    };
+    (
+        format!("{a}_{ciphers}_{exts_sigs}"),
+        format!("{a}_{}_{exts_hash}", hash12(&ciphers)),
+    )
 }
 
-/// Writes JA4_r, JA4, JA4_ro and JA4_o of `hello` to `out`.
-pub(crate) fn write_ja4(hello: &ClientHello<'_>, s: &Survey<'_>, out: &mut Ascii) -> Ja4Set {
-    let a = part_a(hello, s);
-    let sig_list = s
-        .signature_algorithms
-        .and_then(|e| e.long_list::<SignatureScheme>());
-    let sig_values = || {
-        sig_list
-            .into_iter()
-            .flat_map(|list| list.values())
-            .filter(|v| !is_grease(*v))
-    };
-    // 5 bytes a number in each raw string, and the two hashed strings.
-    let numbers =
-        s.ciphers.as_slice().len() + s.types.as_slice().len() + sig_list.map_or(0, |l| l.len());
-    out.write(10 * numbers + 128, |c| {
-        let (ja4_r, ja4, sigs) = raw_and_hashed(
-            c,
-            &a,
-            s.sorted_ciphers.as_slice(),
-            s.sorted_types
-                .as_slice()
-                .iter()
-                .copied()
-                .filter(|v| *v != 0x0000 && *v != 0x0010),
-            None,
-            sig_values(),
-        );
-        let (ja4_ro, ja4_o, _) = raw_and_hashed(
-            c,
-            &a,
-            s.ciphers.as_slice(),
-            s.types.as_slice().iter().copied(),
-            Some(sigs),
-            std::iter::empty(),
-        );
-        Ja4Set {
-            ja4,
-            ja4_r,
-            ja4_o,
-            ja4_ro,
-        }
-    })
+/// JA4, JA4_r, JA4_o and JA4_ro of `hello`.
+pub(crate) fn ja4(hello: &ClientHello<'_>) -> Ja4 {
+    let ciphers: Vec<u16> = hello
+        .cipher_suites()
+        .values()
+        .filter(|v| !is_grease(*v))
+        .collect();
+    let types: Vec<u16> = hello
+        .extensions()
+        .map(|e| e.kind.0)
+        .filter(|v| !is_grease(*v))
+        .collect();
+    let a = part_a(hello, ciphers.len(), &types);
+    let sigs: Vec<u16> = hello
+        .first_extension(ExtensionType::SIGNATURE_ALGORITHMS)
+        .and_then(|e| e.long_list::<SignatureScheme>())
+        .into_iter()
+        .flat_map(|list| list.values())
+        .filter(|v| !is_grease(*v))
+        .collect();
+    let sigs = hex_list(&sigs);
+
+    let mut sorted_ciphers = ciphers.clone();
+    sorted_ciphers.sort_unstable();
+    // The sorted form leaves out server_name and ALPN.
+    let mut sorted_types: Vec<u16> = types
+        .iter()
+        .copied()
+        .filter(|v| *v != ExtensionType::SERVER_NAME.0)
+        .filter(|v| *v != ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION.0)
+        .collect();
+    sorted_types.sort_unstable();
+
+    let (ja4_r, ja4) = raw_and_hashed(&a, &sorted_ciphers, &sorted_types, &sigs);
+    let (ja4_ro, ja4_o) = raw_and_hashed(&a, &ciphers, &types, &sigs);
+    Ja4 {
+        ja4,
+        ja4_r,
+        ja4_o,
+        ja4_ro,
+    }
 }
 
 #[cfg(test)]
@@ -216,17 +193,6 @@ mod tests {
         assert_eq!(alpn(&[0xba, 0xad]), "bd");
         assert_eq!(alpn(b""), "00");
         assert_eq!(alpn_chars(None).iter().collect::<String>(), "00");
-    }
-
-    fn hash12(input: &str) -> String {
-        let mut s = Ascii::new(&mut []);
-        s.write(input.len() + 12, |c| {
-            c.str(input);
-            push_hash12(c, 0..input.len());
-        });
-        s.text()
-            .map(|t| t[input.len()..].to_owned())
-            .unwrap_or_default()
     }
 
     /// Spec examples for the hashed parts (fingerprints.md section 2).

@@ -5,7 +5,6 @@
 //! [`scan`] (socket bytes → where the hello's records end) → [`parse_client_hello`] (records →
 //! [`ClientHello`]) → [`ClientHello::fingerprints`] / [`echo`].
 
-mod ascii;
 mod client_hello;
 mod enums;
 mod error;
@@ -16,8 +15,6 @@ mod ja3;
 mod ja4;
 mod list;
 mod record;
-mod small;
-mod survey;
 mod voice;
 
 pub use client_hello::{parse_client_hello, ClientHello};

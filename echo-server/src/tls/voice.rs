@@ -2,9 +2,9 @@
 //! the same stack normalized away, and the order id, a hash of the raw extension order.
 //!
 //! docs/voice-tls.md gives the treatment of every field and the reasons. In short, the canonical
-//! description is a binary encoding (no text formatting on the hot path) of fields in a fixed
-//! order, lists as `count(u16) items…`, fed to sha256; the id is `tlsv2_` + the first 12 digest
-//! bytes in lowercase hex. Changing what goes in means bumping the `v2`.
+//! description is a binary encoding of fields in a fixed order, lists as `count(u16) items…`,
+//! fed to sha256; the id is `tlsv2_` + the first 12 digest bytes in lowercase hex. Changing what
+//! goes in means bumping the `v2`.
 //!
 //! v2 is v1 without its tags and its 23-byte domain string (one domain byte instead): the fields
 //! are positional, each extension content is led by its type. A Chrome description went from 224
@@ -12,15 +12,12 @@
 //! (one).
 
 use sha2::{Digest as _, Sha256};
-use std::ops::Range;
 
-use super::ascii::{Ascii, Cursor};
 use super::client_hello::ClientHello;
 use super::enums::ExtensionType;
 use super::extension::{EchBody, Extension, ExtensionBody};
 use super::grease::is_grease;
 use super::list::U16List;
-use super::survey::Survey;
 
 /// Prefix of a TLS voice id; the `2` is the normalization version.
 pub const VOICE_PREFIX: &str = "tlsv2_";
@@ -45,59 +42,25 @@ const VOLATILE: [ExtensionType; 4] = [
     ExtensionType::EARLY_DATA,
 ];
 
-/// Writes the canonical description into the scratch buffer, past the fingerprint text, and
-/// hashes it in one go when done (the description is then replaced by the id).
-struct Feed<'c, 'b> {
-    c: &'c mut Cursor<'b>,
-    start: usize,
-}
+/// A canonical description being written (it is hashed when done).
+struct Feed(Vec<u8>);
 
-impl<'c, 'b> Feed<'c, 'b> {
-    fn new(c: &'c mut Cursor<'b>, domain: &[u8]) -> Self {
-        let start = c.pos();
-        c.extend(domain);
-        Self { c, start }
+impl Feed {
+    /// An empty description with room for `len` bytes.
+    fn with_capacity(len: usize) -> Self {
+        Self(Vec::with_capacity(len))
     }
 
-    #[inline]
     fn u8(&mut self, v: u8) {
-        self.c.byte(v);
+        self.0.push(v);
     }
 
-    #[inline]
     fn u16(&mut self, v: u16) {
-        self.c.be16(v);
+        self.0.extend_from_slice(&v.to_be_bytes());
     }
 
-    #[inline]
     fn bytes(&mut self, bytes: &[u8]) {
-        self.c.extend(bytes);
-    }
-
-    /// Like [`Self::u16_list`] for a wire list of two-byte values: the bytes go in as they are,
-    /// then every GREASE value among them is overwritten with the placeholder (a pass without
-    /// branches over the bytes just written).
-    fn u16_wire(&mut self, bytes: &[u8]) {
-        self.count(bytes.len() / 2);
-        let start = self.c.pos();
-        self.bytes(bytes);
-        for pair in self.c.written_mut(start).as_chunks_mut::<2>().0 {
-            let v = u16::from_be_bytes(*pair);
-            *pair = if is_grease(v) { GREASE_PLACEHOLDER } else { v }.to_be_bytes();
-        }
-    }
-
-    /// Puts `values` into the empty list written at `at` (its count, then the values inserted
-    /// after it).
-    fn fill_list(&mut self, at: usize, values: &[u16]) {
-        let count = u16::try_from(values.len())
-            .unwrap_or(u16::MAX)
-            .to_be_bytes();
-        if let Some(dst) = self.c.written_mut(at).get_mut(..2) {
-            dst.copy_from_slice(&count);
-        }
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
-        self.c.insert(at + 2, &bytes);
+        self.0.extend_from_slice(bytes);
     }
 
     /// A count; lists longer than u16 can't occur inside a ClientHello, saturate anyway.
@@ -113,15 +76,26 @@ impl<'c, 'b> Feed<'c, 'b> {
         }
     }
 
-    /// Replaces the description by `prefix` and the first 12 bytes of its sha256 in lowercase
-    /// hex; answers where that id sits.
-    fn finish(self, prefix: &str) -> Range<usize> {
-        let digest = Sha256::digest(self.c.bytes(self.start..self.c.pos()));
-        self.c.rewind(self.start);
-        self.c.str(prefix);
-        self.c.hex(digest.get(..12).unwrap_or_default());
-        self.start..self.c.pos()
+    /// [`Self::u16_list`] for a wire list of two-byte values.
+    fn u16_wire(&mut self, bytes: &[u8]) {
+        self.u16_list(
+            bytes
+                .as_chunks::<2>()
+                .0
+                .iter()
+                .map(|p| u16::from_be_bytes(*p)),
+        );
     }
+}
+
+/// `prefix` and the first 12 bytes of the sha256 of `parts` (hashed one after the other) in
+/// lowercase hex.
+fn id(prefix: &str, parts: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    format!("{prefix}{}", hex::encode(&hasher.finalize()[..12]))
 }
 
 /// Whether an extension type belongs in the voice's extension set.
@@ -131,12 +105,12 @@ fn in_set(kind: ExtensionType) -> bool {
 
 /// What leads the content of an extension: its type's code point, so the content of each
 /// extension is bound to its type.
-fn content(feed: &mut Feed<'_, '_>, kind: ExtensionType) {
+fn content(feed: &mut Feed, kind: ExtensionType) {
     feed.u16(kind.0);
 }
 
 /// Writes `count` names, each `len(u8) bytes`.
-fn names<'n>(feed: &mut Feed<'_, '_>, list: impl Iterator<Item = &'n [u8]> + Clone) {
+fn names<'n>(feed: &mut Feed, list: impl Iterator<Item = &'n [u8]> + Clone) {
     feed.count(list.clone().count());
     for name in list {
         feed.u8(u8::try_from(name.len()).unwrap_or(u8::MAX));
@@ -144,58 +118,43 @@ fn names<'n>(feed: &mut Feed<'_, '_>, list: impl Iterator<Item = &'n [u8]> + Clo
     }
 }
 
-/// Writes the TLS voice id of `hello` to `out`.
-pub(crate) fn write_voice_id(
-    hello: &ClientHello<'_>,
-    s: &Survey<'_>,
-    out: &mut Ascii,
-) -> Range<usize> {
-    // The description: a few fixed fields, two bytes a cipher, and for an ordinary extension a
-    // few bytes (key shares, padding, tickets are not voiced). A hello with longer lists makes
-    // the writer grow and run again, which costs time only.
-    let room = 256 + 2 * hello.cipher_suites().as_bytes().len() + 26 * hello.extensions().len();
-    out.write(room, |c| voice_description(hello, s, c))
-}
-
-/// Writes the voice description, hashes it and replaces it by the voice id.
-fn voice_description(hello: &ClientHello<'_>, s: &Survey<'_>, c: &mut Cursor<'_>) -> Range<usize> {
-    let mut feed = Feed::new(c, VOICE_DOMAIN);
-    feed.u8(u8::from(hello.has_extension_block()));
-    feed.u16(hello.legacy_version().0);
-    feed.u16_wire(hello.cipher_suites().as_bytes());
-    feed.count(hello.compression_methods().len());
+/// The TLS voice id of `hello`.
+pub(crate) fn voice_id(hello: &ClientHello<'_>) -> String {
+    let mut head = Feed::with_capacity(hello.message_len());
+    head.bytes(VOICE_DOMAIN);
+    head.u8(u8::from(hello.has_extension_block()));
+    head.u16(hello.legacy_version().0);
+    head.u16_wire(hello.cipher_suites().as_bytes());
+    head.count(hello.compression_methods().len());
     for m in hello.compression_methods().values() {
-        feed.u8(m);
+        head.u8(m);
     }
 
-    let sorted_types = s.sorted_types.as_slice();
-    feed.u16_list(
-        sorted_types
+    // The extensions without GREASE, by type; duplicates of one type stay in wire order (a
+    // stable sort), so permutation can't move the contents.
+    let mut extensions: Vec<Extension<'_>> = hello
+        .extensions()
+        .filter(|e| !is_grease(e.kind.0))
+        .collect();
+    extensions.sort_by_key(|e| e.kind.0);
+    let grease = hello.extensions().len() - extensions.len();
+    head.u16_list(
+        extensions
             .iter()
-            .copied()
-            .filter(|v| in_set(ExtensionType(*v))),
+            .map(|e| e.kind)
+            .filter(|kind| in_set(*kind))
+            .map(|kind| kind.0),
     );
-    feed.count(s.grease_extensions);
-    // Then the types with a malformed body, sorted, once each. They are known only once the
-    // bodies are decoded, below: an empty list goes here now and, in the rare hello with a
-    // malformed extension, the types are put into it afterwards.
-    let malformed_at = feed.c.pos();
-    feed.count(0);
-    let mut malformed: Vec<u16> = Vec::new();
+    head.count(grease);
 
-    // Contents in ascending type order so permutation can't move them; duplicates of one type
-    // in wire order: the survey's keys are `type << 16 | index`, sorted.
-    for ext in s
-        .keys
-        .as_slice()
-        .iter()
-        .filter_map(|key| usize::try_from(key & 0xffff).ok())
-        .filter_map(|i| hello.extension_at(i))
-    {
+    // The contents; the types with a malformed body, sorted, once each, go before them.
+    let mut contents = Feed::with_capacity(hello.message_len());
+    let mut malformed: Vec<u16> = Vec::new();
+    for ext in &extensions {
         let kind = ext.kind;
-        let well_formed = list_content(&mut feed, &ext).unwrap_or_else(|| match &ext.decode() {
+        let well_formed = list_content(&mut contents, ext).unwrap_or_else(|| match &ext.decode() {
             Ok(body) => {
-                voice_content(&mut feed, kind, body);
+                voice_content(&mut contents, kind, body);
                 true
             }
             Err(_) => false,
@@ -204,16 +163,15 @@ fn voice_description(hello: &ClientHello<'_>, s: &Survey<'_>, c: &mut Cursor<'_>
             malformed.push(kind.0);
         }
     }
-    if !malformed.is_empty() {
-        feed.fill_list(malformed_at, &malformed);
-    }
-    feed.finish(VOICE_PREFIX)
+    let mut listed = Feed::with_capacity(2 + 2 * malformed.len());
+    listed.u16_list(malformed.into_iter());
+    id(VOICE_PREFIX, &[&head.0, &listed.0, &contents.0])
 }
 
 /// Feeds the content of an extension that is a plain list (its type, then the list), read
 /// through the list readers rather than the whole body; whether it was well-formed. `None` for
 /// the other extensions, which [`voice_content`] feeds from their decoded body.
-fn list_content(feed: &mut Feed<'_, '_>, ext: &Extension<'_>) -> Option<bool> {
+fn list_content(feed: &mut Feed, ext: &Extension<'_>) -> Option<bool> {
     let kind = ext.kind;
     let mut wire = |list: Option<U16List<'_, u16>>| {
         list.map(|list| {
@@ -252,7 +210,7 @@ fn list_content(feed: &mut Feed<'_, '_>, ext: &Extension<'_>) -> Option<bool> {
 
 /// Feeds the voiced content of one extension that is not a plain list (nothing for
 /// presence-only ones).
-fn voice_content(feed: &mut Feed<'_, '_>, kind: ExtensionType, body: &ExtensionBody<'_>) {
+fn voice_content(feed: &mut Feed, kind: ExtensionType, body: &ExtensionBody<'_>) {
     use ExtensionBody as B;
     match body {
         B::KeyShare(shares) => {
@@ -317,13 +275,17 @@ fn voice_content(feed: &mut Feed<'_, '_>, kind: ExtensionType, body: &ExtensionB
     }
 }
 
-/// Writes the order id: the raw non-GREASE extension types in wire order (duplicates kept).
-pub(crate) fn write_order_id(s: &Survey<'_>, out: &mut Ascii) -> Range<usize> {
-    out.write(64 + 2 * s.types.as_slice().len(), |c| {
-        let mut feed = Feed::new(c, ORDER_DOMAIN);
-        feed.u16_list(s.types.as_slice().iter().copied());
-        feed.finish(ORDER_PREFIX)
-    })
+/// The order id: the raw non-GREASE extension types in wire order (duplicates kept).
+pub(crate) fn order_id(hello: &ClientHello<'_>) -> String {
+    let mut feed = Feed::with_capacity(3 + 2 * hello.extensions().len());
+    feed.bytes(ORDER_DOMAIN);
+    feed.u16_list(
+        hello
+            .extensions()
+            .map(|e| e.kind.0)
+            .filter(|v| !is_grease(*v)),
+    );
+    id(ORDER_PREFIX, &[&feed.0])
 }
 
 #[cfg(test)]
