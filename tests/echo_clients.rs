@@ -134,7 +134,9 @@ impl Recording {
             client,
             Command::new(root().join("tests/tools/record-client.sh"))
                 .arg(client)
-                .arg(&dest),
+                .arg(&dest)
+                // Its work files too go where a killed run's leftovers are removed.
+                .env("TMPDIR", dir.path()),
             dir.path(),
             RECORD_TIMEOUT,
         );
