@@ -72,7 +72,7 @@ async fn squid_basic_auth_tunnel_and_failures() {
     assert_eq!(error.class(), ErrorClass::ProxyAuth, "{error}");
 
     // squid answers CONNECT to a closed port with an error status: proxy_refused.
-    let closed = support::free_port();
+    let (_closed, closed) = support::closed_port();
     let error = failure(&good, "127.0.0.1", closed, &Timeouts::default()).await;
     assert!(
         matches!(error, ProbeError::ConnectStatus { status } if status >= 400),
@@ -149,7 +149,7 @@ async fn dante_socks5_username_password() {
         "socks5h://{SOCKS_USER}:{PASSWORD_ENCODED}@127.0.0.1:{}",
         dante.port
     ));
-    let closed = support::free_port();
+    let (_closed, closed) = support::closed_port();
     let error = failure(&good, "127.0.0.1", closed, &Timeouts::default()).await;
     assert!(matches!(error, ProbeError::SocksReply { .. }), "{error}");
     assert_eq!(error.class(), ErrorClass::ProxyRefused);
@@ -157,7 +157,7 @@ async fn dante_socks5_username_password() {
 
 #[tokio::test]
 async fn closed_proxy_port_is_connect_refused() {
-    let port = support::free_port();
+    let (_closed, port) = support::closed_port();
     for scheme in ["http", "socks5h"] {
         let error = failure(
             &exit(&format!("{scheme}://u:{PASSWORD_ENCODED}@127.0.0.1:{port}")),

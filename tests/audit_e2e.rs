@@ -234,7 +234,7 @@ fn failure_classes_reach_the_labels() {
             held.push(socket);
         }
     });
-    let closed = support::free_port();
+    let (_closed, closed) = support::closed_port();
     let work = tempfile::tempdir().unwrap();
     let exits = exits_file(
         work.path(),

@@ -77,8 +77,10 @@ async fn a_source_that_keeps_breaking_the_protocol_is_held_then_reset() {
     let refused = target.tls(bad, false).await;
     let held = started.elapsed();
     assert!(refused.is_err(), "a penalised source got a handshake");
+    // Timers never fire early, so the hold lasts at least the deadline; the upper bound only
+    // says it ends (the idle timeout, 60 s, would be next), with room for any load.
     assert!(
-        held >= Duration::from_millis(800) && held < Duration::from_secs(5),
+        held >= Duration::from_millis(800) && held < Duration::from_secs(20),
         "held for {held:?}"
     );
     // Any other source is served meanwhile.
@@ -113,21 +115,30 @@ async fn a_source_over_the_rate_is_reset_at_once_and_recovers() {
     ]);
     let target = target(&server);
     let (fast, other) = (ip(3), ip(4));
-    // The burst of four is served; the fifth is reset before the handshake, quickly.
-    let mut open = Vec::new();
-    for n in 0..4 {
-        open.push(
-            target
-                .tls(fast, false)
-                .await
-                .unwrap_or_else(|e| panic!("connection {n} of the burst: {e}")),
-        );
-    }
+    // The burst of four is served; the next is reset before the handshake. Tokens come back at
+    // two a second, so on a slow machine a token may return while the burst is opened: open
+    // until the first refusal, and allow one connection per token that elapsed time refilled.
     let started = Instant::now();
-    assert!(target.tls(fast, false).await.is_err(), "over the burst");
+    let mut open = Vec::new();
+    let (refused_after, refusal) = loop {
+        let attempt = Instant::now();
+        match target.tls(fast, false).await {
+            Ok(tls) if open.len() < 40 => open.push(tls),
+            Ok(_) => panic!("40 connections served, none refused"),
+            Err(_) => break (attempt.elapsed(), started.elapsed()),
+        }
+    };
+    let refilled = (refusal.as_secs_f64() * 2.0).ceil() as usize;
     assert!(
-        started.elapsed() < Duration::from_millis(500),
-        "reset at once"
+        open.len() >= 4 && open.len() <= 4 + refilled,
+        "{} served before the refusal, in {refusal:?}",
+        open.len()
+    );
+    // Reset at once: a held connection would wait for the handshake deadline (10 s by default),
+    // like the penalised source above.
+    assert!(
+        refused_after < Duration::from_secs(5),
+        "reset at once, not held: {refused_after:?}"
     );
     assert!(served(&target, other).await, "another source refused");
     // Two per second: a token is back after half a second.

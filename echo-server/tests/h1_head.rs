@@ -47,6 +47,24 @@ fn voice_ignores_method_and_values_but_not_case_or_order() {
     assert_ne!(h1::voice_id(&get), h1::voice_id(&h10));
 }
 
+/// The voice of a fixed head: the description written out by hand from docs/voice-http.md
+/// (version; header names in wire order and original case, without the per-request `Cookie`
+/// and `Content-Length`), and its id from a hash computed outside this code.
+#[test]
+fn voice_of_a_fixed_head_is_the_documented_description_and_hash() {
+    let head = parse_head(
+        b"POST /form HTTP/1.1\r\nHost: a.example\r\nCookie: c=1\r\nUser-Agent: ua/2\r\n\
+          content-length: 2\r\nAccept: */*\r\n\r\nab",
+    )
+    .expect("parses");
+    assert_eq!(
+        h1::voice_description(&head),
+        "h1v1\nv=HTTP/1.1\nh=Host,User-Agent,Accept\n"
+    );
+    // `printf 'h1v1\nv=HTTP/1.1\nh=Host,User-Agent,Accept\n' | sha256sum`, first 24 hex digits.
+    assert_eq!(h1::voice_id(&head).0, "h1v1_8d805b9d6da69d3fbe8b77bb");
+}
+
 #[test]
 fn cut_heads_and_caps_are_flagged() {
     let h = parse_head(&CURL[..50]).expect("cut head parses");

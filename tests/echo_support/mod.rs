@@ -336,6 +336,16 @@ pub fn client_config(cert_pem: &Path, alpn: &[&[u8]]) -> Arc<rustls::ClientConfi
     Arc::new(config)
 }
 
+/// A real ClientHello (its TLS records), as rustls sends it to `server`.
+pub fn client_hello(server: &EchoServer) -> Vec<u8> {
+    let config = client_config(&server.cert_pem(), &[b"h2", b"http/1.1"]);
+    let name = ServerName::try_from("localhost").expect("name");
+    let mut client = rustls::ClientConnection::new(config, name).expect("client");
+    let mut hello = Vec::new();
+    client.write_tls(&mut hello).expect("hello bytes");
+    hello
+}
+
 /// Connects to the server with rustls (SNI `localhost`).
 pub async fn tls_connect(
     port: u16,

@@ -18,13 +18,16 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
 wait_listen() {  # wait_listen NAME PORT DIR
+  # Only the started process listening counts: another test's daemon that took the port in the
+  # meantime is not ours (the caller then retries with another port).
   local name="$1" port="$2" dir="$3" pid
   pid="$(cat "$dir/$name.pid")"
   for _ in $(seq 1 100); do
-    if ss -ltn "sport = :$port" | grep -q LISTEN; then echo "$pid"; return 0; fi
+    if ss -ltnpH "sport = :$port" | grep -q "pid=$pid,"; then echo "$pid"; return 0; fi
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
   echo "$name failed to listen on 127.0.0.1:$port; output:" >&2
   tail -30 "$dir/$name.out" >&2 || true
   return 1

@@ -18,10 +18,26 @@ pub const USER: &str = "evuser";
 /// System account dante checks (created by proxy.sh if missing).
 pub const SOCKS_USER: &str = "evaudit";
 
-/// A free loopback TCP port (bound once, then released).
-pub fn free_port() -> u16 {
+/// Starts of a proxy daemon before giving up (see [`Proxy::start`]).
+const START_ATTEMPTS: usize = 3;
+
+/// A free loopback TCP port (bound once, then released): only for daemons that cannot be handed
+/// a listening socket.
+fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     listener.local_addr().expect("local addr").port()
+}
+
+/// A loopback port nobody listens on, kept so while the returned socket lives: it is bound
+/// without `SO_REUSEADDR` and never listens, so connecting is refused and no parallel test can
+/// bind the port meanwhile.
+pub fn closed_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+        .expect("bind 127.0.0.1:0");
+    let port = socket.local_addr().expect("local addr").port();
+    (socket, port)
 }
 
 fn script() -> PathBuf {
@@ -38,31 +54,40 @@ pub struct Proxy {
 
 impl Proxy {
     /// Starts `kind` (`squid`, `tinyproxy`, `dante`, `mitmproxy`, `haproxy`) with extra args.
+    ///
+    /// The daemons take a port number, not a listening socket, so the port is picked free and
+    /// can be taken by a parallel test before the daemon binds it: proxy.sh then fails (it
+    /// accepts only its own daemon listening there) and the start is retried on another port.
     pub fn start(kind: &'static str, args: &[&str]) -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("exitvoice-{kind}-"))
-            .tempdir()
-            .expect("tempdir");
-        let port = free_port();
-        let output = Command::new(script())
-            .arg("start")
-            .arg(kind)
-            .arg(dir.path())
-            .arg(port.to_string())
-            .args(args)
-            .output()
-            .expect("run tests/proxies/proxy.sh");
-        assert!(
-            output.status.success(),
-            "{kind} did not start: {}{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        Self {
-            port,
-            name: kind,
-            dir,
+        let mut failures = Vec::new();
+        for _ in 0..START_ATTEMPTS {
+            let dir = tempfile::Builder::new()
+                .prefix(&format!("exitvoice-{kind}-"))
+                .tempdir()
+                .expect("tempdir");
+            let port = free_port();
+            let output = Command::new(script())
+                .arg("start")
+                .arg(kind)
+                .arg(dir.path())
+                .arg(port.to_string())
+                .args(args)
+                .output()
+                .expect("run tests/proxies/proxy.sh");
+            if output.status.success() {
+                return Self {
+                    port,
+                    name: kind,
+                    dir,
+                };
+            }
+            failures.push(format!(
+                "port {port}: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ));
         }
+        panic!("{kind} did not start:\n{}", failures.join("\n"));
     }
 
     /// squid with Basic auth [`USER`]:[`PASSWORD`].
@@ -123,18 +148,18 @@ pub struct EchoServer {
 }
 
 impl EchoServer {
-    /// Starts the echo server and waits for its pin line.
+    /// Starts the echo server on `127.0.0.1:0` (the kernel picks a free port, so parallel tests
+    /// cannot collide) and waits for its address and pin lines.
     pub fn start() -> Self {
         use std::io::BufRead;
         let dir = tempfile::Builder::new()
             .prefix("exitvoice-echo-")
             .tempdir()
             .expect("tempdir");
-        let port = free_port();
         let mut child = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
             .arg("serve")
             .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
+            .arg("127.0.0.1:0")
             .arg("--db")
             .arg(dir.path().join("echo.db"))
             .stdout(std::process::Stdio::piped())
@@ -142,18 +167,21 @@ impl EchoServer {
             .spawn()
             .expect("spawn exitvoice serve");
         let stdout = child.stdout.take().expect("stdout");
-        let mut pin = None;
+        let (mut port, mut pin) = (None, None);
         for line in std::io::BufReader::new(stdout).lines() {
             let line = line.expect("serve stdout");
+            if let Some(addr) = line.split("listening on https://").nth(1) {
+                let addr: std::net::SocketAddr = addr.trim().parse().expect("socket address");
+                port = port.or(Some(addr.port()));
+            }
             if let Some(rest) = line.split("certificate pin ").nth(1) {
                 pin = rest.split_whitespace().next().map(str::to_owned);
                 break;
             }
         }
-        let pin = pin.expect("serve printed no pin");
         Self {
-            port,
-            pin,
+            port: port.expect("serve printed no address"),
+            pin: pin.expect("serve printed no pin"),
             child,
             dir,
         }
