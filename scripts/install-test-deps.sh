@@ -21,7 +21,7 @@ say() { echo "install-test-deps: $*"; }
 APT_PACKAGES=(
   ca-certificates curl wget openssl iproute2 procps e2fsprogs
   python3 python3-venv
-  tshark libnss3-tools
+  tshark libnss3-tools sqlite3
   chromium firefox-esr nghttp2-client golang-go
   squid apache2-utils tinyproxy dante-server haproxy
 )
