@@ -312,7 +312,7 @@ impl Writer {
             let cutoff = unix_ms(OffsetDateTime::now_utc())
                 - i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
             for _ in 0..PRUNE_ROUNDS {
-                match self.store.prune_before(cutoff, PRUNE_BATCH).await {
+                match self.store.prune(Some(cutoff), PRUNE_BATCH).await {
                     Ok(done) => {
                         pruned += done.rows();
                         if done.requests < u64::from(PRUNE_BATCH)
@@ -335,7 +335,7 @@ impl Writer {
                     Ok(now) if now.used_bytes > max => {}
                     _ => break,
                 }
-                match self.store.prune_oldest(PRUNE_BATCH).await {
+                match self.store.prune(None, PRUNE_BATCH).await {
                     Ok(done) if done.rows() > 0 => pruned += done.rows(),
                     Ok(_) => break,
                     Err(error) => {

@@ -475,7 +475,7 @@ mod tests {
             ],
         };
         store.write_batch(&batch).await.expect("write");
-        let pruned = store.prune_before(5_000, 1000).await.expect("prune");
+        let pruned = store.prune(Some(5_000), 1000).await.expect("prune");
         assert_eq!(pruned.requests, 2);
         assert_eq!(pruned.connections, 1, "`long` still has a request of 9 000");
         let left = store
@@ -490,7 +490,7 @@ mod tests {
             size.used_bytes > 0 && size.file_bytes >= size.used_bytes / 2,
             "{size:?}"
         );
-        let oldest = store.prune_oldest(1000).await.expect("prune");
+        let oldest = store.prune(None, 1000).await.expect("prune");
         assert_eq!((oldest.requests, oldest.connections), (1, 1));
         assert_eq!(store.observation_count().await.expect("count"), 0);
     }

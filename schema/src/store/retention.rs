@@ -31,19 +31,20 @@ pub struct DbSize {
 }
 
 impl Store {
-    /// Deletes up to `batch` requests older than `before_unix_ms`, then up to `batch` connections
-    /// older than it that no stored request refers to any more.
+    /// Deletes the oldest `batch` requests, then the oldest `batch` connections that no stored
+    /// request refers to any more; with `before_unix_ms`, only rows older than that (retention),
+    /// without, whatever is oldest (the size cap).
     ///
     /// # Errors
     /// Fails if a statement fails.
-    pub async fn prune_before(
+    pub async fn prune(
         &self,
-        before_unix_ms: i64,
+        before_unix_ms: Option<i64>,
         batch: u32,
     ) -> Result<Pruned, StoreError> {
         let requests = sqlx::query(
-            "DELETE FROM requests WHERE id IN \
-             (SELECT id FROM requests WHERE time_unix_ms < ?1 ORDER BY id LIMIT ?2)",
+            "DELETE FROM requests WHERE id IN (SELECT id FROM requests \
+             WHERE ?1 IS NULL OR time_unix_ms < ?1 ORDER BY id LIMIT ?2)",
         )
         .bind(before_unix_ms)
         .bind(i64::from(batch))
@@ -52,38 +53,10 @@ impl Store {
         .rows_affected();
         let connections = sqlx::query(
             "DELETE FROM connections WHERE id IN (SELECT id FROM connections c \
-             WHERE time_unix_ms < ?1 AND NOT EXISTS \
+             WHERE (?1 IS NULL OR time_unix_ms < ?1) AND NOT EXISTS \
              (SELECT 1 FROM requests r WHERE r.conn_id = c.conn_id) ORDER BY id LIMIT ?2)",
         )
         .bind(before_unix_ms)
-        .bind(i64::from(batch))
-        .execute(self.pool())
-        .await?
-        .rows_affected();
-        Ok(Pruned {
-            requests,
-            connections,
-        })
-    }
-
-    /// Deletes the oldest `batch` requests and the oldest `batch` connections that no stored
-    /// request refers to (used while the database is over its size cap).
-    ///
-    /// # Errors
-    /// Fails if a statement fails.
-    pub async fn prune_oldest(&self, batch: u32) -> Result<Pruned, StoreError> {
-        let requests = sqlx::query(
-            "DELETE FROM requests WHERE id IN (SELECT id FROM requests ORDER BY id LIMIT ?1)",
-        )
-        .bind(i64::from(batch))
-        .execute(self.pool())
-        .await?
-        .rows_affected();
-        let connections = sqlx::query(
-            "DELETE FROM connections WHERE id IN (SELECT id FROM connections c \
-             WHERE NOT EXISTS (SELECT 1 FROM requests r WHERE r.conn_id = c.conn_id) \
-             ORDER BY id LIMIT ?1)",
-        )
         .bind(i64::from(batch))
         .execute(self.pool())
         .await?
