@@ -148,14 +148,19 @@ impl Connection {
     }
 
     /// The connection's analysis: made on the first call, from the bytes captured by then (the
-    /// first request's, for a connection that carried one), and counted once per failing layer.
+    /// first request's, for a connection that carried one; the ClientHello alone for one that
+    /// carried none), and counted once per failing layer.
     pub(crate) fn analysis(&self, metrics: &Metrics) -> &Analysis {
         self.analysis.get_or_init(|| {
             let prefix = self.tap.snapshot();
             let session = self.session.as_ref();
             let analysis = analysis::analyse(&ConnectionInput {
                 hello: &self.hello,
-                prefix: &prefix,
+                // A connection that got no request through (a flood, a scanner, a broken client)
+                // is stored with its raw prefix for `exitvoice inspect`, but its HTTP layer is
+                // not analysed here: a frame flood's log would cost an attacker nothing and the
+                // server a megabyte per connection.
+                prefix: if self.requests() == 0 { &[] } else { &prefix },
                 alpn_negotiated: session.and_then(|s| s.alpn.as_deref()),
                 tls_version: session.and_then(|s| s.tls_version.as_deref()),
                 cipher: session.and_then(|s| s.cipher.as_deref()),

@@ -13,8 +13,12 @@ use super::preface::PREFACE;
 use crate::codec::Reader;
 
 /// Heads decoded but not yet asked for; older ones are forgotten (a request that never reached
-/// an echo route, e.g. one refused for a bad token, never asks for its head).
-const MAX_WAITING: usize = 64;
+/// an echo route, e.g. one refused for a bad token or by hyper's header-list limit, never asks
+/// for its head).
+const MAX_WAITING: usize = 16;
+/// Header names kept per head; an HPACK bomb's thousands of fields must not be held as names
+/// (the same cap as an HTTP/1 head's, [`crate::h1::MAX_HEADERS`]).
+const MAX_NAMES: usize = crate::h1::MAX_HEADERS;
 
 /// What a request's HEADERS said about the request itself.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -144,8 +148,16 @@ impl HeaderFollower {
             self.opened,
             RequestHead {
                 stream_id,
-                pseudo_header_order: pseudo.iter().map(|f| lossy(f.name)).collect(),
-                header_order: regular.iter().map(|f| lossy(f.name)).collect(),
+                pseudo_header_order: pseudo
+                    .iter()
+                    .take(MAX_NAMES)
+                    .map(|f| lossy(f.name))
+                    .collect(),
+                header_order: regular
+                    .iter()
+                    .take(MAX_NAMES)
+                    .map(|f| lossy(f.name))
+                    .collect(),
             },
         ));
         Ok(())
