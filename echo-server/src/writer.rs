@@ -39,8 +39,8 @@ const PRUNE_ROUNDS: usize = 10;
 /// One unit of work for the writer.
 #[derive(Debug)]
 pub(crate) enum Job {
-    /// A request, as its handler recorded it.
-    Request(Box<RequestRecord>),
+    /// A request, as its handler recorded it (shared with the handler's answer, not copied).
+    Request(Arc<RequestRecord>),
     /// A connection whose first request was answered: its row is stored now, so its requests
     /// are listed while it stays open.
     Opened(Arc<Connection>),
@@ -255,7 +255,8 @@ impl Writer {
             match job {
                 Job::Request(request) => {
                     observations += 1;
-                    batch.requests.push(*request);
+                    // The handler has answered by now: the record is this job's alone.
+                    batch.requests.push(Arc::unwrap_or_clone(request));
                 }
                 Job::Opened(conn) => batch.connections.push(self.row(&conn, None)),
                 Job::Closed { conn, failure } => {
@@ -300,7 +301,7 @@ impl Writer {
     /// The row of `conn` as it stands now.
     fn row(&self, conn: &Connection, failure: Option<Failed>) -> ConnectionRow {
         let facts = Arc::clone(&conn.analysis(&self.metrics).facts);
-        let prefix = conn.tap.snapshot().to_vec();
+        let prefix = conn.tap.with_bytes(<[u8]>::to_vec);
         let requests = conn.requests();
         conn.note_queued(requests, prefix.len());
         let (failure, failure_detail) = failure.map_or((None, None), |(f, d)| (Some(f), Some(d)));
@@ -379,7 +380,7 @@ impl Writer {
             (format!("{}.hello.bin", conn.id), conn.hello.to_vec()),
             (
                 format!("{}.prefix.bin", conn.id),
-                conn.tap.snapshot().to_vec(),
+                conn.tap.with_bytes(<[u8]>::to_vec),
             ),
             (format!("{}.json", conn.id), json),
         ];

@@ -420,6 +420,35 @@ mod hex_bytes {
 mod tests {
     use super::*;
 
+    /// The store writes `as_str` and reads with serde: both must spell every reason alike.
+    #[test]
+    fn failure_names_are_the_same_both_ways() {
+        let all = [
+            Failure::HelloInvalid,
+            Failure::HelloTooLarge,
+            Failure::HelloClosed,
+            Failure::HelloIo,
+            Failure::HelloTimeout,
+            Failure::HandshakeTimeout,
+            Failure::TlsAlertReceived,
+            Failure::TlsError,
+            Failure::TlsClosed,
+            Failure::TlsIo,
+            Failure::Shutdown,
+            Failure::NoRequest,
+            Failure::ReadError,
+            Failure::IdleTimeout,
+            Failure::RequestTimeout,
+            Failure::HttpError,
+        ];
+        for failure in all {
+            let wire = serde_json::to_value(failure).expect("serialize");
+            assert_eq!(wire, failure.as_str(), "{failure:?}");
+            let back: Failure = serde_json::from_value(wire).expect("deserialize");
+            assert_eq!(back, failure);
+        }
+    }
+
     #[test]
     fn raw_bytes_round_trip_as_hex() {
         let observation = Observation {

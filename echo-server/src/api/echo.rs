@@ -92,7 +92,7 @@ async fn drain_body(mut body: axum::body::Body, cap: usize) -> Result<(), ApiErr
 /// One answered request: its connection's facts and its own record, borrowed by the views.
 pub(super) struct Observed {
     conn: Arc<Connection>,
-    record: RequestRecord,
+    record: Arc<RequestRecord>,
 }
 
 impl Observed {
@@ -148,7 +148,8 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
     if conn.queue_once() {
         state.writer.submit(Job::Opened(Arc::clone(&conn)));
     }
-    state.writer.submit(Job::Request(Box::new(record.clone())));
+    let record = Arc::new(record);
+    state.writer.submit(Job::Request(Arc::clone(&record)));
     Ok(Observed { conn, record })
 }
 
