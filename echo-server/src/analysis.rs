@@ -11,9 +11,9 @@
 
 use std::sync::{Arc, OnceLock};
 
-use serde_json::value::{to_raw_value, RawValue};
-
-use exitvoice_schema::{Alpn, Bucket, ConnectionFacts, Http1Echo, Spoken};
+use exitvoice_schema::{
+    Alpn, Bucket, ConnectionFacts, Details, Http1Echo, RawJson, Spoken, TlsEcho,
+};
 
 use crate::classify::{self, BucketInput};
 use crate::{h1, h2, tls};
@@ -51,10 +51,14 @@ pub struct LayerError {
 /// The analysis of one connection.
 #[derive(Clone, Debug, Default)]
 pub struct Analysis {
-    /// What the bytes say (shared by the connection's requests and its stored row).
+    /// What the bytes say (shared by the connection's requests and its stored row). Without the
+    /// parsers' detail: that is [`Analysis::json`]'s, written only for a full echo.
     pub facts: Arc<ConnectionFacts>,
     /// Layers that did not parse (the facts then hold what was parsed before the error).
     pub errors: Vec<LayerError>,
+    /// Bytes of the prefix the analysis read (the rest arrived later): the stored row keeps the
+    /// number, so the detail can be derived again from the same bytes ([`details`]).
+    pub prefix_len: usize,
     /// The connection-level parts of the echo as JSON, written on first use and then copied
     /// into every full echo of the connection's requests.
     json: OnceLock<EchoJson>,
@@ -64,27 +68,47 @@ pub struct Analysis {
 #[derive(Clone, Debug)]
 pub struct EchoJson {
     /// `tls` (the fingerprints and the ClientHello's detail).
-    pub tls: Option<Box<RawValue>>,
-    /// `http2.detail` (the frame log and what is read from it).
-    pub http2_detail: Option<Box<RawValue>>,
+    pub tls: Option<RawJson>,
+    /// `http2.detail` (the frame log and what is read from it); `null` without HTTP/2.
+    pub http2_detail: RawJson,
 }
 
 impl Analysis {
-    /// The connection-level parts of the echo as JSON.
-    pub fn json(&self) -> &EchoJson {
-        self.json.get_or_init(|| EchoJson {
-            tls: self
-                .facts
-                .tls
-                .as_ref()
-                .and_then(|tls| to_raw_value(tls).ok()),
-            http2_detail: self
-                .facts
-                .http2
-                .as_ref()
-                .and_then(|h2| to_raw_value(&h2.detail).ok()),
+    /// The connection-level parts of the echo as JSON, from the same bytes [`analyse`] read:
+    /// `hello` and the first [`Analysis::prefix_len`] bytes of `prefix`.
+    pub fn json(&self, hello: &[u8], prefix: &[u8]) -> &EchoJson {
+        self.json.get_or_init(|| {
+            let prefix = prefix.get(..self.prefix_len).unwrap_or(prefix);
+            let details = details(hello, prefix, self.facts.alpn.spoken);
+            EchoJson {
+                tls: self.facts.tls.as_ref().map(|tls| {
+                    RawJson::of(&TlsEcho {
+                        detail: details.tls,
+                        ..tls.clone()
+                    })
+                }),
+                http2_detail: details.http2,
+            }
         })
     }
+}
+
+/// The parsers' detail of a connection's bytes (the decoded ClientHello; the HTTP/2 frame log
+/// when it spoke h2), as [`analyse`] would describe the same bytes: written for full echoes
+/// and, on read, for stored connections, whose rows keep the bytes rather than this text.
+pub fn details(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
+    let tls = match hello {
+        [] => RawJson::null(),
+        _ => tls::parse_client_hello(hello).map_or_else(|_| RawJson::null(), |h| tls::detail(&h)),
+    };
+    let http2 = match spoken {
+        Spoken::H2 => {
+            let parsed = h2::parse_prefix(prefix).unwrap_or_else(|error| *error.partial);
+            h2::detail(&parsed, parsed.first_request())
+        }
+        _ => RawJson::null(),
+    };
+    Details { tls, http2 }
 }
 
 /// Analyses one connection's bytes.
@@ -144,6 +168,7 @@ pub fn analyse(input: &ConnectionInput<'_>) -> Analysis {
     Analysis {
         facts: Arc::new(facts),
         errors,
+        prefix_len: input.prefix.len(),
         json: OnceLock::new(),
     }
 }

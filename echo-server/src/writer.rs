@@ -300,7 +300,8 @@ impl Writer {
 
     /// The row of `conn` as it stands now.
     fn row(&self, conn: &Connection, failure: Option<Failed>) -> ConnectionRow {
-        let facts = Arc::clone(&conn.analysis(&self.metrics).facts);
+        let analysis = conn.analysis(&self.metrics);
+        let facts = Arc::clone(&analysis.facts);
         let prefix = conn.tap.with_bytes(<[u8]>::to_vec);
         let requests = conn.requests();
         conn.note_queued(requests, prefix.len());
@@ -314,6 +315,7 @@ impl Writer {
             failure_detail,
             requests,
             prefix_truncated: conn.tap.truncated(),
+            analysed_prefix_len: analysis.prefix_len,
             hello: conn.hello.to_vec(),
             prefix,
         }

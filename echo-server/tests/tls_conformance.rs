@@ -299,7 +299,8 @@ fn echo_fills_every_field() {
     assert_eq!(e.ja3_hash, v.ja3);
     assert_eq!(e.ja4, v.ja4_spec);
     assert!(!e.resumed);
-    let detail = &e.detail;
+    assert!(e.detail.is_null(), "the detail is written on demand");
+    let detail = &exitvoice_echo::tls::detail(&hello).to_value();
     assert_eq!(detail["legacy_version"]["value"], 0x0303);
     assert_eq!(detail["legacy_version"]["name"], "TLSv1.2");
     assert_eq!(detail["cipher_suites"][0]["name"], "GREASE");

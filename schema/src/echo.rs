@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::raw_json::RawJson;
 use crate::voice::{Bucket, VoiceId};
 
 /// Version of the echo JSON shape. Bump when a field changes meaning or is removed.
@@ -163,8 +164,10 @@ pub struct TlsEcho {
     pub order_id: String,
     /// Whether the hello tried to resume (pre_shared_key offered or a non-empty session ticket).
     pub resumed: bool,
-    /// The parsed ClientHello, as the echo server models it.
-    pub detail: serde_json::Value,
+    /// The parsed ClientHello, as the echo server models it (left out of stored facts: the
+    /// store derives it again from the ClientHello bytes).
+    #[serde(default, skip_serializing_if = "RawJson::is_null")]
+    pub detail: RawJson,
 }
 
 /// HTTP/2 fingerprints of the connection's first frames.
@@ -181,7 +184,8 @@ pub struct Http2Echo {
     /// Regular header names of this request, wire order.
     pub header_order: Vec<String>,
     /// The frame log, settings, priorities and header representations, as the server models them.
-    pub detail: serde_json::Value,
+    #[serde(default, skip_serializing_if = "RawJson::is_null")]
+    pub detail: RawJson,
 }
 
 /// The connection-level half of [`Http2Echo`]: what the preface, SETTINGS, WINDOW_UPDATE,
@@ -199,8 +203,10 @@ pub struct Http2Connection {
     /// The connection opened with its own preface and a non-ACK SETTINGS as first frame.
     pub own_preface_and_settings: bool,
     /// The frame log up to the first request, settings, priorities, the first request's header
-    /// representations, the Akamai variants and the voice description.
-    pub detail: serde_json::Value,
+    /// representations, the Akamai variants and the voice description (left out of stored facts:
+    /// the store derives it again from the prefix bytes).
+    #[serde(default, skip_serializing_if = "RawJson::is_null")]
+    pub detail: RawJson,
 }
 
 /// HTTP/1.x fingerprint of the request head.

@@ -8,6 +8,7 @@ pub mod echo;
 pub mod label;
 pub mod observation;
 pub mod probe;
+pub mod raw_json;
 pub mod store;
 pub mod voice;
 
@@ -21,9 +22,10 @@ pub use label::{
 };
 pub use observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRecord, ConnectionRow, ConnectionSummary,
-    Failure, FirstRequest, Observation, ObservationQuery, RequestRecord, StoredObservation,
-    OBSERVATION_SCHEMA_VERSION,
+    DetailFn, Details, Failure, FirstRequest, Observation, ObservationQuery, RequestRecord,
+    StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
 pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
+pub use raw_json::RawJson;
 pub use store::{Store, StoreError};
 pub use voice::{Bucket, VoiceId};

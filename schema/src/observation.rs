@@ -7,6 +7,7 @@ use crate::echo::{
     Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho,
     ECHO_SCHEMA_VERSION,
 };
+use crate::raw_json::RawJson;
 use crate::voice::Bucket;
 
 /// Version of the observation JSON shape. Bump when a field changes meaning or is removed.
@@ -134,6 +135,9 @@ pub struct ConnectionRow {
     pub requests: u32,
     /// The client sent more decrypted bytes than the capture cap kept.
     pub prefix_truncated: bool,
+    /// Bytes of `prefix` the facts were read from (the rest arrived later): the parsers' detail,
+    /// which the row leaves out, is derived again from these bytes on read.
+    pub analysed_prefix_len: usize,
     /// The ClientHello records as received.
     pub hello: Vec<u8>,
     /// The decrypted client bytes kept by the tap, up to the capture cap.
@@ -364,8 +368,40 @@ pub struct StoredObservation {
     pub observation: Observation,
 }
 
-/// A query over stored observations.
+/// The parsers' detail of one connection, derived from its bytes: the `detail` of
+/// [`TlsEcho`] and of [`Http2Connection`] (`null` where the layer is absent).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Details {
+    /// The decoded ClientHello.
+    pub tls: RawJson,
+    /// The HTTP/2 frame log and what is read from it.
+    pub http2: RawJson,
+}
+
+/// Derives [`Details`] from a connection's ClientHello records, the prefix bytes its facts were
+/// read from, and what it spoke (the echo server's parsers: `exitvoice_echo::analysis::details`).
+pub type DetailFn = fn(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details;
+
+impl ConnectionFacts {
+    /// Whether a parsed layer's detail is missing (left out by the store).
+    pub fn lacks_detail(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.detail.is_null())
+            || self.http2.as_ref().is_some_and(|h| h.detail.is_null())
+    }
+
+    /// Puts `details` into the parsed layers.
+    pub fn set_details(&mut self, details: Details) {
+        if let Some(tls) = &mut self.tls {
+            tls.detail = details.tls;
+        }
+        if let Some(http2) = &mut self.http2 {
+            http2.detail = details.http2;
+        }
+    }
+}
+
+/// A query over stored observations.
+#[derive(Clone, Debug, Default)]
 pub struct ObservationQuery {
     /// Only observations stored under this probe token.
     pub token: Option<String>,
@@ -375,6 +411,9 @@ pub struct ObservationQuery {
     pub limit: u32,
     /// Read the raw ClientHello and prefix bytes too.
     pub raw: bool,
+    /// Fill in the parsers' detail of each connection (the store keeps its bytes, not the
+    /// detail's text); without it, `detail` fields are left out.
+    pub details: Option<DetailFn>,
 }
 
 /// Lowercase hex for byte fields, so the JSON stays readable and `exitvoice inspect` can take it.

@@ -279,8 +279,9 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         })
         .collect();
     let hello_parsed = facts.tls.is_some();
-    let tls_value = facts.tls.as_ref().map(|tls| {
-        let mut value = serde_json::to_value(tls).unwrap_or(Value::Null);
+    let json = analysis.json(hello.unwrap_or_default(), prefix.unwrap_or_default());
+    let tls_value = json.tls.as_ref().map(|tls| {
+        let mut value = tls.to_value();
         if let Value::Object(map) = &mut value {
             map.insert("sni".into(), json!(facts.sni));
             map.insert("alpn".into(), json!(facts.alpn.offered));
@@ -296,7 +297,7 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
             voice_id: h2.voice_id.clone(),
             pseudo_header_order: head.pseudo_header_order.clone(),
             header_order: head.header_order.clone(),
-            detail: h2.detail.clone(),
+            detail: json.http2_detail.clone(),
         })
     });
     let mut http1 = Value::Null;

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use exitvoice_schema::{
-    rfc3339_ms, Alpn, Bucket, ConnectionFacts, FirstRequest, Http1Echo, Peer, PeerPolicy,
+    rfc3339_ms, Alpn, Bucket, ConnectionFacts, FirstRequest, Http1Echo, Peer, PeerPolicy, RawJson,
     RequestPosition, RequestRecord, Spoken, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use http_body_util::BodyExt as _;
@@ -21,7 +21,7 @@ use serde::Serialize;
 use super::{ApiError, ApiState};
 use time::OffsetDateTime;
 
-use crate::analysis::{self, Analysis};
+use crate::analysis::{self, Analysis, EchoJson};
 use crate::capture::{Arrival, Connection};
 use crate::writer::{unix_ms, Job};
 use serde_json::value::RawValue;
@@ -104,6 +104,7 @@ impl Observed {
     fn echo(&self, metrics: &crate::metrics::Metrics) -> EchoView<'_> {
         EchoView::new(
             self.analysis(metrics),
+            self.conn.echo_json(metrics),
             client_peer(&self.conn),
             &self.record,
         )
@@ -184,9 +185,13 @@ struct Http2View<'a> {
 }
 
 impl<'a> EchoView<'a> {
-    fn new(analysis: &'a Analysis, peer: Peer, record: &'a RequestRecord) -> Self {
+    fn new(
+        analysis: &'a Analysis,
+        json: &'a EchoJson,
+        peer: Peer,
+        record: &'a RequestRecord,
+    ) -> Self {
         let facts = &analysis.facts;
-        let json = analysis.json();
         Self {
             schema_version: ECHO_SCHEMA_VERSION,
             time: rfc3339_ms(record.time_unix_ms),
@@ -195,19 +200,15 @@ impl<'a> EchoView<'a> {
             method: &record.method,
             path: &record.path,
             alpn: &facts.alpn,
-            tls: json.tls.as_deref(),
-            http2: facts
-                .http2
-                .as_ref()
-                .zip(json.http2_detail.as_deref())
-                .map(|(h2, detail)| Http2View {
-                    akamai_fingerprint: &h2.akamai_fingerprint,
-                    akamai_fingerprint_hash: &h2.akamai_fingerprint_hash,
-                    voice_id: &h2.voice_id,
-                    pseudo_header_order: &record.pseudo_header_order,
-                    header_order: &record.header_order,
-                    detail,
-                }),
+            tls: json.tls.as_ref().map(RawJson::as_raw),
+            http2: facts.http2.as_ref().map(|h2| Http2View {
+                akamai_fingerprint: &h2.akamai_fingerprint,
+                akamai_fingerprint_hash: &h2.akamai_fingerprint_hash,
+                voice_id: &h2.voice_id,
+                pseudo_header_order: &record.pseudo_header_order,
+                header_order: &record.header_order,
+                detail: json.http2_detail.as_raw(),
+            }),
             http1: record.http1.as_ref(),
             request: RequestPosition {
                 stream_id: record.stream_id,
@@ -230,13 +231,7 @@ pub(super) async fn all(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let analysis = seen.analysis(&state.metrics);
-    Ok(Json(EchoView::new(
-        analysis,
-        client_peer(&seen.conn),
-        &seen.record,
-    ))
-    .into_response())
+    Ok(Json(seen.echo(&state.metrics)).into_response())
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived
@@ -452,14 +447,23 @@ mod tests {
             ip: "127.0.0.1".to_owned(),
             port: 4242,
         };
-        let view = serde_json::to_value(EchoView::new(&analysis, peer.clone(), &record))
+        let json = analysis.json(hello, prefix);
+        let view = serde_json::to_value(EchoView::new(&analysis, json, peer.clone(), &record))
             .expect("serialize");
         let echo: exitvoice_schema::Echo = serde_json::from_value(view).expect("an Echo");
-        assert_eq!(
-            echo,
-            exitvoice_schema::compose_echo(&analysis.facts, peer, &record)
-        );
-        assert!(echo.tls.is_some() && echo.http2.is_some());
+        // The store keeps the facts without the detail and derives it again on read.
+        let mut stored = ConnectionFacts::clone(&analysis.facts);
+        assert!(stored.lacks_detail());
+        stored.set_details(analysis::details(
+            hello,
+            &prefix[..analysis.prefix_len],
+            stored.alpn.spoken,
+        ));
+        assert_eq!(echo, exitvoice_schema::compose_echo(&stored, peer, &record));
+        let tls = echo.tls.as_ref().expect("tls");
+        let http2 = echo.http2.as_ref().expect("http2");
+        assert!(tls.detail.to_value()["cipher_suites"].is_array());
+        assert!(http2.detail.to_value()["frames"].is_array());
         assert_eq!(echo.request.stream_id, Some(1));
     }
 

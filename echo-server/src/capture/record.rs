@@ -11,7 +11,9 @@ use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
 use time::OffsetDateTime;
 
 use super::tap::TapBuffer;
-use crate::analysis::{self, Analysis, ConnectionInput, Follower, LayerError, RequestHead};
+use crate::analysis::{
+    self, Analysis, ConnectionInput, EchoJson, Follower, LayerError, RequestHead,
+};
 use crate::metrics::Metrics;
 
 /// Why a connection failed, typed, with the server's description.
@@ -171,6 +173,13 @@ impl Connection {
             }
             analysis
         })
+    }
+
+    /// The connection-level parts of a full echo, written once from the bytes the analysis read.
+    pub(crate) fn echo_json(&self, metrics: &Metrics) -> &EchoJson {
+        let analysis = self.analysis(metrics);
+        self.tap
+            .with_bytes(|prefix| analysis.json(&self.hello, prefix))
     }
 
     /// The head of request `index`, read from the capture past the heads read before it.

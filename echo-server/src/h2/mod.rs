@@ -20,7 +20,7 @@ mod voice;
 use serde::Serialize;
 
 pub use akamai::{akamai_fingerprint, akamai_fingerprint_hash, akamai_variant, AkamaiVariant};
-pub use echo::{connection, echo};
+pub use echo::{connection, detail, echo};
 pub use error::{H2Error, H2ErrorKind};
 pub use follow::{HeaderFollower, RequestHead};
 pub use frame::{Frame, FrameHeader, FrameType, Payload, PriorityFields, Setting, Settings};

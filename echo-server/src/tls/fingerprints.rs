@@ -1,6 +1,6 @@
 //! All TLS fingerprints of one ClientHello at once, and the echo's TLS section.
 
-use exitvoice_schema::{TlsEcho, VoiceId};
+use exitvoice_schema::{RawJson, TlsEcho, VoiceId};
 use serde::Serialize;
 
 use super::client_hello::ClientHello;
@@ -96,23 +96,27 @@ impl ClientHello<'_> {
     }
 }
 
-/// The echo's TLS section for `hello`: every fingerprint, `resumed`, and the parsed hello as
-/// `detail`.
+/// The echo's TLS section for `hello`: every fingerprint and `resumed`; the parsed hello itself
+/// (`detail`) is written only when an answer or a reader needs it ([`detail`]).
 pub fn echo(hello: &ClientHello<'_>) -> TlsEcho {
     let fp = hello.fingerprints();
     TlsEcho {
-        ja3: fp.ja3().to_owned(),
-        ja3_hash: fp.ja3_hash().to_owned(),
-        ja3n: fp.ja3n().to_owned(),
-        ja3n_hash: fp.ja3n_hash().to_owned(),
-        ja4: fp.ja4().to_owned(),
-        ja4_r: fp.ja4_r().to_owned(),
-        ja4_o: fp.ja4_o().to_owned(),
-        ja4_ro: fp.ja4_ro().to_owned(),
-        voice_id: VoiceId(fp.voice_id().to_owned()),
-        order_id: fp.order_id().to_owned(),
+        ja3: fp.ja3,
+        ja3_hash: fp.ja3_hash,
+        ja3n: fp.ja3n,
+        ja3n_hash: fp.ja3n_hash,
+        ja4: fp.ja4,
+        ja4_r: fp.ja4_r,
+        ja4_o: fp.ja4_o,
+        ja4_ro: fp.ja4_ro,
+        voice_id: VoiceId(fp.voice_id),
+        order_id: fp.order_id,
         resumed: hello.resumed(),
-        // Serializing the model cannot fail (no non-string map keys); Null is the fallback.
-        detail: serde_json::to_value(hello).unwrap_or(serde_json::Value::Null),
+        detail: RawJson::null(),
     }
+}
+
+/// The parsed hello as the echo's `tls.detail`, written straight from the parser's model.
+pub fn detail(hello: &ClientHello<'_>) -> RawJson {
+    RawJson::of(hello)
 }

@@ -24,7 +24,7 @@ pub use enums::{
 };
 pub use error::TlsError;
 pub use extension::{EchBody, Extension, ExtensionBody};
-pub use fingerprints::{echo, TlsFingerprints};
+pub use fingerprints::{detail, echo, TlsFingerprints};
 pub use grease::{is_grease, GREASE_VALUES};
 pub use ja4::alpn_chars;
 pub use list::{KeyShares, ProtocolNames, QuicParameters, Raw, ServerNames, U16List, U8List};

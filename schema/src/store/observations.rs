@@ -7,7 +7,7 @@ use sqlx::{Connection as _, Row as _};
 use super::{Store, StoreError};
 use crate::echo::{Http1Echo, Peer};
 use crate::observation::{
-    compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, Failure, Observation,
+    compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, DetailFn, Failure, Observation,
     ObservationQuery, RequestRecord, StoredObservation, Summary,
 };
 use crate::voice::Bucket;
@@ -68,10 +68,17 @@ impl Store {
         } else {
             "NULL AS hello, NULL AS prefix"
         };
+        // The bytes the detail is derived from: the ClientHello and the analysed prefix.
+        let analysed = if query.details.is_some() {
+            "c.hello AS d_hello, substr(c.prefix, 1, c.analysed_len) AS d_prefix"
+        } else {
+            "NULL AS d_hello, NULL AS d_prefix"
+        };
         let connection_columns = format!(
             "c.conn_id AS c_conn_id, c.time_unix_ms AS c_time, c.peer_ip, c.peer_port, c.sni, \
              c.failure, c.failure_detail, c.requests, c.prefix_truncated, c.facts, \
-             length(c.hello) AS hello_len, length(c.prefix) AS prefix_len, {raw}"
+             c.analysed_len, length(c.hello) AS hello_len, length(c.prefix) AS prefix_len, \
+             {raw}, {analysed}"
         );
         let requests = format!(
             "SELECT r.id AS oid, r.time_unix_ms AS t, 1 AS kind, r.conn_id, r.request_index, r.token, \
@@ -102,7 +109,9 @@ impl Store {
             .bind(i64::from(query.limit))
             .fetch_all(self.pool())
             .await?;
-        rows.iter().map(stored_observation).collect()
+        rows.iter()
+            .map(|row| stored_observation(row, query.details))
+            .collect()
     }
 
     /// Stored observations: requests, plus connections that carried none.
@@ -129,7 +138,10 @@ fn json_column<T: serde::de::DeserializeOwned>(
     Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
 }
 
-fn stored_observation(row: &SqliteRow) -> Result<StoredObservation, StoreError> {
+fn stored_observation(
+    row: &SqliteRow,
+    details: Option<DetailFn>,
+) -> Result<StoredObservation, StoreError> {
     let kind: i64 = row.try_get("kind")?;
     let conn_id: String = row.try_get("conn_id")?;
     let stored_conn: Option<String> = row.try_get("c_conn_id")?;
@@ -139,8 +151,17 @@ fn stored_observation(row: &SqliteRow) -> Result<StoredObservation, StoreError> 
             .unwrap_or_default(),
         port: u16::try_from(row.try_get::<Option<i64>, _>("peer_port")?.unwrap_or(0)).unwrap_or(0),
     };
-    let facts: std::sync::Arc<ConnectionFacts> =
-        std::sync::Arc::new(json_column(row, "facts")?.unwrap_or_default());
+    let mut facts: ConnectionFacts = json_column(row, "facts")?.unwrap_or_default();
+    if let Some(derive) = details.filter(|_| facts.lacks_detail()) {
+        let hello: Option<Vec<u8>> = row.try_get("d_hello")?;
+        let prefix: Option<Vec<u8>> = row.try_get("d_prefix")?;
+        facts.set_details(derive(
+            hello.as_deref().unwrap_or_default(),
+            prefix.as_deref().unwrap_or_default(),
+            facts.alpn.spoken,
+        ));
+    }
+    let facts = std::sync::Arc::new(facts);
     let failure: Option<Failure> = row
         .try_get::<Option<String>, _>("failure")?
         .map(|f| serde_json::from_value(serde_json::Value::String(f)))
@@ -160,6 +181,10 @@ fn stored_observation(row: &SqliteRow) -> Result<StoredObservation, StoreError> 
             prefix_truncated: row
                 .try_get::<Option<bool>, _>("prefix_truncated")?
                 .unwrap_or(false),
+            analysed_prefix_len: row
+                .try_get::<Option<i64>, _>("analysed_len")?
+                .and_then(|n| usize::try_from(n).ok())
+                .unwrap_or(0),
             hello: hello.clone().unwrap_or_default(),
             prefix: prefix.clone().unwrap_or_default(),
         })
@@ -263,12 +288,12 @@ pub(super) async fn insert_rows(
     for row in &batch.connections {
         sqlx::query(
             "INSERT INTO connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
-             failure_detail, requests, prefix_truncated, facts, hello, prefix) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
              failure_detail = excluded.failure_detail, requests = excluded.requests, \
              prefix_truncated = excluded.prefix_truncated, facts = excluded.facts, \
-             prefix = excluded.prefix",
+             prefix = excluded.prefix, analysed_len = excluded.analysed_len",
         )
         .bind(&row.conn_id)
         .bind(row.time_unix_ms)
@@ -282,6 +307,7 @@ pub(super) async fn insert_rows(
         .bind(serde_json::to_string(&row.facts)?)
         .bind(&row.hello)
         .bind(&row.prefix)
+        .bind(i64::try_from(row.analysed_prefix_len).unwrap_or(i64::MAX))
         .execute(&mut *conn)
         .await?;
     }
@@ -327,6 +353,8 @@ pub(super) async fn insert_rows(
 mod tests {
     use super::*;
     use crate::echo::{Alpn, Http2Connection, Spoken};
+    use crate::observation::Details;
+    use crate::raw_json::RawJson;
     use crate::voice::VoiceId;
 
     fn connection(conn_id: &str, time_unix_ms: i64, requests: u32) -> ConnectionRow {
@@ -350,7 +378,7 @@ mod tests {
                     voice_id: VoiceId("h2v1_x".to_owned()),
                     profile: None,
                     own_preface_and_settings: true,
-                    detail: serde_json::json!({"frames": []}),
+                    detail: RawJson::of(&serde_json::json!({"frames": []})),
                 }),
                 ..ConnectionFacts::default()
             }),
@@ -358,6 +386,7 @@ mod tests {
             failure_detail: None,
             requests,
             prefix_truncated: false,
+            analysed_prefix_len: 16,
             hello: vec![0x16, 0x03, 0x01],
             prefix: b"PRI * HTTP/2.0\r\n".to_vec(),
         }
@@ -385,7 +414,80 @@ mod tests {
             since_unix_ms: since,
             limit: 100,
             raw,
+            details: None,
         }
+    }
+
+    /// Stands in for the echo server's parsers: the detail says which bytes it was given.
+    fn describe_bytes(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
+        Details {
+            tls: RawJson::of(&hello.len()),
+            http2: RawJson::of(&(String::from_utf8_lossy(prefix), spoken)),
+        }
+    }
+
+    #[tokio::test]
+    async fn detail_left_out_is_derived_again_from_the_analysed_bytes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("d.db")).await.expect("open");
+        let mut row = connection("a", 1_000, 1);
+        // The live facts carry no detail; the prefix grew past what the facts were read from.
+        row.prefix = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nmore frames".to_vec();
+        row.analysed_prefix_len = 8;
+        let facts = std::sync::Arc::make_mut(&mut row.facts);
+        facts.http2.as_mut().expect("h2").detail = RawJson::null();
+        facts.tls = Some(crate::echo::TlsEcho {
+            ja3: String::new(),
+            ja3_hash: String::new(),
+            ja3n: String::new(),
+            ja3n_hash: String::new(),
+            ja4: "t13d".to_owned(),
+            ja4_r: String::new(),
+            ja4_o: String::new(),
+            ja4_ro: String::new(),
+            voice_id: VoiceId("tlsv2_x".to_owned()),
+            order_id: String::new(),
+            resumed: false,
+            detail: RawJson::null(),
+        });
+        let batch = Batch {
+            connections: vec![row],
+            requests: vec![request("a", 1, None, 1_100)],
+        };
+        store.write_batch(&batch).await.expect("write");
+        let stored: String = sqlx::query_scalar("SELECT facts FROM connections")
+            .fetch_one(store.pool())
+            .await
+            .expect("facts");
+        assert!(!stored.contains("detail"), "no detail stored: {stored}");
+
+        let echo = |list: &[StoredObservation]| match &list[0].observation.summary {
+            Summary::Request(echo) => echo.clone(),
+            other => panic!("a request's echo: {other:?}"),
+        };
+        let plain = store
+            .observations(&query(None, None, false))
+            .await
+            .expect("list");
+        assert!(echo(&plain).tls.expect("tls").detail.is_null());
+        let derived = store
+            .observations(&ObservationQuery {
+                details: Some(describe_bytes),
+                ..query(None, None, false)
+            })
+            .await
+            .expect("list");
+        let derived = echo(&derived);
+        assert_eq!(derived.tls.expect("tls").detail.get(), "3");
+        assert_eq!(
+            derived.http2.expect("h2").detail.get(),
+            r#"["PRI * HT","h2"]"#,
+            "the analysed bytes only, and what was spoken"
+        );
+        assert!(
+            plain[0].observation.prefix.is_empty(),
+            "raw only on request"
+        );
     }
 
     #[tokio::test]
