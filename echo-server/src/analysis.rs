@@ -12,7 +12,7 @@
 use std::sync::{Arc, OnceLock};
 
 use exitvoice_schema::{
-    Alpn, Bucket, ConnectionFacts, Details, Http1Echo, RawJson, Spoken, TlsEcho,
+    Alpn, Bucket, ConnectionFacts, Http1Echo, Layers, RawJson, Spoken, TlsEcho,
 };
 
 use crate::classify::{self, BucketInput};
@@ -93,10 +93,15 @@ impl Analysis {
     }
 }
 
-/// The parsers' detail of a connection's bytes (the decoded ClientHello; the HTTP/2 frame log
-/// when it spoke h2), as [`analyse`] would describe the same bytes: written for full echoes
-/// and, on read, for stored connections, whose rows keep the bytes rather than this text.
-pub fn details(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
+/// The parsers' detail of a connection's bytes: the decoded ClientHello, and the HTTP/2 frame
+/// log when it spoke h2 (`null` where absent).
+struct Details {
+    tls: RawJson,
+    http2: RawJson,
+}
+
+/// The detail of the same bytes [`analyse`] read, written only for a full echo or a reader.
+fn details(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
     let tls = match hello {
         [] => RawJson::null(),
         _ => tls::parse_client_hello(hello).map_or_else(|_| RawJson::null(), |h| tls::detail(&h)),
@@ -109,6 +114,31 @@ pub fn details(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
         _ => RawJson::null(),
     };
     Details { tls, http2 }
+}
+
+/// A stored connection's parsed layers, derived again from its ClientHello, the part of its
+/// prefix its facts were read from, and what it spoke: the store keeps the bytes, and its reader
+/// asks this function for the rest ([`exitvoice_schema::LayersFn`]).
+pub fn layers(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers {
+    let analysis = analyse(&ConnectionInput {
+        hello,
+        prefix,
+        spoken: Some(spoken),
+        ..ConnectionInput::default()
+    });
+    let details = details(hello, prefix, spoken);
+    let facts = Arc::unwrap_or_clone(analysis.facts);
+    Layers {
+        tls: facts.tls.map(|tls| TlsEcho {
+            detail: details.tls,
+            ..tls
+        }),
+        tls_error: facts.tls_error,
+        http2: facts.http2.map(|mut h2| {
+            h2.detail = details.http2;
+            h2
+        }),
+    }
 }
 
 /// Analyses one connection's bytes.

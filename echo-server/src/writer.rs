@@ -315,7 +315,7 @@ impl Writer {
             failure_detail,
             requests,
             prefix_truncated: conn.tap.truncated(),
-            analysed_prefix_len: analysis.prefix_len,
+            analysed_prefix_len: Some(analysis.prefix_len),
             hello: conn.hello.to_vec(),
             prefix,
         }

@@ -164,9 +164,8 @@ pub struct TlsEcho {
     pub order_id: String,
     /// Whether the hello tried to resume (pre_shared_key offered or a non-empty session ticket).
     pub resumed: bool,
-    /// The parsed ClientHello, as the echo server models it (left out of stored facts: the
-    /// store derives it again from the ClientHello bytes).
-    #[serde(default, skip_serializing_if = "RawJson::is_null")]
+    /// The parsed ClientHello, as the echo server models it.
+    #[serde(default)]
     pub detail: RawJson,
 }
 
@@ -184,7 +183,7 @@ pub struct Http2Echo {
     /// Regular header names of this request, wire order.
     pub header_order: Vec<String>,
     /// The frame log, settings, priorities and header representations, as the server models them.
-    #[serde(default, skip_serializing_if = "RawJson::is_null")]
+    #[serde(default)]
     pub detail: RawJson,
 }
 
@@ -203,9 +202,8 @@ pub struct Http2Connection {
     /// The connection opened with its own preface and a non-ACK SETTINGS as first frame.
     pub own_preface_and_settings: bool,
     /// The frame log up to the first request, settings, priorities, the first request's header
-    /// representations, the Akamai variants and the voice description (left out of stored facts:
-    /// the store derives it again from the prefix bytes).
-    #[serde(default, skip_serializing_if = "RawJson::is_null")]
+    /// representations, the Akamai variants and the voice description.
+    #[serde(default)]
     pub detail: RawJson,
 }
 

@@ -22,8 +22,8 @@ pub use label::{
 };
 pub use observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRecord, ConnectionRow, ConnectionSummary,
-    DetailFn, Details, Failure, FirstRequest, Observation, ObservationQuery, RequestRecord,
-    StoredObservation, OBSERVATION_SCHEMA_VERSION,
+    Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery, RequestRecord,
+    StoredFacts, StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
 pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use raw_json::RawJson;

@@ -7,7 +7,6 @@ use crate::echo::{
     Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho,
     ECHO_SCHEMA_VERSION,
 };
-use crate::raw_json::RawJson;
 use crate::voice::Bucket;
 
 /// Version of the observation JSON shape. Bump when a field changes meaning or is removed.
@@ -135,9 +134,10 @@ pub struct ConnectionRow {
     pub requests: u32,
     /// The client sent more decrypted bytes than the capture cap kept.
     pub prefix_truncated: bool,
-    /// Bytes of `prefix` the facts were read from (the rest arrived later): the parsers' detail,
-    /// which the row leaves out, is derived again from these bytes on read.
-    pub analysed_prefix_len: usize,
+    /// Bytes of `prefix` the facts were read from (the rest arrived later): the parsed layers,
+    /// which the row then leaves out, are derived again from these bytes on read. `None` for
+    /// rows moved from the old `observations` table: their facts keep the layers they had.
+    pub analysed_prefix_len: Option<usize>,
     /// The ClientHello records as received.
     pub hello: Vec<u8>,
     /// The decrypted client bytes kept by the tap, up to the capture cap.
@@ -368,40 +368,55 @@ pub struct StoredObservation {
     pub observation: Observation,
 }
 
-/// The parsers' detail of one connection, derived from its bytes: the `detail` of
-/// [`TlsEcho`] and of [`Http2Connection`] (`null` where the layer is absent).
+/// A connection's parsed layers, derived from its bytes: what a connection row does not store
+/// (its ClientHello and prefix say it again) and the store's reader asks the parsers for.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Details {
-    /// The decoded ClientHello.
-    pub tls: RawJson,
-    /// The HTTP/2 frame log and what is read from it.
-    pub http2: RawJson,
+pub struct Layers {
+    /// TLS fingerprints and the decoded ClientHello, when it parsed.
+    pub tls: Option<TlsEcho>,
+    /// Why the ClientHello did not parse, when it did not.
+    pub tls_error: Option<String>,
+    /// The HTTP/2 fingerprints and frame log, when the connection spoke h2.
+    pub http2: Option<Http2Connection>,
 }
 
-/// Derives [`Details`] from a connection's ClientHello records, the prefix bytes its facts were
-/// read from, and what it spoke (the echo server's parsers: `exitvoice_echo::analysis::details`).
-pub type DetailFn = fn(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details;
+/// Derives [`Layers`] from a connection's ClientHello records, the prefix bytes its facts were
+/// read from, and what it spoke: the echo server's parsers (`exitvoice_echo::analysis::layers`),
+/// which this crate does not have.
+pub type LayersFn = fn(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers;
 
 impl ConnectionFacts {
-    /// Whether a parsed layer's detail is missing (left out by the store).
-    pub fn lacks_detail(&self) -> bool {
-        self.tls.as_ref().is_some_and(|t| t.detail.is_null())
-            || self.http2.as_ref().is_some_and(|h| h.detail.is_null())
+    /// The facts as a connection row stores them: only what the bytes cannot say again (the
+    /// handshake's outcome, what was spoken). The layers are derived again on read.
+    pub fn stored(&self) -> StoredFacts<'_> {
+        StoredFacts {
+            sni: self.sni.as_deref(),
+            alpn: &self.alpn,
+            tls_version: self.tls_version.as_deref(),
+            cipher: self.cipher.as_deref(),
+        }
     }
 
-    /// Puts `details` into the parsed layers.
-    pub fn set_details(&mut self, details: Details) {
-        if let Some(tls) = &mut self.tls {
-            tls.detail = details.tls;
-        }
-        if let Some(http2) = &mut self.http2 {
-            http2.detail = details.http2;
-        }
+    /// Puts `layers` in.
+    pub fn set_layers(&mut self, layers: Layers) {
+        self.tls = layers.tls;
+        self.tls_error = layers.tls_error;
+        self.http2 = layers.http2;
     }
+}
+
+/// [`ConnectionFacts`] as a connection row stores them (JSON in the `facts` column; read back
+/// as `ConnectionFacts`, the layers then empty until derived).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct StoredFacts<'a> {
+    sni: Option<&'a str>,
+    alpn: &'a Alpn,
+    tls_version: Option<&'a str>,
+    cipher: Option<&'a str>,
 }
 
 /// A query over stored observations.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ObservationQuery {
     /// Only observations stored under this probe token.
     pub token: Option<String>,
@@ -411,9 +426,6 @@ pub struct ObservationQuery {
     pub limit: u32,
     /// Read the raw ClientHello and prefix bytes too.
     pub raw: bool,
-    /// Fill in the parsers' detail of each connection (the store keeps its bytes, not the
-    /// detail's text); without it, `detail` fields are left out.
-    pub details: Option<DetailFn>,
 }
 
 /// Lowercase hex for byte fields, so the JSON stays readable and `exitvoice inspect` can take it.

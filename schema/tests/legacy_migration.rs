@@ -62,11 +62,14 @@ async fn old_observations_move_to_connections_and_requests_without_loss() {
 
     let store = Store::open(&db).await.expect("open and migrate");
     let listed = store
-        .observations(&ObservationQuery {
-            limit: 100,
-            raw: true,
-            ..ObservationQuery::default()
-        })
+        .observations(
+            &ObservationQuery {
+                limit: 100,
+                raw: true,
+                ..ObservationQuery::default()
+            },
+            |_, _, _| panic!("moved rows keep their layers: nothing is derived"),
+        )
         .await
         .expect("list");
     assert_eq!(listed.len(), old.len(), "every old observation is listed");

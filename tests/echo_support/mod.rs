@@ -275,10 +275,12 @@ pub async fn read_rows(db: &Path) -> Vec<Row> {
     let query = exitvoice_schema::ObservationQuery {
         limit: u32::MAX,
         raw: true,
-        details: Some(exitvoice_echo::analysis::details),
         ..exitvoice_schema::ObservationQuery::default()
     };
-    let rows = store.observations(&query).await.unwrap_or_default();
+    let rows = store
+        .observations(&query, exitvoice_echo::analysis::layers)
+        .await
+        .unwrap_or_default();
     store.pool().close().await;
     rows.into_iter()
         .map(|stored| {

@@ -58,7 +58,7 @@ fn connection(args: &Args, n: u32, now_ms: i64) -> ConnectionRow {
         failure_detail: None,
         requests: 0,
         prefix_truncated: false,
-        analysed_prefix_len: args.prefix_bytes,
+        analysed_prefix_len: Some(args.prefix_bytes),
         hello: vec![0x16; args.hello_bytes],
         prefix: vec![0x50; args.prefix_bytes],
     }

@@ -451,10 +451,9 @@ mod tests {
         let view = serde_json::to_value(EchoView::new(&analysis, json, peer.clone(), &record))
             .expect("serialize");
         let echo: exitvoice_schema::Echo = serde_json::from_value(view).expect("an Echo");
-        // The store keeps the facts without the detail and derives it again on read.
+        // The store keeps the bytes and derives the layers again on read.
         let mut stored = ConnectionFacts::clone(&analysis.facts);
-        assert!(stored.lacks_detail());
-        stored.set_details(analysis::details(
+        stored.set_layers(analysis::layers(
             hello,
             &prefix[..analysis.prefix_len],
             stored.alpn.spoken,

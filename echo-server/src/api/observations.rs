@@ -114,12 +114,15 @@ pub(super) async fn list(
         since_unix_ms,
         limit: params.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
         raw: params.raw,
-        details: Some(crate::analysis::details),
     };
-    let observations = state.store.observations(&query).await.map_err(|error| {
-        tracing::error!(%error, "observations query failed");
-        ApiError::Store
-    })?;
+    let observations = state
+        .store
+        .observations(&query, crate::analysis::layers)
+        .await
+        .map_err(|error| {
+            tracing::error!(%error, "observations query failed");
+            ApiError::Store
+        })?;
     Ok(Json(Observations {
         schema_version: OBSERVATION_SCHEMA_VERSION,
         observations,

@@ -147,8 +147,8 @@ impl OldRow {
             failure_detail: self.failure,
             requests: request.as_ref().map_or(0, |r| r.index),
             prefix_truncated: false,
-            // The old rows' facts keep the detail they were stored with: nothing is derived.
-            analysed_prefix_len: self.prefix.len(),
+            // The old rows' facts keep the layers they were stored with: nothing is derived.
+            analysed_prefix_len: None,
             hello: self.hello,
             prefix: self.prefix,
         });

@@ -1,13 +1,16 @@
 //! The `connections` and `requests` tables: batched writes from the echo server's writer, and the
 //! joined listing of `GET /api/observations`.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{Connection as _, Row as _};
 
 use super::{Store, StoreError};
 use crate::echo::{Http1Echo, Peer};
 use crate::observation::{
-    compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, DetailFn, Failure, Observation,
+    compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, Failure, LayersFn, Observation,
     ObservationQuery, RequestRecord, StoredObservation, Summary,
 };
 use crate::voice::Bucket;
@@ -15,6 +18,8 @@ use crate::voice::Bucket;
 /// Request rows per INSERT statement: 11 parameters each, well under SQLite's limit of 32,766
 /// variables per statement.
 const REQUESTS_PER_STATEMENT: usize = 256;
+/// Connection rows per INSERT statement: 13 parameters each.
+const CONNECTIONS_PER_STATEMENT: usize = 64;
 
 /// What the writer commits in one transaction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -55,30 +60,27 @@ impl Store {
     }
 
     /// Stored observations matching `query`, oldest first: each request joined with its
-    /// connection, and each connection that carried no request.
+    /// connection, and each connection that carried no request. Each connection's parsed layers
+    /// are derived again from its stored bytes by `layers`, once per connection.
     ///
     /// # Errors
     /// Fails if the query fails or a stored row is malformed.
     pub async fn observations(
         &self,
         query: &ObservationQuery,
+        layers: LayersFn,
     ) -> Result<Vec<StoredObservation>, StoreError> {
         let raw = if query.raw {
             "c.hello, c.prefix"
         } else {
             "NULL AS hello, NULL AS prefix"
         };
-        // The bytes the detail is derived from: the ClientHello and the analysed prefix.
-        let analysed = if query.details.is_some() {
-            "c.hello AS d_hello, substr(c.prefix, 1, c.analysed_len) AS d_prefix"
-        } else {
-            "NULL AS d_hello, NULL AS d_prefix"
-        };
+        // The layers are derived from the ClientHello and the analysed part of the prefix.
         let connection_columns = format!(
             "c.conn_id AS c_conn_id, c.time_unix_ms AS c_time, c.peer_ip, c.peer_port, c.sni, \
              c.failure, c.failure_detail, c.requests, c.prefix_truncated, c.facts, \
              c.analysed_len, length(c.hello) AS hello_len, length(c.prefix) AS prefix_len, \
-             {raw}, {analysed}"
+             c.hello AS d_hello, substr(c.prefix, 1, c.analysed_len) AS d_prefix, {raw}"
         );
         let requests = format!(
             "SELECT r.id AS oid, r.time_unix_ms AS t, 1 AS kind, r.conn_id, r.request_index, r.token, \
@@ -109,8 +111,9 @@ impl Store {
             .bind(i64::from(query.limit))
             .fetch_all(self.pool())
             .await?;
+        let mut facts = HashMap::new();
         rows.iter()
-            .map(|row| stored_observation(row, query.details))
+            .map(|row| stored_observation(row, layers, &mut facts))
             .collect()
     }
 
@@ -138,9 +141,26 @@ fn json_column<T: serde::de::DeserializeOwned>(
     Ok(text.map(|t| serde_json::from_str(&t)).transpose()?)
 }
 
+/// A connection's facts: the stored part, and the layers derived again from its bytes (rows
+/// without `analysed_len` keep their layers in `facts`).
+fn connection_facts(row: &SqliteRow, layers: LayersFn) -> Result<ConnectionFacts, StoreError> {
+    let mut facts: ConnectionFacts = json_column(row, "facts")?.unwrap_or_default();
+    if row.try_get::<Option<i64>, _>("analysed_len")?.is_some() {
+        let hello: Option<Vec<u8>> = row.try_get("d_hello")?;
+        let prefix: Option<Vec<u8>> = row.try_get("d_prefix")?;
+        facts.set_layers(layers(
+            hello.as_deref().unwrap_or_default(),
+            prefix.as_deref().unwrap_or_default(),
+            facts.alpn.spoken,
+        ));
+    }
+    Ok(facts)
+}
+
 fn stored_observation(
     row: &SqliteRow,
-    details: Option<DetailFn>,
+    layers: LayersFn,
+    cache: &mut HashMap<String, Arc<ConnectionFacts>>,
 ) -> Result<StoredObservation, StoreError> {
     let kind: i64 = row.try_get("kind")?;
     let conn_id: String = row.try_get("conn_id")?;
@@ -151,17 +171,14 @@ fn stored_observation(
             .unwrap_or_default(),
         port: u16::try_from(row.try_get::<Option<i64>, _>("peer_port")?.unwrap_or(0)).unwrap_or(0),
     };
-    let mut facts: ConnectionFacts = json_column(row, "facts")?.unwrap_or_default();
-    if let Some(derive) = details.filter(|_| facts.lacks_detail()) {
-        let hello: Option<Vec<u8>> = row.try_get("d_hello")?;
-        let prefix: Option<Vec<u8>> = row.try_get("d_prefix")?;
-        facts.set_details(derive(
-            hello.as_deref().unwrap_or_default(),
-            prefix.as_deref().unwrap_or_default(),
-            facts.alpn.spoken,
-        ));
-    }
-    let facts = std::sync::Arc::new(facts);
+    let facts = match cache.get(&conn_id) {
+        Some(facts) => Arc::clone(facts),
+        None => {
+            let facts = Arc::new(connection_facts(row, layers)?);
+            cache.insert(conn_id.clone(), Arc::clone(&facts));
+            facts
+        }
+    };
     let failure: Option<Failure> = row
         .try_get::<Option<String>, _>("failure")?
         .map(|f| serde_json::from_value(serde_json::Value::String(f)))
@@ -173,7 +190,7 @@ fn stored_observation(
             conn_id: conn_id.clone(),
             time_unix_ms: row.try_get::<Option<i64>, _>("c_time")?.unwrap_or(0),
             peer: peer.clone(),
-            facts: std::sync::Arc::clone(&facts),
+            facts: Arc::clone(&facts),
             failure,
             failure_detail: row.try_get("failure_detail")?,
             requests: u32::try_from(row.try_get::<Option<i64>, _>("requests")?.unwrap_or(0))
@@ -183,8 +200,7 @@ fn stored_observation(
                 .unwrap_or(false),
             analysed_prefix_len: row
                 .try_get::<Option<i64>, _>("analysed_len")?
-                .and_then(|n| usize::try_from(n).ok())
-                .unwrap_or(0),
+                .and_then(|n| usize::try_from(n).ok()),
             hello: hello.clone().unwrap_or_default(),
             prefix: prefix.clone().unwrap_or_default(),
         })
@@ -285,31 +301,48 @@ pub(super) async fn insert_rows(
     conn: &mut SqliteConnection,
     batch: &Batch,
 ) -> Result<(), StoreError> {
-    for row in &batch.connections {
-        sqlx::query(
+    // One multi-row statement per chunk, for connections as for requests: each statement is a
+    // round trip to sqlx's SQLite thread, which cost more than the rows themselves
+    // (docs/benchmarks.md). A connection twice in one chunk (its first request, then its end)
+    // is inserted, then updated by the later row.
+    for chunk in batch.connections.chunks(CONNECTIONS_PER_STATEMENT) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
-             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
+             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len) ",
+        );
+        let facts = chunk
+            .iter()
+            .map(|row| match row.analysed_prefix_len {
+                Some(_) => serde_json::to_string(&row.facts.stored()),
+                None => serde_json::to_string(&row.facts),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        insert.push_values(chunk.iter().zip(facts), |mut values, (row, facts)| {
+            values
+                .push_bind(&row.conn_id)
+                .push_bind(row.time_unix_ms)
+                .push_bind(&row.peer.ip)
+                .push_bind(i64::from(row.peer.port))
+                .push_bind(&row.facts.sni)
+                .push_bind(row.failure.map(Failure::as_str))
+                .push_bind(&row.failure_detail)
+                .push_bind(i64::from(row.requests))
+                .push_bind(row.prefix_truncated)
+                .push_bind(facts)
+                .push_bind(&row.hello)
+                .push_bind(&row.prefix)
+                .push_bind(
+                    row.analysed_prefix_len
+                        .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+                );
+        });
+        insert.push(
+            " ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
              failure_detail = excluded.failure_detail, requests = excluded.requests, \
              prefix_truncated = excluded.prefix_truncated, facts = excluded.facts, \
              prefix = excluded.prefix, analysed_len = excluded.analysed_len",
-        )
-        .bind(&row.conn_id)
-        .bind(row.time_unix_ms)
-        .bind(&row.peer.ip)
-        .bind(i64::from(row.peer.port))
-        .bind(&row.facts.sni)
-        .bind(row.failure.map(Failure::as_str))
-        .bind(&row.failure_detail)
-        .bind(i64::from(row.requests))
-        .bind(row.prefix_truncated)
-        .bind(serde_json::to_string(&row.facts)?)
-        .bind(&row.hello)
-        .bind(&row.prefix)
-        .bind(i64::try_from(row.analysed_prefix_len).unwrap_or(i64::MAX))
-        .execute(&mut *conn)
-        .await?;
+        );
+        insert.build().execute(&mut *conn).await?;
     }
     // One multi-row statement per chunk: each statement is a round trip to sqlx's SQLite
     // thread, which cost more than the rows themselves (docs/benchmarks.md).
@@ -353,11 +386,40 @@ pub(super) async fn insert_rows(
 mod tests {
     use super::*;
     use crate::echo::{Alpn, Http2Connection, Spoken};
-    use crate::observation::Details;
+    use crate::observation::Layers;
     use crate::raw_json::RawJson;
     use crate::voice::VoiceId;
 
+    /// Stands in for the echo server's parsers: layers that say which bytes they were read from.
+    fn layers_of_bytes(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers {
+        Layers {
+            tls: None,
+            tls_error: Some(format!("{} bytes of hello", hello.len())),
+            http2: (spoken == Spoken::H2).then(|| Http2Connection {
+                akamai_fingerprint: String::from_utf8_lossy(prefix).into_owned(),
+                akamai_fingerprint_hash: "hash".to_owned(),
+                voice_id: VoiceId("h2v1_x".to_owned()),
+                profile: None,
+                own_preface_and_settings: true,
+                detail: RawJson::of(&serde_json::json!({"frames": []})),
+            }),
+        }
+    }
+
+    /// A connection row whose live facts are what [`layers_of_bytes`] says of its bytes.
     fn connection(conn_id: &str, time_unix_ms: i64, requests: u32) -> ConnectionRow {
+        let hello = vec![0x16, 0x03, 0x01];
+        let prefix = b"PRI * HTTP/2.0\r\n".to_vec();
+        let mut facts = ConnectionFacts {
+            sni: Some("localhost".to_owned()),
+            alpn: Alpn {
+                offered: vec!["h2".to_owned()],
+                negotiated: Some("h2".to_owned()),
+                spoken: Spoken::H2,
+            },
+            ..ConnectionFacts::default()
+        };
+        facts.set_layers(layers_of_bytes(&hello, &prefix, Spoken::H2));
         ConnectionRow {
             conn_id: conn_id.to_owned(),
             time_unix_ms,
@@ -365,30 +427,14 @@ mod tests {
                 ip: "127.0.0.1".to_owned(),
                 port: 5000,
             },
-            facts: std::sync::Arc::new(ConnectionFacts {
-                sni: Some("localhost".to_owned()),
-                alpn: Alpn {
-                    offered: vec!["h2".to_owned()],
-                    negotiated: Some("h2".to_owned()),
-                    spoken: Spoken::H2,
-                },
-                http2: Some(Http2Connection {
-                    akamai_fingerprint: "1:65536|0|0|m,a,s,p".to_owned(),
-                    akamai_fingerprint_hash: "hash".to_owned(),
-                    voice_id: VoiceId("h2v1_x".to_owned()),
-                    profile: None,
-                    own_preface_and_settings: true,
-                    detail: RawJson::of(&serde_json::json!({"frames": []})),
-                }),
-                ..ConnectionFacts::default()
-            }),
+            facts: std::sync::Arc::new(facts),
             failure: None,
             failure_detail: None,
             requests,
             prefix_truncated: false,
-            analysed_prefix_len: 16,
-            hello: vec![0x16, 0x03, 0x01],
-            prefix: b"PRI * HTTP/2.0\r\n".to_vec(),
+            analysed_prefix_len: Some(prefix.len()),
+            hello,
+            prefix,
         }
     }
 
@@ -414,42 +460,17 @@ mod tests {
             since_unix_ms: since,
             limit: 100,
             raw,
-            details: None,
-        }
-    }
-
-    /// Stands in for the echo server's parsers: the detail says which bytes it was given.
-    fn describe_bytes(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
-        Details {
-            tls: RawJson::of(&hello.len()),
-            http2: RawJson::of(&(String::from_utf8_lossy(prefix), spoken)),
         }
     }
 
     #[tokio::test]
-    async fn detail_left_out_is_derived_again_from_the_analysed_bytes() {
+    async fn layers_are_stored_as_bytes_and_derived_again_from_the_analysed_part() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(&dir.path().join("d.db")).await.expect("open");
         let mut row = connection("a", 1_000, 1);
-        // The live facts carry no detail; the prefix grew past what the facts were read from.
+        // The prefix grew past what the facts were read from.
         row.prefix = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nmore frames".to_vec();
-        row.analysed_prefix_len = 8;
-        let facts = std::sync::Arc::make_mut(&mut row.facts);
-        facts.http2.as_mut().expect("h2").detail = RawJson::null();
-        facts.tls = Some(crate::echo::TlsEcho {
-            ja3: String::new(),
-            ja3_hash: String::new(),
-            ja3n: String::new(),
-            ja3n_hash: String::new(),
-            ja4: "t13d".to_owned(),
-            ja4_r: String::new(),
-            ja4_o: String::new(),
-            ja4_ro: String::new(),
-            voice_id: VoiceId("tlsv2_x".to_owned()),
-            order_id: String::new(),
-            resumed: false,
-            detail: RawJson::null(),
-        });
+        row.analysed_prefix_len = Some(8);
         let batch = Batch {
             connections: vec![row],
             requests: vec![request("a", 1, None, 1_100)],
@@ -459,33 +480,27 @@ mod tests {
             .fetch_one(store.pool())
             .await
             .expect("facts");
-        assert!(!stored.contains("detail"), "no detail stored: {stored}");
-
-        let echo = |list: &[StoredObservation]| match &list[0].observation.summary {
-            Summary::Request(echo) => echo.clone(),
-            other => panic!("a request's echo: {other:?}"),
-        };
-        let plain = store
-            .observations(&query(None, None, false))
-            .await
-            .expect("list");
-        assert!(echo(&plain).tls.expect("tls").detail.is_null());
-        let derived = store
-            .observations(&ObservationQuery {
-                details: Some(describe_bytes),
-                ..query(None, None, false)
-            })
-            .await
-            .expect("list");
-        let derived = echo(&derived);
-        assert_eq!(derived.tls.expect("tls").detail.get(), "3");
-        assert_eq!(
-            derived.http2.expect("h2").detail.get(),
-            r#"["PRI * HT","h2"]"#,
-            "the analysed bytes only, and what was spoken"
-        );
         assert!(
-            plain[0].observation.prefix.is_empty(),
+            !stored.contains("http2") && !stored.contains("tls_error"),
+            "only what the bytes cannot say is stored: {stored}"
+        );
+        assert!(stored.contains(r#""negotiated":"h2""#), "{stored}");
+
+        let listed = store
+            .observations(&query(None, None, false), layers_of_bytes)
+            .await
+            .expect("list");
+        let Summary::Request(echo) = &listed[0].observation.summary else {
+            panic!("a request's echo: {:?}", listed[0].observation.summary);
+        };
+        let http2 = echo.http2.as_ref().expect("h2 derived");
+        assert_eq!(
+            http2.akamai_fingerprint, "PRI * HT",
+            "the analysed bytes only"
+        );
+        assert_eq!(echo.alpn.negotiated.as_deref(), Some("h2"));
+        assert!(
+            listed[0].observation.prefix.is_empty(),
             "raw only on request"
         );
     }
@@ -517,7 +532,7 @@ mod tests {
         assert_eq!(store.observation_count().await.expect("count"), 3);
 
         let all = store
-            .observations(&query(None, None, false))
+            .observations(&query(None, None, false), layers_of_bytes)
             .await
             .expect("list");
         let shape: Vec<(&str, u32)> = all
@@ -551,17 +566,42 @@ mod tests {
         );
 
         let raw = store
-            .observations(&query(Some("t2"), None, true))
+            .observations(&query(Some("t2"), None, true), layers_of_bytes)
             .await
             .expect("list");
         assert_eq!(raw.len(), 1);
         assert_eq!(raw[0].observation.hello, [0x16, 0x03, 0x01]);
         assert_eq!(raw[0].observation.request_index, 2);
         let since = store
-            .observations(&query(None, Some(1_200), false))
+            .observations(&query(None, Some(1_200), false), layers_of_bytes)
             .await
             .expect("list");
         assert_eq!(since.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_connection_twice_in_one_batch_is_one_row_with_the_later_state() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("t.db")).await.expect("open");
+        let mut ended = connection("a", 1_000, 3);
+        ended.failure = Some(Failure::IdleTimeout);
+        let batch = Batch {
+            connections: vec![connection("a", 1_000, 1), connection("b", 1_200, 0), ended],
+            requests: vec![request("a", 1, None, 1_100)],
+        };
+        store.write_batch(&batch).await.expect("write");
+        let rows: Vec<(String, i64, Option<String>)> =
+            sqlx::query_as("SELECT conn_id, requests, failure FROM connections ORDER BY id")
+                .fetch_all(store.pool())
+                .await
+                .expect("rows");
+        assert_eq!(
+            rows,
+            [
+                ("a".to_owned(), 3, Some("idle_timeout".to_owned())),
+                ("b".to_owned(), 0, None)
+            ]
+        );
     }
 
     #[tokio::test]
@@ -581,7 +621,7 @@ mod tests {
         assert_eq!(pruned.requests, 2);
         assert_eq!(pruned.connections, 1, "`long` still has a request of 9 000");
         let left = store
-            .observations(&query(None, None, false))
+            .observations(&query(None, None, false), layers_of_bytes)
             .await
             .expect("list");
         assert_eq!(left.len(), 1);
