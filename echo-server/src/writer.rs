@@ -4,7 +4,7 @@
 //! queue (or the `--queue-bytes` budget) is a drop counted by reason. Three kinds of job: a
 //! request's small record; a connection's row when its first request was answered (so its
 //! requests are listed while it stays open); and the connection's end, which updates its row
-//! only when something changed (a failure, more requests, more captured bytes) and analyses a
+//! only when something changed (a failure, more requests) and analyses a
 //! connection that carried no request. One writer task commits them in batches of up to
 //! `batch_size` — when full or `flush_interval` after the first job — and writes the
 //! `--record-dir` files. Every second it prunes what `--retain` and `--max-db-size` say must go,
@@ -304,7 +304,7 @@ impl Writer {
         let facts = Arc::clone(&analysis.facts);
         let prefix = conn.tap.with_bytes(<[u8]>::to_vec);
         let requests = conn.requests();
-        conn.note_queued(requests, prefix.len());
+        conn.note_queued(requests);
         let (failure, failure_detail) = failure.map_or((None, None), |(f, d)| (Some(f), Some(d)));
         ConnectionRow {
             conn_id: conn.id.clone(),

@@ -3,7 +3,7 @@
 //! on first use, the analysis of its bytes and each request's head.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
@@ -51,9 +51,8 @@ pub struct Connection {
     follower: Mutex<Option<Follower>>,
     /// The connection row was queued for the store (by its first request).
     queued: AtomicBool,
-    /// Requests and prefix bytes in the row last written for the store (`u32::MAX`: none).
+    /// Requests in the row last written for the store (`u32::MAX`: none).
     written_requests: AtomicU32,
-    written_prefix: AtomicUsize,
     /// The first request, once it was answered.
     pub(crate) first_request: OnceLock<FirstRequest>,
 }
@@ -94,7 +93,6 @@ impl Connection {
             follower: Mutex::new(None),
             queued: AtomicBool::new(false),
             written_requests: AtomicU32::new(u32::MAX),
-            written_prefix: AtomicUsize::new(0),
             first_request: OnceLock::new(),
         }
     }
@@ -136,17 +134,17 @@ impl Connection {
         !self.queued.swap(true, Ordering::Relaxed)
     }
 
-    /// Notes what the row built for the store holds.
-    pub(crate) fn note_queued(&self, requests: u32, prefix_len: usize) {
-        self.written_prefix.store(prefix_len, Ordering::Relaxed);
+    /// Notes how many requests the row built for the store counts.
+    pub(crate) fn note_queued(&self, requests: u32) {
         self.written_requests.store(requests, Ordering::Relaxed);
     }
 
-    /// Whether a row was built and the connection has not changed since (same requests, same
-    /// captured bytes): storing it again would write the same row.
+    /// Whether a row was built and the connection carried no request since. Bytes that arrived
+    /// after its last request (SETTINGS acknowledgements, WINDOW_UPDATE, GOAWAY) do not make it
+    /// change: the analysis never reads them, and rewriting every connection's row for them
+    /// doubled the store's work per connection (docs/benchmarks.md).
     pub(crate) fn unchanged_since_queued(&self) -> bool {
         self.written_requests.load(Ordering::Relaxed) == self.requests()
-            && self.written_prefix.load(Ordering::Relaxed) == self.tap.len()
     }
 
     /// The connection's analysis: made on the first call, from the bytes captured by then (the
