@@ -31,8 +31,6 @@ use crate::metrics::{DropReason, Metrics};
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
 /// Rows deleted per table per pruning statement: small, so inserts never wait long.
 const PRUNE_BATCH: u32 = 1000;
-/// Connection rows written per transaction at most (each holds its connection's facts).
-const CONNECTION_ROWS_PER_WRITE: usize = 32;
 /// Pruning statements per maintenance tick at most (up to 10,000 rows a second per table).
 const PRUNE_ROUNDS: usize = 10;
 
@@ -272,30 +270,23 @@ impl Writer {
                     }
                 }
             }
-            // A connection row holds its facts (the frame log of a flood can be large): a batch
-            // of many is written in parts, so their memory stays bounded.
-            if batch.connections.len() >= CONNECTION_ROWS_PER_WRITE {
-                self.write(&mut batch, &mut observations).await;
-            }
         }
-        self.write(&mut batch, &mut observations).await;
+        self.write(&batch, observations).await;
     }
 
-    /// Writes and empties `batch`, counting its `observations` as written or lost.
-    async fn write(&self, batch: &mut Batch, observations: &mut usize) {
+    /// Writes `batch` in one transaction, counting its `observations` as written or lost.
+    async fn write(&self, batch: &Batch, observations: usize) {
         if batch.is_empty() {
             return;
         }
         match self.store.write_batch(batch).await {
-            Ok(()) => self.metrics.written(*observations),
+            Ok(()) => self.metrics.written(observations),
             Err(error) => {
                 let rows = batch.connections.len() + batch.requests.len();
                 self.metrics.write_failure(rows);
                 tracing::error!(%error, lost_rows = rows, "observation batch not stored");
             }
         }
-        *batch = Batch::default();
-        *observations = 0;
     }
 
     /// The row of `conn` as it stands now.
