@@ -23,7 +23,8 @@ use crate::dial::Timeouts;
 use crate::drift::DriftConfig;
 use crate::error::ProbeError;
 use crate::exits::{EchoTarget, Exit, SessionMinter};
-use crate::labels::{self, ExitInfo, RouteRule};
+use crate::labels::{self, ExitInfo, Prior, RouteRule};
+use crate::pool;
 use crate::probe::chromium::ChromiumConfig;
 use crate::probe::{self, H2Profile, ProbeOutcome};
 use crate::record::{self, now_rfc3339, ProbeContext};
@@ -356,7 +357,9 @@ pub async fn run_once(
     })
 }
 
-/// Labels of `exits` from the stored history (the last `drift.window` probes of each).
+/// Labels of `exits` from the stored history (the last `drift.window` probes of each, more for
+/// the history and the recovery streak), each compared with the persona's latest baseline and
+/// carrying on from the persona's previous labels snapshot (quarantine, transition).
 ///
 /// # Errors
 /// Store failures.
@@ -366,13 +369,20 @@ pub async fn compute_labels(
     store: &Store,
 ) -> Result<LabelsDoc, StoreError> {
     let persona = config.persona();
-    let window = u32::try_from(config.drift.window.max(labels::HISTORY_LEN)).unwrap_or(u32::MAX);
-    let baseline = store
+    let window = config
+        .drift
+        .window
+        .max(labels::HISTORY_LEN)
+        .max(usize::try_from(config.route.recover_after).unwrap_or(usize::MAX));
+    let window = u32::try_from(window).unwrap_or(u32::MAX);
+    let baseline_record = store
         .recent_probes(None, &persona, 8)
         .await?
-        .iter()
+        .into_iter()
         .rev()
-        .find_map(labels::baseline_of);
+        .find(|r| r.sample.is_some());
+    let baseline_sample = baseline_record.as_ref().and_then(|r| r.sample.as_ref());
+    let previous = store.latest_labels_of(&persona).await?;
     let mut out = Vec::with_capacity(exits.len());
     for exit in exits {
         let records = store
@@ -382,13 +392,28 @@ pub async fn compute_labels(
             name: exit.name.clone(),
             url: exit.redacted_url(),
             tags: exit.tags.clone(),
+            rotate: exit.rotate,
         };
-        out.push(labels::label(&info, &records, &config.route, config.drift));
+        let prior = Prior {
+            baseline: baseline_sample,
+            previous: previous
+                .as_ref()
+                .and_then(|doc| doc.exits.iter().find(|l| l.name == exit.name)),
+        };
+        out.push(labels::label(
+            &info,
+            &records,
+            &config.route,
+            config.drift,
+            prior,
+        ));
     }
     Ok(LabelsDoc {
         schema_version: LABELS_SCHEMA_VERSION,
         generated_at: now_rfc3339(),
-        baseline,
+        persona: Some(persona),
+        baseline: baseline_record.as_ref().and_then(labels::baseline_of),
+        pool: Some(pool::summary(&out)),
         exits: out,
     })
 }

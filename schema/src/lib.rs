@@ -16,8 +16,8 @@ pub use echo::{
     TlsEcho, ECHO_SCHEMA_VERSION,
 };
 pub use label::{
-    Baseline, DriftState, ExitLabel, Flags, HistoryEntry, LabelsDoc, Latency, Route,
-    LABELS_SCHEMA_VERSION,
+    Baseline, Change, DriftState, Egress, ExitLabel, Flags, HistoryEntry, LabelsDoc, Latency, Pool,
+    Route, Transition, LABELS_SCHEMA_VERSION,
 };
 pub use observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRecord, ConnectionRow, ConnectionSummary,
