@@ -40,7 +40,7 @@ fn distinct_egresses_rotate_and_the_pool_passes_preflight() {
     let (code, run) = audit_code(
         &exits,
         &work.path().join("audit.db"),
-        &["--preflight", "--samples", "2", "--min-unique-egress", "4"],
+        &["--preflight", "--samples", "3", "--min-unique-egress", "4"],
     );
     assert_eq!(code, 0, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("preflight: pass"), "{}", run.stdout);
@@ -95,7 +95,7 @@ fn a_failing_pool_exits_3_with_its_reasons() {
     let (code, run) = audit_code(
         &exits,
         &work.path().join("audit.db"),
-        &["--preflight", "--samples", "2", "--min-unique-egress", "3"],
+        &["--preflight", "--samples", "3", "--min-unique-egress", "3"],
     );
     assert_eq!(code, 3, "{}\n{}", run.stdout, run.stderr);
     let out = &run.stdout;
