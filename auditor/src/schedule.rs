@@ -239,10 +239,54 @@ pub async fn run_once(
     store: &Store,
     minter: &mut SessionMinter,
 ) -> Result<RunReport, RunError> {
+    run(exits, None, echo, config, store, minter).await
+}
+
+/// Runs a re-check: a baseline and samples of the exits named in `only`, then the labels of
+/// every exit (the others' from their stored history), so the snapshot stays whole.
+///
+/// # Errors
+/// Store failures; probe failures are recorded, not returned.
+pub async fn run_some(
+    exits: &mut [Exit],
+    only: &[String],
+    echo: &EchoTarget,
+    config: &RunConfig,
+    store: &Store,
+    minter: &mut SessionMinter,
+) -> Result<RunReport, RunError> {
+    run(exits, Some(only), echo, config, store, minter).await
+}
+
+/// The exits whose label changed since `previous`: a new exit, another drift state, or another
+/// route. Under `--every` they are probed again after `--recheck` until they settle.
+pub fn unsettled(previous: Option<&LabelsDoc>, current: &LabelsDoc) -> Vec<String> {
+    current
+        .exits
+        .iter()
+        .filter(|label| {
+            let before = previous.and_then(|doc| doc.exits.iter().find(|l| l.name == label.name));
+            before.is_none_or(|b| b.state != label.state || b.route != label.route)
+        })
+        .map(|label| label.name.clone())
+        .collect()
+}
+
+async fn run(
+    exits: &mut [Exit],
+    only: Option<&[String]>,
+    echo: &EchoTarget,
+    config: &RunConfig,
+    store: &Store,
+    minter: &mut SessionMinter,
+) -> Result<RunReport, RunError> {
     let run_id = new_run_id();
     let persona = config.persona();
+    let selected: Vec<usize> = (0..exits.len())
+        .filter(|&i| only.is_none_or(|names| exits.get(i).is_some_and(|e| names.contains(&e.name))))
+        .collect();
 
-    let planned = 1 + u64::from(config.samples) * u64::try_from(exits.len()).unwrap_or(u64::MAX);
+    let planned = 1 + u64::from(config.samples) * u64::try_from(selected.len()).unwrap_or(u64::MAX);
     config.progress.total.store(planned, Ordering::Relaxed);
     config.progress.done.store(0, Ordering::Relaxed);
     let token = probe::new_token();
@@ -270,7 +314,7 @@ pub async fn run_once(
     let in_flight = Arc::new(InFlight::default());
     let shared_minter = Arc::new(Mutex::new(std::mem::take(minter)));
     let mut tasks = Vec::new();
-    for exit in exits.iter() {
+    for exit in selected.iter().filter_map(|&i| exits.get(i)) {
         let mut exit = exit.clone();
         let echo = echo.clone();
         let config = config.clone();
@@ -335,9 +379,11 @@ pub async fn run_once(
         }));
     }
     let mut records = Vec::new();
-    for (slot, task) in exits.iter_mut().zip(tasks) {
+    for (&index, task) in selected.iter().zip(tasks) {
         let (exit, exit_records) = task.await.map_err(|_| RunError::Task)?;
-        *slot = exit;
+        if let Some(slot) = exits.get_mut(index) {
+            *slot = exit;
+        }
         for record in &exit_records {
             store.insert_probe(record).await?;
         }
@@ -511,6 +557,40 @@ mod tests {
             .unwrap_err();
         assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
         assert_eq!(error.phase(), Some(crate::error::Phase::Tls));
+    }
+
+    #[test]
+    fn unsettled_exits_are_new_or_changed() {
+        let label = |name: &str, state: &str, route: &str| {
+            serde_json::json!({
+                "name": name, "url": "u", "tags": {}, "egress_ips": [], "state": state,
+                "changed_at": null, "bucket": null,
+                "flags": {"tls_preserved": true, "h2_preserved": true, "tls_intercepted": false},
+                "voices": [], "route": route, "route_reason": "r", "samples": 1, "errors": {},
+                "latency": {"p50_ms": null, "p95_ms": null}, "last_probe_at": null,
+                "history": [],
+            })
+        };
+        let doc = |exits: Vec<serde_json::Value>| -> LabelsDoc {
+            serde_json::from_value(serde_json::json!({
+                "schema_version": 2, "generated_at": "t", "baseline": null, "exits": exits,
+            }))
+            .unwrap()
+        };
+        let before = doc(vec![
+            label("same", "stable", "identity"),
+            label("state", "unknown", "anonymous"),
+            label("route", "stable", "anonymous"),
+        ]);
+        let after = doc(vec![
+            label("same", "stable", "identity"),
+            label("state", "stable", "anonymous"),
+            label("route", "stable", "quarantine"),
+            label("new", "unknown", "anonymous"),
+        ]);
+        assert_eq!(unsettled(Some(&before), &after), ["state", "route", "new"]);
+        assert_eq!(unsettled(Some(&after), &after), Vec::<String>::new());
+        assert_eq!(unsettled(None, &before).len(), 3);
     }
 
     #[test]

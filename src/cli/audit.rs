@@ -3,7 +3,9 @@
 //! `audit` reads the exits file, probes every exit (after a direct baseline), stores the probes
 //! and a labels snapshot in the database, prints a one-screen summary table, and writes the
 //! labels JSON with `--labels-out`. `--once` runs once (cron, systemd timers); `--every 1h`
-//! runs forever with ±10% jitter between runs. Logs go to stderr: human-readable on a TTY,
+//! runs forever with ±10% jitter between runs, and probes the exits whose state or route just
+//! changed again after `--recheck` (5 min) until they settle. `--preflight` runs once and exits
+//! 0 when the pool passes, 3 when it fails. Logs go to stderr: human-readable on a TTY,
 //! JSON lines otherwise. Passwords never reach logs, labels or the database (exit URLs are
 //! redacted everywhere).
 
@@ -40,6 +42,10 @@ pub struct Args {
     /// Run forever, one run every DURATION (±10% jitter): `30m`, `1h`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     every: Option<Duration>,
+    /// With --every: exits whose drift state or route changed in a run are probed again after
+    /// DURATION, until they settle, instead of waiting for the next full run.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    recheck: Duration,
     /// Write the labels JSON here after each run.
     #[arg(long, value_name = "FILE")]
     labels_out: Option<PathBuf>,
@@ -299,6 +305,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("opening {}", args.db.display()))?;
     let mut exits = file.exits;
     let mut minter = SessionMinter::new();
+    let mut previous = store.latest_labels_of(&config.persona()).await?;
+    // `None`: a full run; `Some(names)`: a re-check of the exits whose label just changed.
+    let mut recheck: Option<Vec<String>> = None;
+    let mut next_full = tokio::time::Instant::now();
     loop {
         // A progress line on a TTY; structured logs carry the same facts otherwise.
         let ticker = std::io::stderr().is_terminal().then(|| {
@@ -312,7 +322,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             })
         });
-        let result = schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await;
+        let result = match &recheck {
+            None => schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await,
+            Some(names) => {
+                schedule::run_some(&mut exits, names, &echo, &config, &store, &mut minter).await
+            }
+        };
         if let Some(ticker) = ticker {
             ticker.abort();
             eprintln!("\r\x1b[2Kprobes done");
@@ -322,6 +337,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             run = %report.run_id,
             probes = report.records.len(),
             violations = report.violations,
+            recheck = recheck.is_some(),
             "audit run finished"
         );
         if let Some(path) = &args.labels_out {
@@ -351,10 +367,24 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let Some(every) = args.every else {
             return Ok(ExitCode::SUCCESS);
         };
-        let spread = every.as_secs_f64() * 0.1;
-        let wait = every.as_secs_f64() + rand::rng().random_range(-spread..=spread);
+        if recheck.is_none() {
+            let spread = every.as_secs_f64() * 0.1;
+            let wait = every.as_secs_f64() + rand::rng().random_range(-spread..=spread);
+            next_full += Duration::from_secs_f64(wait.max(1.0));
+        }
+        // Exits whose state or route just changed are probed again after --recheck, until they
+        // settle, as long as that comes before the next full run.
+        let unsettled = schedule::unsettled(previous.as_ref(), &report.labels);
+        previous = Some(report.labels);
+        let now = tokio::time::Instant::now();
+        let (wake, next) = if !unsettled.is_empty() && now + args.recheck < next_full {
+            (now + args.recheck, Some(unsettled))
+        } else {
+            (next_full.max(now), None)
+        };
+        recheck = next;
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs_f64(wait.max(1.0))) => {}
+            _ = tokio::time::sleep_until(wake) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
     }
