@@ -280,13 +280,15 @@ fn round_robin_over_two_backends_alternates_over_three_mutates() {
     // Every reason, not only the first: intercepted, and mutating.
     let reasons = rr3["route_reasons"].as_array().unwrap();
     assert_eq!(reasons[0], "tls_intercepted", "{rr3}");
+    assert_eq!(reasons[1], "tls_reoriginated", "{rr3}");
     assert!(reasons.contains(&"state mutating".into()), "{rr3}");
     assert!(reasons.contains(&"tls not preserved".into()), "{rr3}");
 
-    // A router that accepts interception for stateless work: mutating is `stateless`.
+    // A router that accepts interception and re-originated TLS for stateless work: mutating is
+    // `stateless`.
     let lenient = work.path().join("lenient.toml");
     let mut text = std::fs::read_to_string(&exits).unwrap();
-    text.push_str("\n[route]\nquarantine_intercepted = false\n");
+    text.push_str("\n[route]\nquarantine_intercepted = false\nquarantine_reoriginated = false\n");
     std::fs::write(&lenient, text).unwrap();
     let run = audit(
         &lenient,

@@ -5,7 +5,9 @@
 //! any reason asks for, and `route_reasons` lists every reason, most severe first:
 //! 1. **quarantine** if the exit is *failing* (no successful sample in the window, or a share of
 //!    failed probes ≥ `quarantine_error_ratio`), if any sample was *intercepted*
-//!    (`quarantine_intercepted`), if any sample's bucket is in `quarantine_buckets` (default D),
+//!    (`quarantine_intercepted`) or its TLS voice was not the baseline's (*re-originated*,
+//!    `quarantine_reoriginated`), if a `rotate = true` exit did not rotate, if a sample left from
+//!    the baseline's egress (`quarantine_not_proxied`, off by default), if any sample's bucket is in `quarantine_buckets` (default D),
 //!    or if the drift state is in `quarantine_states` (default none);
 //! 2. **stateless** if the drift state is in `stateless_states` (default mutating: every
 //!    request may leave with another voice, fine for work that keeps no session) or a sample's
@@ -63,6 +65,9 @@ pub struct RouteRule {
     pub quarantine_states: Vec<DriftState>,
     /// Whether an intercepted sample quarantines the exit.
     pub quarantine_intercepted: bool,
+    /// Whether a sample with a TLS voice other than the baseline's (re-originated TLS)
+    /// quarantines the exit, as interception does.
+    pub quarantine_reoriginated: bool,
     /// Failed share of the window's probes at or above which the exit is failing.
     pub quarantine_error_ratio: f64,
     /// Whether a sample leaving from the direct baseline's egress quarantines the exit. Off by
@@ -87,6 +92,7 @@ impl Default for RouteRule {
             quarantine_buckets: vec![Bucket::D],
             quarantine_states: vec![],
             quarantine_intercepted: true,
+            quarantine_reoriginated: true,
             quarantine_error_ratio: 0.5,
             quarantine_not_proxied: false,
             stateless_states: vec![DriftState::Mutating],
@@ -193,6 +199,7 @@ pub fn label(
         not_proxied: prior
             .baseline
             .is_some_and(|b| samples.iter().any(|(_, s)| s.egress_ip == b.egress_ip)),
+        tls_reoriginated: samples.iter().any(|(_, s)| s.tls_preserved == Some(false)),
     };
     let mut errors: BTreeMap<String, u32> = BTreeMap::new();
     for failure in window.iter().filter_map(|r| r.error.as_ref()) {
@@ -337,6 +344,9 @@ impl Verdict<'_> {
         if rule.quarantine_intercepted && self.flags.tls_intercepted {
             quarantine.push("tls_intercepted".to_owned());
         }
+        if rule.quarantine_reoriginated && self.flags.tls_reoriginated {
+            quarantine.push("tls_reoriginated".to_owned());
+        }
         if self.not_rotating {
             quarantine.push("not_rotating".to_owned());
         }
@@ -406,12 +416,13 @@ fn sticky_broken(samples: &[(&ProbeRecord, &Sample)]) -> bool {
     })
 }
 
-/// Consecutive clean probes, newest back: successful, not intercepted (when interception
-/// quarantines), in no quarantine bucket.
+/// Consecutive clean probes, newest back: successful, not intercepted and not re-originated
+/// (when those quarantine), in no quarantine bucket.
 fn clean_streak(records: &[ProbeRecord], rule: &RouteRule) -> u32 {
     let clean = |r: &&ProbeRecord| {
         r.sample.as_ref().is_some_and(|s| {
             !(rule.quarantine_intercepted && s.tls_intercepted)
+                && !(rule.quarantine_reoriginated && s.tls_preserved == Some(false))
                 && s.bucket
                     .is_none_or(|b| !rule.quarantine_buckets.contains(&b))
         })
@@ -631,6 +642,7 @@ mod tests {
             label.route_reasons,
             [
                 "tls_intercepted",
+                "tls_reoriginated",
                 "bucket D",
                 "state mutating",
                 "tls not preserved",

@@ -14,6 +14,7 @@ use crate::voice::Bucket;
 ///
 /// 2: the `stateless` route, `route_reasons`, quarantine recovery (`quarantined_since`,
 /// `recovered_at`, `clean_samples`, `transition`), `changes`, `egress`, `flags.not_proxied`,
+/// `flags.tls_reoriginated`,
 /// the document's `persona` and `pool`;
 /// `mutating` is `stateless` by default instead of `quarantine` (auditor/README.md, "Version 1
 /// readers").
@@ -122,6 +123,11 @@ pub struct Flags {
     /// nothing, or the exit list points at the auditor's own host.
     #[serde(default)]
     pub not_proxied: bool,
+    /// At least one sample's TLS voice was not the baseline's. Every persona's voice is its
+    /// own, so a changed voice means something terminated the client's TLS and spoke its own,
+    /// whether or not the certificate check caught it.
+    #[serde(default)]
+    pub tls_reoriginated: bool,
 }
 
 /// Where an exit's samples left from, over its window.
