@@ -421,10 +421,12 @@ fn sticky_broken(samples: &[(&ProbeRecord, &Sample)]) -> bool {
 fn clean_streak(records: &[ProbeRecord], rule: &RouteRule) -> u32 {
     let clean = |r: &&ProbeRecord| {
         r.sample.as_ref().is_some_and(|s| {
-            !(rule.quarantine_intercepted && s.tls_intercepted)
-                && !(rule.quarantine_reoriginated && s.tls_preserved == Some(false))
-                && s.bucket
-                    .is_none_or(|b| !rule.quarantine_buckets.contains(&b))
+            let intercepted = rule.quarantine_intercepted && s.tls_intercepted;
+            let reoriginated = rule.quarantine_reoriginated && s.tls_preserved == Some(false);
+            let bucket = s
+                .bucket
+                .is_some_and(|b| rule.quarantine_buckets.contains(&b));
+            !(intercepted || reoriginated || bucket)
         })
     };
     u32::try_from(records.iter().rev().take_while(clean).count()).unwrap_or(u32::MAX)
