@@ -273,6 +273,14 @@ fn round_robin_over_two_backends_alternates_over_three_mutates() {
     let rr2 = run.exit("rr2");
     assert_eq!(rr2["state"], "alternating", "{rr2}");
     assert_eq!(rr2["voices"].as_array().unwrap().len(), 2, "{rr2}");
+    // Squid passes the auditor's ClientHello, mitmproxy sends its own: the switch says so.
+    let switch = rr2["switch_changes"].as_array().unwrap();
+    assert!(
+        switch
+            .iter()
+            .any(|c| c["layer"] == "tls" && c["field"] == "cipher_suites"),
+        "{rr2}"
+    );
     let rr3 = run.exit("rr3");
     assert_eq!(rr3["state"], "mutating", "{rr3}");
     assert_eq!(rr3["voices"].as_array().unwrap().len(), 3, "{rr3}");

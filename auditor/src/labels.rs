@@ -259,6 +259,22 @@ pub fn label(
             at,
         }),
     };
+    // The last switch: the newest sample against the latest one that spoke another voice.
+    let switch_changes = newest
+        .and_then(|newest| {
+            let voice = newest.voice();
+            comparable
+                .iter()
+                .rev()
+                .find(|(_, s)| s.voice() != voice)
+                .map(|(_, before)| {
+                    changes::between(
+                        &changes::VoiceView::of_echo(&before.echo),
+                        &changes::VoiceView::of_echo(&newest.echo),
+                    )
+                })
+        })
+        .unwrap_or_default();
     let changes = match (prior.baseline, newest) {
         (Some(baseline), Some(newest))
             if !(newest.tls_preserved == Some(true) && newest.h2_preserved == Some(true)) =>
@@ -293,6 +309,7 @@ pub fn label(
         clean_samples,
         transition,
         changes,
+        switch_changes,
         samples: u32::try_from(samples.len()).unwrap_or(u32::MAX),
         errors,
         latency: Latency {
@@ -800,6 +817,33 @@ mod tests {
         assert!(judge(&info(), &broken, &rule).egress.sticky_broken);
     }
 
+    /// Issue 15 §6: a switch of voice says which fields changed across it.
+    #[test]
+    fn a_switch_says_what_changed() {
+        let records: Vec<_> = (1..=4)
+            .map(|i| {
+                let mut record = ok(i, if i <= 2 { "a" } else { "b" }, Bucket::A, true, false);
+                if let Some(sample) = record.sample.as_mut() {
+                    sample.echo.alpn.negotiated =
+                        Some(if i <= 2 { "h2" } else { "http/1.1" }.into());
+                }
+                record
+            })
+            .collect();
+        let label = route(&records);
+        assert_eq!(label.switch_changes.len(), 1, "{:?}", label.switch_changes);
+        let change = &label.switch_changes[0];
+        assert_eq!(
+            (change.layer.as_str(), change.field.as_str()),
+            ("alpn", "negotiated")
+        );
+        assert_eq!(
+            (change.before.as_str(), change.after.as_str()),
+            ("h2", "http/1.1")
+        );
+        assert!(route(&records[..2]).switch_changes.is_empty(), "one voice");
+    }
+
     #[test]
     fn library_h2_is_anonymous_and_rule_is_configurable() {
         let records: Vec<_> = (1..=4)
@@ -964,6 +1008,7 @@ mod tests {
             "clean_samples",
             "transition",
             "changes",
+            "switch_changes",
             "samples",
             "errors",
             "latency",

@@ -234,6 +234,10 @@ pub struct ExitLabel {
     /// empty when the voice is preserved.
     #[serde(default)]
     pub changes: Vec<Change>,
+    /// When the window holds more than one voice: what differs between the newest sample and
+    /// the latest sample of another voice (the last switch), field by field; else empty.
+    #[serde(default)]
+    pub switch_changes: Vec<Change>,
     /// Successful samples in the window.
     pub samples: u32,
     /// Failed probes in the window by error class.
