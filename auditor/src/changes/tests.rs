@@ -234,3 +234,48 @@ fn odd_shapes_do_not_panic() {
         let _ = diff(&odd, &odd);
     }
 }
+
+/// Any JSON tree, nested a few levels, with the echo's key names mixed in.
+fn json_tree() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let key = prop::sample::select(vec![
+        "value",
+        "name",
+        "type",
+        "body",
+        "kind",
+        "group",
+        "extensions",
+        "cipher_suites",
+        "legacy_version",
+        "request",
+        "priority",
+        "x",
+    ]);
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u16>().prop_map(Value::from),
+        "[a-z0-9_/.]{0,8}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(4, 64, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((key.clone(), inner), 0..6).prop_map(|pairs| {
+                Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+            }),
+        ]
+    })
+}
+
+proptest::proptest! {
+    /// The detail comes from the echo, through an exit that may be hostile: any shape is read
+    /// without a panic, and a voice never differs from itself.
+    #[test]
+    fn arbitrary_detail_never_panics(detail in json_tree(), akamai in "[0-9:;,|a-z]{0,40}") {
+        let odd = echo(detail, &akamai, CHROME_PSEUDO);
+        let _ = diff(&chrome_like(0x0a0a, false), &odd);
+        proptest::prop_assert!(diff(&odd, &odd).is_empty());
+    }
+}
