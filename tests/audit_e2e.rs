@@ -225,6 +225,27 @@ fn mitmproxy_is_intercepted_and_its_voice_recorded() {
     assert_eq!(code, 1, "voices differ: {stdout}");
     let printed: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(&printed, &label["changes"]);
+    // And so do the echo server's stored observations of the same two probes. The echo stores
+    // a connection's requests asynchronously (at the latest when the connection closes, which
+    // mitmproxy may delay upstream): poll a bounded while.
+    let echo_db = echo.dir.path().join("echo.db");
+    let echo_db = echo_db.to_str().unwrap();
+    let no_db = work.path().join("none.db");
+    let started = std::time::Instant::now();
+    let (code, stdout) = loop {
+        let (code, stdout) = support::diff(
+            &["--echo-db", echo_db, baseline_token, mitm_token, "--json"],
+            &no_db,
+        );
+        if code != 2 || started.elapsed() > std::time::Duration::from_secs(70) {
+            break (code, stdout);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert_eq!(code, 1, "voices differ: {stdout}");
+    let stored: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(&stored, &label["changes"]);
+    assert!(!no_db.exists(), "diff never creates a database");
     let (code, stdout) = support::diff(&[mitm_token, mitm_token], &db);
     assert_eq!((code, stdout.as_str()), (0, "no voice field differs\n"));
 }

@@ -326,6 +326,8 @@ pub fn diff(args: &[&str], db: &Path) -> (i32, String) {
         .args(args)
         .output()
         .expect("run exitvoice diff");
+    // Shown with a failing test's output.
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
     (
         output.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&output.stdout).into_owned(),
