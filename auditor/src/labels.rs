@@ -7,8 +7,9 @@
 //!    failed probes ≥ `quarantine_error_ratio`), if any sample was *intercepted*
 //!    (`quarantine_intercepted`) or its TLS voice was not the baseline's (*re-originated*,
 //!    `quarantine_reoriginated`), if a `rotate = true` exit did not rotate, if a sample left from
-//!    the baseline's egress (`quarantine_not_proxied`, off by default), if any sample's bucket is in `quarantine_buckets` (default D),
-//!    or if the drift state is in `quarantine_states` (default none);
+//!    the baseline's egress (`quarantine_not_proxied`, off by default), if any sample's bucket
+//!    is in `quarantine_buckets` (default D), or if the drift state is in `quarantine_states`
+//!    (default none);
 //! 2. **stateless** if the drift state is in `stateless_states` (default mutating: every
 //!    request may leave with another voice, fine for work that keeps no session) or a sample's
 //!    bucket is in `stateless_buckets` (default none);
@@ -19,7 +20,8 @@
 //! # Recovery
 //! A quarantined exit (its previous label's route) stays quarantined, with the reason
 //! `recovering: k of N clean probes`, until its newest `recover_after` probes (default 4) are all
-//! clean: successful, not intercepted, in no quarantine bucket. `quarantined_since` is the
+//! clean: successful, not intercepted or re-originated (when those quarantine), in no quarantine
+//! bucket. `quarantined_since` is the
 //! newest probe when it entered quarantine, `recovered_at` the newest probe when it left, and
 //! `transition` the last change of route (`from`, `to`, `at`), kept until the next one.
 //!
@@ -36,7 +38,16 @@
 //!   fresh connection's first client stream is 1 (RFC 9113 section 5.1.1), so either means the
 //!   exit put the request on a connection it shares or reuses: the evidence for bucket C;
 //! - `tls_intercepted`: at least one sample was answered with a certificate other than the pinned
-//!   one.
+//!   one;
+//! - `tls_reoriginated`: at least one sample's TLS voice was not the baseline's (every persona's
+//!   voice is its own: a changed one was spoken by whoever terminated the client's TLS);
+//! - `not_proxied`: at least one sample left from the baseline's egress address.
+//!
+//! # Egress and changes
+//! `egress` counts the window's egress addresses, checks that a `rotate = true` exit rotates
+//! (at least two samples, at least two addresses) and that a gateway session keeps its address;
+//! `changes` and `switch_changes` say field by field what differs from the baseline and across
+//! the last voice switch ([`crate::changes`]).
 //!
 //! A sample without a baseline has no comparisons, so its label shows the `*_preserved` flags
 //! false and `remuxed` false.
