@@ -13,8 +13,9 @@
 //! The pin: Chromium itself checks the echo's certificate by its SPKI pin
 //! (`--ignore-certificate-errors-spki-list=<base64 sha256>`, no blanket
 //! `--ignore-certificate-errors`), so a certificate swapped by an interceptor fails the load.
-//! The probe then loads the page once more without the pin, to record the interceptor's voice,
-//! and reports the certificate as not pinned (`tls_intercepted`). The shim never sees the
+//! The probe then loads the page without the pin, to record the interceptor's voice, and once
+//! more with it (a passing network error is not interception); when only the pin-less load
+//! works, the certificate is reported as not pinned (`tls_intercepted`). The shim never sees the
 //! certificate (it is inside the tunnel), so the interceptor's SPKI and issuer are unknown.
 
 use std::path::PathBuf;
@@ -168,19 +169,30 @@ pub async fn probe(
                 pinned: true,
             },
         ),
-        // The page did not load with the pin: if it loads without, someone else's certificate
-        // answered. Otherwise the first failure stands.
+        // The page did not load with the pin. If it loads without, and still not with it (so a
+        // passing network error is not taken for interception), someone else's certificate
+        // answered: the pin-less load recorded their voice.
         Err(pinned_error @ ProbeError::BadEcho(_)) => {
-            match load(exit, echo, token, timeouts, config, None).await {
+            let Ok(unpinned) = load(exit, echo, token, timeouts, config, None).await else {
+                return Err(pinned_error);
+            };
+            match load(exit, echo, token, timeouts, config, Some(&pin)).await {
                 Ok(echo_json) => (
                     echo_json,
+                    CertView {
+                        spki_sha256: echo.spki_sha256,
+                        issuer: UNREAD_ISSUER.to_owned(),
+                        pinned: true,
+                    },
+                ),
+                Err(_) => (
+                    unpinned,
                     CertView {
                         spki_sha256: [0; 32],
                         issuer: UNREAD_ISSUER.to_owned(),
                         pinned: false,
                     },
                 ),
-                Err(_) => return Err(pinned_error),
             }
         }
         Err(error) => return Err(error),
