@@ -98,6 +98,21 @@ fn tunnelling_proxies_keep_the_voice_and_labels_repeat() {
             serde_json::json!(["stable, browser-shaped, preserved"])
         );
         assert_eq!(label["changes"], serde_json::json!([]), "{name}: {label}");
+        // Coherence: the rustls persona with Chrome's h2 is incoherent on purpose; a tunnel
+        // keeps exactly that.
+        let coherence = &label["coherence"];
+        assert_eq!(coherence["tls_family"]["name"], "rustls", "{name}: {label}");
+        assert_eq!(
+            coherence["http_family"]["name"], "chrome",
+            "{name}: {label}"
+        );
+        assert_eq!(
+            coherence["reasons"],
+            serde_json::json!(["tls_family_ne_http_family"])
+        );
+        assert_eq!(coherence["score"], coherence["baseline_score"]);
+        assert_eq!(coherence["kept"], true, "{name}: {label}");
+        assert_eq!(label["coherence_dropped_at"], serde_json::Value::Null);
         assert_eq!(label["quarantined_since"], serde_json::Value::Null);
         assert_eq!(label["samples"], 4, "{name}: {label}");
         assert_eq!(label["egress_ips"], serde_json::json!(["127.0.0.1"]));

@@ -43,6 +43,20 @@ fn downgrading_gateway_is_bucket_d_and_quarantined() {
         (&spoken["before"], &spoken["after"]),
         (&"h2".into(), &"http/1.1".into())
     );
+    // ALPN said h2, HTTP/1.1 was spoken: a reason the baseline does not have.
+    let coherence = &label["coherence"];
+    assert!(
+        coherence["reasons"]
+            .as_array()
+            .unwrap()
+            .contains(&"alpn_h2_spoke_http1".into()),
+        "{label}"
+    );
+    assert_eq!(coherence["kept"], false, "{label}");
+    assert_eq!(
+        label["coherence_dropped_at"], label["history"][0]["at"],
+        "{label}"
+    );
 }
 
 #[test]

@@ -43,6 +43,11 @@
 //!   voice is its own: a changed one was spoken by whoever terminated the client's TLS);
 //! - `not_proxied`: at least one sample left from the baseline's egress address.
 //!
+//! # Coherence
+//! `coherence` is the newest sample's ([`crate::coherence`]) with the baseline's score beside
+//! it; `kept` when no sample of the window has a reason the baseline lacks, else
+//! `coherence_dropped_at` is the first sample that did.
+//!
 //! # Egress and changes
 //! `egress` counts the window's egress addresses, checks that a `rotate = true` exit rotates
 //! (at least two samples, at least two addresses) and that a gateway session keeps its address;
@@ -55,8 +60,8 @@
 use std::collections::BTreeMap;
 
 use exitvoice_schema::{
-    Baseline, Bucket, DriftState, Egress, ExitLabel, Flags, HistoryEntry, Latency, ProbeRecord,
-    Route, Sample, Transition,
+    Baseline, Bucket, DriftState, Egress, ExitCoherence, ExitLabel, Flags, HistoryEntry, Latency,
+    ProbeRecord, Route, Sample, Transition,
 };
 use serde::Deserialize;
 
@@ -298,6 +303,31 @@ pub fn label(
         _ => Vec::new(),
     };
 
+    // Coherence is judged against the baseline's: a sample keeps it when it has no reason the
+    // baseline lacks (the rustls persona with the chrome profile is incoherent on purpose).
+    let baseline_coherence = prior.baseline.and_then(|b| b.coherence.as_ref());
+    let keeps = |sample: &Sample| {
+        sample.coherence.as_ref().is_none_or(|c| {
+            c.reasons
+                .iter()
+                .all(|r| baseline_coherence.is_some_and(|b| b.reasons.contains(r)))
+        })
+    };
+    let coherence_dropped_at = samples
+        .iter()
+        .find(|(_, s)| !keeps(s))
+        .map(|(r, _)| r.started_at.clone());
+    let coherence = newest
+        .and_then(|s| s.coherence.as_ref())
+        .map(|c| ExitCoherence {
+            score: c.score,
+            reasons: c.reasons.clone(),
+            tls_family: c.tls_family.clone(),
+            http_family: c.http_family.clone(),
+            baseline_score: baseline_coherence.map(|b| b.score),
+            kept: coherence_dropped_at.is_none(),
+        });
+
     let mut latencies: Vec<u64> = samples.iter().filter_map(|(r, _)| r.latency_ms).collect();
     latencies.sort_unstable();
     let history_start = records.len().saturating_sub(HISTORY_LEN);
@@ -321,6 +351,8 @@ pub fn label(
         transition,
         changes,
         switch_changes,
+        coherence,
+        coherence_dropped_at,
         samples: u32::try_from(samples.len()).unwrap_or(u32::MAX),
         errors,
         latency: Latency {
@@ -533,6 +565,7 @@ mod tests {
                 h2_preserved: Some(preserved),
                 alpn_preserved: Some(preserved),
                 remuxed: Some(false),
+                coherence: None,
                 echo: echo(),
             }),
         }
@@ -1020,6 +1053,8 @@ mod tests {
             "transition",
             "changes",
             "switch_changes",
+            "coherence",
+            "coherence_dropped_at",
             "samples",
             "errors",
             "latency",

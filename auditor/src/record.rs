@@ -103,6 +103,7 @@ fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
             .map(|c| hex::encode(c.spki_sha256))
             .unwrap_or_default(),
         cert_issuer: outcome.cert.map(|c| c.issuer),
+        coherence: Some(crate::coherence::of_echo(&echo)),
         echo,
     }
 }

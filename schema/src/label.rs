@@ -8,13 +8,14 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::probe::Family;
 use crate::voice::Bucket;
 
 /// Version of the labels JSON. Bump when a field changes meaning or is removed.
 ///
 /// 2: the `stateless` route, `route_reasons`, quarantine recovery (`quarantined_since`,
 /// `recovered_at`, `clean_samples`, `transition`), `changes`, `egress`, `flags.not_proxied`,
-/// `flags.tls_reoriginated`,
+/// `flags.tls_reoriginated`, `coherence`, `coherence_dropped_at`, `switch_changes`,
 /// the document's `persona` and `pool`;
 /// `mutating` is `stateless` by default instead of `quarantine` (auditor/README.md, "Version 1
 /// readers").
@@ -238,6 +239,13 @@ pub struct ExitLabel {
     /// the latest sample of another voice (the last switch), field by field; else empty.
     #[serde(default)]
     pub switch_changes: Vec<Change>,
+    /// Coherence of the newest sample, judged against the baseline's; `None` without a sample.
+    #[serde(default)]
+    pub coherence: Option<ExitCoherence>,
+    /// The first sample in the window whose coherence fell below the baseline's (a reason the
+    /// baseline does not have); `None` while every sample keeps it.
+    #[serde(default)]
+    pub coherence_dropped_at: Option<String>,
     /// Successful samples in the window.
     pub samples: u32,
     /// Failed probes in the window by error class.
@@ -279,4 +287,21 @@ pub struct Change {
     pub removed: Vec<String>,
     /// The items both sides share come in another order.
     pub reordered: bool,
+}
+
+/// An exit's coherence: its newest sample's, and whether its window keeps the baseline's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExitCoherence {
+    /// The newest sample's score.
+    pub score: f64,
+    /// The newest sample's reasons.
+    pub reasons: Vec<String>,
+    /// The family the newest sample's TLS voice looks like.
+    pub tls_family: Option<Family>,
+    /// The family the newest sample's HTTP/2 voice looks like.
+    pub http_family: Option<Family>,
+    /// The baseline's score, when there is a baseline.
+    pub baseline_score: Option<f64>,
+    /// Every sample of the window has no reason the baseline lacks.
+    pub kept: bool,
 }

@@ -16,14 +16,14 @@ pub use echo::{
     TlsEcho, ECHO_SCHEMA_VERSION,
 };
 pub use label::{
-    Baseline, Change, DriftState, Egress, ExitLabel, Flags, HistoryEntry, LabelsDoc, Latency, Pool,
-    Route, Transition, LABELS_SCHEMA_VERSION,
+    Baseline, Change, DriftState, Egress, ExitCoherence, ExitLabel, Flags, HistoryEntry, LabelsDoc,
+    Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
 pub use observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRecord, ConnectionRow, ConnectionSummary,
     Failure, FirstRequest, Observation, ObservationQuery, RequestRecord, StoredObservation,
     OBSERVATION_SCHEMA_VERSION,
 };
-pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
+pub use probe::{Coherence, Family, ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use store::{Store, StoreError};
 pub use voice::{Bucket, VoiceId};
