@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use exitvoice_schema::{LabelsDoc, ProbeRecord, Sample, Store, StoreError, LABELS_SCHEMA_VERSION};
+use exitvoice_schema::{
+    ExitLabel, LabelsDoc, ProbeRecord, Sample, Store, StoreError, LABELS_SCHEMA_VERSION,
+};
 use rand::Rng;
 use tokio::sync::Semaphore;
 
@@ -258,15 +260,18 @@ pub async fn run_some(
     run(exits, Some(only), echo, config, store, minter).await
 }
 
-/// The exits whose label changed since `previous`: a new exit, another drift state, or another
-/// route. Under `--every` they are probed again after `--recheck` until they settle.
+/// The exits whose label changed since `previous`: a new exit, another drift state, another
+/// route, or coherence kept or lost. Under `--every` they are probed again after `--recheck` until they settle.
 pub fn unsettled(previous: Option<&LabelsDoc>, current: &LabelsDoc) -> Vec<String> {
     current
         .exits
         .iter()
         .filter(|label| {
             let before = previous.and_then(|doc| doc.exits.iter().find(|l| l.name == label.name));
-            before.is_none_or(|b| b.state != label.state || b.route != label.route)
+            let kept = |l: &ExitLabel| l.coherence.as_ref().map(|c| c.kept);
+            before.is_none_or(|b| {
+                b.state != label.state || b.route != label.route || kept(b) != kept(label)
+            })
         })
         .map(|label| label.name.clone())
         .collect()
@@ -589,6 +594,16 @@ mod tests {
             label("new", "unknown", "anonymous"),
         ]);
         assert_eq!(unsettled(Some(&before), &after), ["state", "route", "new"]);
+        let mut dropped = after.clone();
+        dropped.exits[0].coherence = Some(exitvoice_schema::ExitCoherence {
+            score: 0.5,
+            reasons: vec!["alpn_h2_spoke_http1".into()],
+            tls_family: None,
+            http_family: None,
+            baseline_score: Some(1.0),
+            kept: false,
+        });
+        assert_eq!(unsettled(Some(&after), &dropped), ["same"]);
         assert_eq!(unsettled(Some(&after), &after), Vec::<String>::new());
         assert_eq!(unsettled(None, &before).len(), 3);
     }

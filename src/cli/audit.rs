@@ -42,8 +42,8 @@ pub struct Args {
     /// Run forever, one run every DURATION (±10% jitter): `30m`, `1h`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     every: Option<Duration>,
-    /// With --every: exits whose drift state or route changed in a run are probed again after
-    /// DURATION, until they settle, instead of waiting for the next full run.
+    /// With --every: exits whose drift state, route or coherence changed in a run are probed
+    /// again after DURATION, until they settle, instead of waiting for the next full run.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     recheck: Duration,
     /// Write the labels JSON here after each run.
@@ -372,7 +372,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let wait = every.as_secs_f64() + rand::rng().random_range(-spread..=spread);
             next_full += Duration::from_secs_f64(wait.max(1.0));
         }
-        // Exits whose state or route just changed are probed again after --recheck, until they
+        // Exits whose state, route or coherence just changed are probed again after --recheck, until they
         // settle, as long as that comes before the next full run.
         let unsettled = schedule::unsettled(previous.as_ref(), &report.labels);
         previous = Some(report.labels);
