@@ -139,3 +139,31 @@ fn a_failing_pool_exits_3_with_its_reasons() {
         run.labels
     );
 }
+
+/// A gateway session is sticky when its egress stays: one that moves between two addresses
+/// under one session id is `sticky_broken`; one that stays is not.
+#[test]
+fn a_sticky_session_that_moves_is_sticky_broken() {
+    let echo = EchoServer::start();
+    let moving = BoundExit::start(&[ip(7), ip(8)]);
+    let staying = BoundExit::start(&[ip(9)]);
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(work.path(), &echo, &[]);
+    let mut text = std::fs::read_to_string(&exits).unwrap();
+    for (name, port) in [("moving", moving.port), ("staying", staying.port)] {
+        // One session slot each: `moving#1`, `staying#1`.
+        text.push_str(&format!(
+            "\n[[exits]]\nname = \"{name}\"\nurl = \"http://user-{{session}}:pw@127.0.0.1:{port}\"\n\
+             sessions = 1\n"
+        ));
+    }
+    std::fs::write(&exits, text).unwrap();
+    let (code, run) = audit_code(&exits, &work.path().join("audit.db"), &["--samples", "3"]);
+    assert_eq!(code, 0, "{}\n{}", run.stdout, run.stderr);
+    let moving = run.exit("moving#1");
+    assert_eq!(moving["egress"]["sticky_broken"], true, "{moving}");
+    assert_eq!(moving["egress"]["unique"], 2, "{moving}");
+    let staying = run.exit("staying#1");
+    assert_eq!(staying["egress"]["sticky_broken"], false, "{staying}");
+    assert_eq!(staying["egress_ips"], serde_json::json!(["127.0.0.9"]));
+}
