@@ -25,6 +25,9 @@ enum Command {
     Audit(Box<cli::audit::Args>),
     /// Print the current labels as JSON.
     Labels(cli::audit::LabelsArgs),
+    /// Show which voice fields differ between two observations (capture files, probe ids or
+    /// observation ids).
+    Diff(cli::diff::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
             Command::Inspect(args) => cli::inspect::run(args).await,
             Command::Audit(args) => cli::audit::run(*args).await,
             Command::Labels(args) => cli::audit::labels(args).await,
+            Command::Diff(args) => cli::diff::run(args).await,
         }
     });
     match result {

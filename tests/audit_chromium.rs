@@ -1,7 +1,9 @@
 //! The Chromium persona: real headless Chromium (Debian package `chromium`) through tinyproxy,
 //! squid (Basic auth) and dante (SOCKS5 auth) via the auditor's loopback shim, against Chromium
-//! direct (the same shim, no exit).
+//! direct (the same shim, no exit); and the same verdicts as the rustls persona over mitmproxy
+//! and a re-muxing gateway double.
 
+mod gateway;
 mod support;
 
 use support::{audit, exits_file, EchoServer, Proxy, PASSWORD, PASSWORD_ENCODED, SOCKS_USER, USER};
@@ -56,4 +58,50 @@ fn chromium_through_tunnelling_exits_keeps_chromiums_tls_voice() {
         assert_eq!(label["state"], "stable", "{name}: {label}");
     }
     assert!(!run.stderr.contains(PASSWORD) && !run.stdout.contains(PASSWORD));
+}
+
+/// Issue 15 §5: the same exit gets the same verdict whatever the persona. Chromium checks the
+/// echo's pin itself, so mitmproxy and a TLS-terminating gateway are intercepted for it too, and
+/// a changed TLS voice is re-originated TLS for both.
+#[test]
+fn both_personas_give_the_same_route_and_flags() {
+    use gateway::{Gateway, Mode};
+    let echo = EchoServer::start();
+    let tiny = Proxy::tinyproxy();
+    let mitm = Proxy::start("mitmproxy", &[]);
+    let remux = Gateway::start(Mode::Remux, &echo.dir.path().join("echo.db.cert.pem"));
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[
+            ("tinyproxy", format!("http://127.0.0.1:{}", tiny.port)),
+            ("mitm", format!("http://127.0.0.1:{}", mitm.port)),
+            ("remux", format!("http://127.0.0.1:{}", remux.port)),
+        ],
+    );
+    let rustls = audit(&exits, &work.path().join("rustls.db"), &["--samples", "3"]);
+    let chromium = audit(
+        &exits,
+        &work.path().join("chromium.db"),
+        &["--persona", "chromium", "--samples", "3"],
+    );
+    for name in ["tinyproxy", "mitm", "remux"] {
+        let (a, b) = (rustls.exit(name), chromium.exit(name));
+        for flag in ["tls_intercepted", "tls_reoriginated", "tls_preserved"] {
+            assert_eq!(
+                a["flags"][flag], b["flags"][flag],
+                "{name} {flag}:\n{a}\n{b}"
+            );
+        }
+        assert_eq!(a["route"], b["route"], "{name}:\n{a}\n{b}");
+    }
+    let mitm = chromium.exit("mitm");
+    assert_eq!(mitm["flags"]["tls_intercepted"], true, "{mitm}");
+    assert_eq!(mitm["route"], "quarantine", "{mitm}");
+    assert_eq!(
+        mitm["samples"], 3,
+        "the interceptor's voice is recorded: {mitm}"
+    );
+    assert_eq!(chromium.exit("tinyproxy")["route"], "identity");
 }

@@ -71,10 +71,68 @@ async fn every_runs_repeatedly_and_labels_reads_the_latest() {
         .unwrap()
         .unwrap();
     assert_eq!(printed, serde_json::to_value(&stored).unwrap());
-    assert_eq!(printed["schema_version"], 1);
+    assert_eq!(printed["schema_version"], 2);
+    support::assert_valid_labels(&printed);
     let name = format!("http://127.0.0.1:{}", tiny.port);
     let label = &printed["exits"][0];
     assert_eq!(label["name"], name.as_str());
     // The label's history spans the runs.
     assert!(label["samples"].as_u64().unwrap() >= 2);
+}
+
+/// Issue 15 §4: under `--every`, an exit whose label changed (here: a new exit) is probed again
+/// after `--recheck` instead of a full period later, and once it settles it waits for the period.
+#[tokio::test]
+async fn every_rechecks_changed_exits_until_they_settle() {
+    let echo = EchoServer::start();
+    let tiny = Proxy::tinyproxy();
+    let work = tempfile::tempdir().unwrap();
+    let exits = support::exits_file(
+        work.path(),
+        &echo,
+        &[("tiny", format!("http://127.0.0.1:{}", tiny.port))],
+    );
+    let db = work.path().join("audit.db");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .arg("audit")
+        .arg("--exits")
+        .arg(&exits)
+        .arg("--db")
+        .arg(&db)
+        .args(["--every", "1h", "--recheck", "1s", "--samples", "3"])
+        .args(["--spacing", "10ms", "--jitter", "10ms"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(work.path().join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    // Read-only: opening it as a `Store` would migrate it under the running audit.
+    let count = |sql: &'static str| {
+        let url = format!("sqlite://{}?mode=ro", db.display());
+        async move {
+            use sqlx::Connection;
+            match sqlx::SqliteConnection::connect(&url).await {
+                Ok(mut conn) => sqlx::query_scalar::<_, i64>(sql)
+                    .fetch_one(&mut conn)
+                    .await
+                    .unwrap_or(0),
+                Err(_) => 0,
+            }
+        }
+    };
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30)
+        && count("SELECT COUNT(*) FROM label_snapshots").await < 2
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Settled: the same state and route twice. Nothing more until the hour is over.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let snapshots = count("SELECT COUNT(*) FROM label_snapshots").await;
+    let samples = count("SELECT COUNT(*) FROM probes WHERE exit_name = 'tiny'").await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(started.elapsed() < Duration::from_secs(40));
+    let log = std::fs::read_to_string(work.path().join("stderr")).unwrap_or_default();
+    assert_eq!(snapshots, 2, "one full run and one re-check:\n{log}");
+    assert_eq!(samples, 6, "three samples each");
 }

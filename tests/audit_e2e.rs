@@ -93,6 +93,27 @@ fn tunnelling_proxies_keep_the_voice_and_labels_repeat() {
         assert_eq!(label["flags"]["tls_intercepted"], false, "{name}: {label}");
         assert_eq!(label["bucket"], "A", "{name}: {label}");
         assert_eq!(label["route"], "identity", "{name}: {label}");
+        assert_eq!(
+            label["route_reasons"],
+            serde_json::json!(["stable, browser-shaped, preserved"])
+        );
+        assert_eq!(label["changes"], serde_json::json!([]), "{name}: {label}");
+        // Coherence: the rustls persona with Chrome's h2 is incoherent on purpose; a tunnel
+        // keeps exactly that.
+        let coherence = &label["coherence"];
+        assert_eq!(coherence["tls_family"]["name"], "rustls", "{name}: {label}");
+        assert_eq!(
+            coherence["http_family"]["name"], "chrome",
+            "{name}: {label}"
+        );
+        assert_eq!(
+            coherence["reasons"],
+            serde_json::json!(["tls_family_ne_http_family"])
+        );
+        assert_eq!(coherence["score"], coherence["baseline_score"]);
+        assert_eq!(coherence["kept"], true, "{name}: {label}");
+        assert_eq!(label["coherence_dropped_at"], serde_json::Value::Null);
+        assert_eq!(label["quarantined_since"], serde_json::Value::Null);
         assert_eq!(label["samples"], 4, "{name}: {label}");
         assert_eq!(label["egress_ips"], serde_json::json!(["127.0.0.1"]));
         // The exit's voice is the baseline's.
@@ -169,6 +190,79 @@ fn mitmproxy_is_intercepted_and_its_voice_recorded() {
         label["state"], "stable",
         "mitmproxy always speaks the same: {label}"
     );
+    assert_eq!(
+        label["quarantined_since"], label["last_probe_at"],
+        "{label}"
+    );
+    assert_eq!(label["transition"]["to"], "quarantine", "{label}");
+    assert_eq!(
+        label["transition"]["from"],
+        serde_json::Value::Null,
+        "{label}"
+    );
+
+    // Say what changed: mitmproxy's own ClientHello (OpenSSL) is not the auditor's (rustls).
+    let changes = label["changes"].as_array().expect("changes");
+    let change = |field: &str| {
+        changes
+            .iter()
+            .find(|c| c["layer"] == "tls" && c["field"] == field)
+            .unwrap_or_else(|| panic!("no tls {field} change: {label}"))
+    };
+    // The baseline's cipher suites, as its JA3 string says them (decimal, GREASE-free).
+    let db = work.path().join("audit.db");
+    let records = support::probes(&db);
+    let baseline = records.iter().find(|r| r["exit"].is_null()).unwrap();
+    let ja3 = baseline["sample"]["echo"]["tls"]["ja3"].as_str().unwrap();
+    let ciphers: Vec<String> = ja3
+        .split(',')
+        .nth(1)
+        .unwrap()
+        .split('-')
+        .map(|c| format!("0x{:04x}", c.parse::<u16>().unwrap()))
+        .collect();
+    assert_eq!(
+        change("cipher_suites")["before"],
+        ciphers.join(","),
+        "{label}"
+    );
+    assert_ne!(change("cipher_suites")["after"], ciphers.join(","));
+    assert!(change("extensions").is_object());
+    // `exitvoice diff` on the two probe ids says the same.
+    let mitm_token = records
+        .iter()
+        .rev()
+        .find(|r| r["exit"] == "mitm")
+        .and_then(|r| r["token"].as_str())
+        .unwrap();
+    let baseline_token = baseline["token"].as_str().unwrap();
+    let (code, stdout) = support::diff(&[baseline_token, mitm_token, "--json"], &db);
+    assert_eq!(code, 1, "voices differ: {stdout}");
+    let printed: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(&printed, &label["changes"]);
+    // And so do the echo server's stored observations of the same two probes. The echo stores
+    // a connection's requests asynchronously (at the latest when the connection closes, which
+    // mitmproxy may delay upstream): poll a bounded while.
+    let echo_db = echo.dir.path().join("echo.db");
+    let echo_db = echo_db.to_str().unwrap();
+    let no_db = work.path().join("none.db");
+    let started = std::time::Instant::now();
+    let (code, stdout) = loop {
+        let (code, stdout) = support::diff(
+            &["--echo-db", echo_db, baseline_token, mitm_token, "--json"],
+            &no_db,
+        );
+        if code != 2 || started.elapsed() > std::time::Duration::from_secs(70) {
+            break (code, stdout);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert_eq!(code, 1, "voices differ: {stdout}");
+    let stored: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(&stored, &label["changes"]);
+    assert!(!no_db.exists(), "diff never creates a database");
+    let (code, stdout) = support::diff(&[mitm_token, mitm_token], &db);
+    assert_eq!((code, stdout.as_str()), (0, "no voice field differs\n"));
 }
 
 #[test]
@@ -215,10 +309,116 @@ fn round_robin_over_two_backends_alternates_over_three_mutates() {
     let rr2 = run.exit("rr2");
     assert_eq!(rr2["state"], "alternating", "{rr2}");
     assert_eq!(rr2["voices"].as_array().unwrap().len(), 2, "{rr2}");
+    // Squid passes the auditor's ClientHello, mitmproxy sends its own: the switch says so.
+    let switch = rr2["switch_changes"].as_array().unwrap();
+    assert!(
+        switch
+            .iter()
+            .any(|c| c["layer"] == "tls" && c["field"] == "cipher_suites"),
+        "{rr2}"
+    );
     let rr3 = run.exit("rr3");
     assert_eq!(rr3["state"], "mutating", "{rr3}");
     assert_eq!(rr3["voices"].as_array().unwrap().len(), 3, "{rr3}");
     assert_eq!(rr3["route"], "quarantine", "{rr3}");
+    // Every reason, not only the first: intercepted, and mutating.
+    let reasons = rr3["route_reasons"].as_array().unwrap();
+    assert_eq!(reasons[0], "tls_intercepted", "{rr3}");
+    assert_eq!(reasons[1], "tls_reoriginated", "{rr3}");
+    assert!(reasons.contains(&"state mutating".into()), "{rr3}");
+    assert!(reasons.contains(&"tls not preserved".into()), "{rr3}");
+
+    // A router that accepts interception and re-originated TLS for stateless work: mutating is
+    // `stateless`.
+    let lenient = work.path().join("lenient.toml");
+    let mut text = std::fs::read_to_string(&exits).unwrap();
+    text.push_str("\n[route]\nquarantine_intercepted = false\nquarantine_reoriginated = false\n");
+    std::fs::write(&lenient, text).unwrap();
+    let run = audit(
+        &lenient,
+        &work.path().join("lenient.db"),
+        &["--samples", "6", "--concurrency", "1"],
+    );
+    let rr3 = run.exit("rr3");
+    assert_eq!(rr3["state"], "mutating", "{rr3}");
+    assert_eq!(rr3["route"], "stateless", "{rr3}");
+    assert_eq!(rr3["route_reason"], "state mutating", "{rr3}");
+    let rr2 = run.exit("rr2");
+    assert_eq!(
+        rr2["route"], "anonymous",
+        "alternating is not mutating: {rr2}"
+    );
+}
+
+/// A quarantined exit leaves quarantine only after `--recover-after` clean probes in a row, and
+/// its label says since when, when it recovered, and its last transition.
+#[test]
+fn quarantine_lasts_until_enough_clean_probes() {
+    let echo = EchoServer::start();
+    let squid = Proxy::squid();
+    let work = tempfile::tempdir().unwrap();
+    let with_password = |password: &str| {
+        exits_file(
+            work.path(),
+            &echo,
+            &[(
+                "squid",
+                format!("http://{USER}:{password}@127.0.0.1:{}", squid.port),
+            )],
+        )
+    };
+    let db = work.path().join("audit.db");
+    let bad = with_password("not-it");
+    let run = audit(&bad, &db, &["--samples", "2", "--retries", "0"]);
+    let label = run.exit("squid");
+    assert_eq!(label["route"], "quarantine", "{label}");
+    assert_eq!(
+        label["route_reason"], "failing: 2 of 2 probes failed",
+        "{label}"
+    );
+    let since = label["quarantined_since"].clone();
+    assert_eq!(since, label["last_probe_at"], "{label}");
+
+    // Fixed: 3 clean probes (2 of 5 failed: the window alone would pass), 3 < 4.
+    let good = with_password(PASSWORD_ENCODED);
+    let run = audit(&good, &db, &["--samples", "3"]);
+    let label = run.exit("squid");
+    assert_eq!(label["route"], "quarantine", "{label}");
+    assert_eq!(
+        label["route_reason"], "recovering: 3 of 4 clean probes",
+        "{label}"
+    );
+    assert_eq!(label["clean_samples"], 3, "{label}");
+    assert_eq!(label["quarantined_since"], since, "{label}");
+
+    // --recover-after raises the bar: 4 clean probes are not 5.
+    let run = audit(&good, &db, &["--samples", "1", "--recover-after", "5"]);
+    let label = run.exit("squid");
+    assert_eq!(
+        label["route_reason"], "recovering: 4 of 5 clean probes",
+        "{label}"
+    );
+
+    let run = audit(&good, &db, &["--samples", "1"]);
+    let label = run.exit("squid");
+    assert_eq!(label["route"], "identity", "{label}");
+    assert_eq!(label["clean_samples"], 5, "{label}");
+    assert_eq!(
+        label["quarantined_since"],
+        serde_json::Value::Null,
+        "{label}"
+    );
+    assert_eq!(label["recovered_at"], label["last_probe_at"], "{label}");
+    let transition = &label["transition"];
+    assert_eq!(
+        (&transition["from"], &transition["to"], &transition["at"]),
+        (
+            &"quarantine".into(),
+            &"identity".into(),
+            &label["last_probe_at"]
+        ),
+        "{label}"
+    );
 }
 
 #[test]

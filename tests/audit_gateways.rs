@@ -26,6 +26,37 @@ fn downgrading_gateway_is_bucket_d_and_quarantined() {
     assert_eq!(label["flags"]["tls_intercepted"], true, "{label}");
     // It negotiated h2 with the auditor but spoke HTTP/1.1 to the echo.
     assert_eq!(label["flags"]["alpn_preserved"], false, "{label}");
+    // Every reason, and what changed: HTTP/1.1 instead of h2. (The double re-originates TLS
+    // with rustls, as the auditor does: its TLS voice is the auditor's, so only the certificate
+    // gives it away, not `tls_reoriginated`.)
+    let reasons = label["route_reasons"].as_array().unwrap();
+    assert_eq!(label["flags"]["tls_reoriginated"], false, "{label}");
+    for reason in ["tls_intercepted", "bucket D"] {
+        assert!(reasons.contains(&reason.into()), "{reason}: {label}");
+    }
+    let changes = label["changes"].as_array().unwrap();
+    let spoken = changes
+        .iter()
+        .find(|c| c["layer"] == "alpn" && c["field"] == "spoken")
+        .unwrap_or_else(|| panic!("no spoken change: {label}"));
+    assert_eq!(
+        (&spoken["before"], &spoken["after"]),
+        (&"h2".into(), &"http/1.1".into())
+    );
+    // ALPN said h2, HTTP/1.1 was spoken: a reason the baseline does not have.
+    let coherence = &label["coherence"];
+    assert!(
+        coherence["reasons"]
+            .as_array()
+            .unwrap()
+            .contains(&"alpn_h2_spoke_http1".into()),
+        "{label}"
+    );
+    assert_eq!(coherence["kept"], false, "{label}");
+    assert_eq!(
+        label["coherence_dropped_at"], label["history"][0]["at"],
+        "{label}"
+    );
 }
 
 #[test]
@@ -47,4 +78,9 @@ fn remuxing_gateway_is_bucket_c() {
     assert!(history[1..].iter().all(|h| h["bucket"] == "C"), "{label}");
     // The later probes' requests arrived behind the first one's on the shared connection.
     assert_eq!(label["flags"]["remuxed"], true, "{label}");
+    let reasons = label["route_reasons"].as_array().unwrap();
+    assert!(
+        reasons.contains(&"bucket C".into()),
+        "why not identity: {label}"
+    );
 }

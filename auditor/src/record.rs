@@ -1,6 +1,8 @@
 //! From a probe's outcome to the [`ProbeRecord`] that is stored and labelled.
 
-use exitvoice_schema::{ProbeFailure, ProbeRecord, RequestPosition, Sample, PROBE_SCHEMA_VERSION};
+use exitvoice_schema::{
+    Bucket, ProbeFailure, ProbeRecord, RequestPosition, Sample, PROBE_SCHEMA_VERSION,
+};
 
 use crate::error::ProbeError;
 use crate::exits::Exit;
@@ -76,6 +78,7 @@ fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
     let h2_voice = echo.http2.as_ref().map(|h| h.voice_id.clone());
     let h1_voice = echo.http1.as_ref().map(|h| h.voice_id.clone());
     let http_voice = h2_voice.clone().or_else(|| h1_voice.clone());
+    let remuxed = baseline.map(|b| remuxed(&echo.request, b.echo.request.stream_id));
     Sample {
         egress_ip: echo.peer.ip.clone(),
         tls_preserved: baseline.map(|b| b.tls_voice.is_some() && b.tls_voice == tls_voice),
@@ -84,11 +87,11 @@ fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
             base.is_some() && base == http_voice
         }),
         alpn_preserved: baseline.map(|b| b.echo.alpn == echo.alpn),
-        remuxed: baseline.map(|b| remuxed(&echo.request, b.echo.request.stream_id)),
+        remuxed,
         tls_voice,
         h2_voice,
         h1_voice,
-        bucket: echo.bucket,
+        bucket: bucket(echo.bucket, remuxed == Some(true)),
         profile: echo.profile.clone(),
         alpn: outcome.alpn,
         stream_id: echo.request.stream_id,
@@ -100,7 +103,20 @@ fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
             .map(|c| hex::encode(c.spki_sha256))
             .unwrap_or_default(),
         cert_issuer: outcome.cert.map(|c| c.issuer),
+        coherence: Some(crate::coherence::of_echo(&echo)),
         echo,
+    }
+}
+
+/// The sample's bucket: the echo's, except that a re-muxed request (see [`remuxed`]) is bucket
+/// C even when its connection looked fresh to the echo (a gateway that opens its pooled
+/// connection with its own preface and SETTINGS). A downgrade stays D: it is the worse finding.
+/// No h2 offered stays no bucket.
+fn bucket(echo: Option<Bucket>, remuxed: bool) -> Option<Bucket> {
+    match echo {
+        Some(Bucket::D) | None => echo,
+        Some(_) if remuxed => Some(Bucket::C),
+        other => other,
     }
 }
 

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use exitvoice_schema::{LabelsDoc, ProbeRecord, Sample, Store, StoreError, LABELS_SCHEMA_VERSION};
+use exitvoice_schema::{
+    ExitLabel, LabelsDoc, ProbeRecord, Sample, Store, StoreError, LABELS_SCHEMA_VERSION,
+};
 use rand::Rng;
 use tokio::sync::Semaphore;
 
@@ -23,7 +25,8 @@ use crate::dial::Timeouts;
 use crate::drift::DriftConfig;
 use crate::error::ProbeError;
 use crate::exits::{EchoTarget, Exit, SessionMinter};
-use crate::labels::{self, ExitInfo, RouteRule};
+use crate::labels::{self, ExitInfo, Prior, RouteRule};
+use crate::pool;
 use crate::probe::chromium::ChromiumConfig;
 use crate::probe::{self, H2Profile, ProbeOutcome};
 use crate::record::{self, now_rfc3339, ProbeContext};
@@ -238,10 +241,57 @@ pub async fn run_once(
     store: &Store,
     minter: &mut SessionMinter,
 ) -> Result<RunReport, RunError> {
+    run(exits, None, echo, config, store, minter).await
+}
+
+/// Runs a re-check: a baseline and samples of the exits named in `only`, then the labels of
+/// every exit (the others' from their stored history), so the snapshot stays whole.
+///
+/// # Errors
+/// Store failures; probe failures are recorded, not returned.
+pub async fn run_some(
+    exits: &mut [Exit],
+    only: &[String],
+    echo: &EchoTarget,
+    config: &RunConfig,
+    store: &Store,
+    minter: &mut SessionMinter,
+) -> Result<RunReport, RunError> {
+    run(exits, Some(only), echo, config, store, minter).await
+}
+
+/// The exits whose label changed since `previous`: a new exit, another drift state, another
+/// route, or coherence kept or lost. Under `--every` they are probed again after `--recheck` until they settle.
+pub fn unsettled(previous: Option<&LabelsDoc>, current: &LabelsDoc) -> Vec<String> {
+    current
+        .exits
+        .iter()
+        .filter(|label| {
+            let before = previous.and_then(|doc| doc.exits.iter().find(|l| l.name == label.name));
+            let kept = |l: &ExitLabel| l.coherence.as_ref().map(|c| c.kept);
+            before.is_none_or(|b| {
+                b.state != label.state || b.route != label.route || kept(b) != kept(label)
+            })
+        })
+        .map(|label| label.name.clone())
+        .collect()
+}
+
+async fn run(
+    exits: &mut [Exit],
+    only: Option<&[String]>,
+    echo: &EchoTarget,
+    config: &RunConfig,
+    store: &Store,
+    minter: &mut SessionMinter,
+) -> Result<RunReport, RunError> {
     let run_id = new_run_id();
     let persona = config.persona();
+    let selected: Vec<usize> = (0..exits.len())
+        .filter(|&i| only.is_none_or(|names| exits.get(i).is_some_and(|e| names.contains(&e.name))))
+        .collect();
 
-    let planned = 1 + u64::from(config.samples) * u64::try_from(exits.len()).unwrap_or(u64::MAX);
+    let planned = 1 + u64::from(config.samples) * u64::try_from(selected.len()).unwrap_or(u64::MAX);
     config.progress.total.store(planned, Ordering::Relaxed);
     config.progress.done.store(0, Ordering::Relaxed);
     let token = probe::new_token();
@@ -269,7 +319,7 @@ pub async fn run_once(
     let in_flight = Arc::new(InFlight::default());
     let shared_minter = Arc::new(Mutex::new(std::mem::take(minter)));
     let mut tasks = Vec::new();
-    for exit in exits.iter() {
+    for exit in selected.iter().filter_map(|&i| exits.get(i)) {
         let mut exit = exit.clone();
         let echo = echo.clone();
         let config = config.clone();
@@ -334,9 +384,11 @@ pub async fn run_once(
         }));
     }
     let mut records = Vec::new();
-    for (slot, task) in exits.iter_mut().zip(tasks) {
+    for (&index, task) in selected.iter().zip(tasks) {
         let (exit, exit_records) = task.await.map_err(|_| RunError::Task)?;
-        *slot = exit;
+        if let Some(slot) = exits.get_mut(index) {
+            *slot = exit;
+        }
         for record in &exit_records {
             store.insert_probe(record).await?;
         }
@@ -356,7 +408,9 @@ pub async fn run_once(
     })
 }
 
-/// Labels of `exits` from the stored history (the last `drift.window` probes of each).
+/// Labels of `exits` from the stored history (the last `drift.window` probes of each, more for
+/// the history and the recovery streak), each compared with the persona's latest baseline and
+/// carrying on from the persona's previous labels snapshot (quarantine, transition).
 ///
 /// # Errors
 /// Store failures.
@@ -366,13 +420,20 @@ pub async fn compute_labels(
     store: &Store,
 ) -> Result<LabelsDoc, StoreError> {
     let persona = config.persona();
-    let window = u32::try_from(config.drift.window.max(labels::HISTORY_LEN)).unwrap_or(u32::MAX);
-    let baseline = store
+    let window = config
+        .drift
+        .window
+        .max(labels::HISTORY_LEN)
+        .max(usize::try_from(config.route.recover_after).unwrap_or(usize::MAX));
+    let window = u32::try_from(window).unwrap_or(u32::MAX);
+    let baseline_record = store
         .recent_probes(None, &persona, 8)
         .await?
-        .iter()
+        .into_iter()
         .rev()
-        .find_map(labels::baseline_of);
+        .find(|r| r.sample.is_some());
+    let baseline_sample = baseline_record.as_ref().and_then(|r| r.sample.as_ref());
+    let previous = store.latest_labels_of(&persona).await?;
     let mut out = Vec::with_capacity(exits.len());
     for exit in exits {
         let records = store
@@ -382,13 +443,28 @@ pub async fn compute_labels(
             name: exit.name.clone(),
             url: exit.redacted_url(),
             tags: exit.tags.clone(),
+            rotate: exit.rotate,
         };
-        out.push(labels::label(&info, &records, &config.route, config.drift));
+        let prior = Prior {
+            baseline: baseline_sample,
+            previous: previous
+                .as_ref()
+                .and_then(|doc| doc.exits.iter().find(|l| l.name == exit.name)),
+        };
+        out.push(labels::label(
+            &info,
+            &records,
+            &config.route,
+            config.drift,
+            prior,
+        ));
     }
     Ok(LabelsDoc {
         schema_version: LABELS_SCHEMA_VERSION,
         generated_at: now_rfc3339(),
-        baseline,
+        persona: Some(persona),
+        baseline: baseline_record.as_ref().and_then(labels::baseline_of),
+        pool: Some(pool::summary(&out)),
         exits: out,
     })
 }
@@ -486,6 +562,50 @@ mod tests {
             .unwrap_err();
         assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
         assert_eq!(error.phase(), Some(crate::error::Phase::Tls));
+    }
+
+    #[test]
+    fn unsettled_exits_are_new_or_changed() {
+        let label = |name: &str, state: &str, route: &str| {
+            serde_json::json!({
+                "name": name, "url": "u", "tags": {}, "egress_ips": [], "state": state,
+                "changed_at": null, "bucket": null,
+                "flags": {"tls_preserved": true, "h2_preserved": true, "tls_intercepted": false},
+                "voices": [], "route": route, "route_reason": "r", "samples": 1, "errors": {},
+                "latency": {"p50_ms": null, "p95_ms": null}, "last_probe_at": null,
+                "history": [],
+            })
+        };
+        let doc = |exits: Vec<serde_json::Value>| -> LabelsDoc {
+            serde_json::from_value(serde_json::json!({
+                "schema_version": 2, "generated_at": "t", "baseline": null, "exits": exits,
+            }))
+            .unwrap()
+        };
+        let before = doc(vec![
+            label("same", "stable", "identity"),
+            label("state", "unknown", "anonymous"),
+            label("route", "stable", "anonymous"),
+        ]);
+        let after = doc(vec![
+            label("same", "stable", "identity"),
+            label("state", "stable", "anonymous"),
+            label("route", "stable", "quarantine"),
+            label("new", "unknown", "anonymous"),
+        ]);
+        assert_eq!(unsettled(Some(&before), &after), ["state", "route", "new"]);
+        let mut dropped = after.clone();
+        dropped.exits[0].coherence = Some(exitvoice_schema::ExitCoherence {
+            score: 0.5,
+            reasons: vec!["alpn_h2_spoke_http1".into()],
+            tls_family: None,
+            http_family: None,
+            baseline_score: Some(1.0),
+            kept: false,
+        });
+        assert_eq!(unsettled(Some(&after), &dropped), ["same"]);
+        assert_eq!(unsettled(Some(&after), &after), Vec::<String>::new());
+        assert_eq!(unsettled(None, &before).len(), 3);
     }
 
     #[test]

@@ -8,10 +8,18 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::probe::Family;
 use crate::voice::Bucket;
 
 /// Version of the labels JSON. Bump when a field changes meaning or is removed.
-pub const LABELS_SCHEMA_VERSION: u32 = 1;
+///
+/// 2: the `stateless` route, `route_reasons`, quarantine recovery (`quarantined_since`,
+/// `recovered_at`, `clean_samples`, `transition`), `changes`, `egress`, `flags.not_proxied`,
+/// `flags.tls_reoriginated`, `coherence`, `coherence_dropped_at`, `switch_changes`,
+/// the document's `persona` and `pool`;
+/// `mutating` is `stateless` by default instead of `quarantine` (auditor/README.md, "Version 1
+/// readers").
+pub const LABELS_SCHEMA_VERSION: u32 = 2;
 
 /// The labels document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -20,8 +28,15 @@ pub struct LabelsDoc {
     pub schema_version: u32,
     /// When the labels were computed, RFC 3339 UTC.
     pub generated_at: String,
+    /// The persona whose probes the labels judge (`rustls/chrome`, `chromium`); absent in
+    /// version 1 snapshots.
+    #[serde(default)]
+    pub persona: Option<String>,
     /// The direct baseline the samples were compared with.
     pub baseline: Option<Baseline>,
+    /// The pool as a whole; absent in version 1 snapshots.
+    #[serde(default)]
+    pub pool: Option<Pool>,
     /// One label per exit, in exits-file order.
     pub exits: Vec<ExitLabel>,
 }
@@ -64,14 +79,16 @@ impl fmt::Display for DriftState {
     }
 }
 
-/// Route of an exit (DESIGN.md).
+/// Route of an exit (DESIGN.md), from the most usable to the least.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Route {
     /// Keeps the client's identity: stable, browser-shaped, preserved, not intercepted.
     Identity,
-    /// Usable for stateless fetches.
+    /// Usable for fetches that need no identity, from one stable voice.
     Anonymous,
+    /// Usable only for stateless work: each request may leave with another voice (mutating).
+    Stateless,
     /// Do not route through it.
     Quarantine,
 }
@@ -81,6 +98,7 @@ impl fmt::Display for Route {
         f.write_str(match self {
             Self::Identity => "identity",
             Self::Anonymous => "anonymous",
+            Self::Stateless => "stateless",
             Self::Quarantine => "quarantine",
         })
     }
@@ -102,6 +120,47 @@ pub struct Flags {
     /// first, or behind another request on its connection (index > 1): re-mux, bucket C evidence.
     #[serde(default)]
     pub remuxed: bool,
+    /// At least one sample left from the direct baseline's egress address: the exit forwarded
+    /// nothing, or the exit list points at the auditor's own host.
+    #[serde(default)]
+    pub not_proxied: bool,
+    /// At least one sample's TLS voice was not the baseline's. Every persona's voice is its
+    /// own, so a changed voice means something terminated the client's TLS and spoke its own,
+    /// whether or not the certificate check caught it.
+    #[serde(default)]
+    pub tls_reoriginated: bool,
+}
+
+/// Where an exit's samples left from, over its window.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Egress {
+    /// Distinct egress addresses among the window's samples.
+    pub unique: u32,
+    /// For an exit configured `rotate = true`: whether its samples left from at least two
+    /// egresses (with fewer than two samples, `None`); `None` for other exits.
+    pub rotating: Option<bool>,
+    /// A gateway session's samples left from more than one egress within one session id.
+    pub sticky_broken: bool,
+}
+
+/// The pool of exits as a whole.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pool {
+    /// Exits labelled.
+    pub exits: u32,
+    /// Exits by drift state.
+    pub by_state: BTreeMap<String, u32>,
+    /// Exits by bucket of their newest sample (`none` without one).
+    pub by_bucket: BTreeMap<String, u32>,
+    /// Exits by route.
+    pub by_route: BTreeMap<String, u32>,
+    /// Successful share of the probes in the exits' windows; `None` without probes.
+    pub success_rate: Option<f64>,
+    /// Distinct egress addresses over every exit's window.
+    pub unique_egress: u32,
+    /// At least two exits answered and all left from one egress: the pool is one exit in
+    /// disguise (25 exits, 1 egress).
+    pub collapsed_egress: bool,
 }
 
 /// Latency percentiles over the successful samples of the window, milliseconds.
@@ -137,6 +196,9 @@ pub struct ExitLabel {
     pub tags: BTreeMap<String, String>,
     /// Distinct egress IPs seen in the window.
     pub egress_ips: Vec<String>,
+    /// Egress over the window: unique count, rotation, sticky sessions.
+    #[serde(default)]
+    pub egress: Egress,
     /// Drift state.
     pub state: DriftState,
     /// When the voice last changed, for a stable exit after one clean switch.
@@ -149,8 +211,41 @@ pub struct ExitLabel {
     pub voices: Vec<String>,
     /// Route.
     pub route: Route,
-    /// Why the route was chosen.
+    /// The deciding reason: the first of `route_reasons`.
     pub route_reason: String,
+    /// Every reason that keeps the exit from a better route, most severe first: quarantine
+    /// reasons, then stateless ones, then why not identity (or, for identity, why it is).
+    #[serde(default)]
+    pub route_reasons: Vec<String>,
+    /// When the exit entered its current quarantine (the newest probe then); `None` outside
+    /// quarantine.
+    #[serde(default)]
+    pub quarantined_since: Option<String>,
+    /// When the exit last left quarantine; cleared when it enters quarantine again.
+    #[serde(default)]
+    pub recovered_at: Option<String>,
+    /// Consecutive clean probes, newest back: successful, not intercepted, no quarantine
+    /// bucket. A quarantined exit leaves quarantine only with `recover_after` of them.
+    #[serde(default)]
+    pub clean_samples: u32,
+    /// The last change of route, kept until the next one (flapping shows as recent changes).
+    #[serde(default)]
+    pub transition: Option<Transition>,
+    /// What differs between the baseline's voice and the newest sample's, field by field;
+    /// empty when the voice is preserved.
+    #[serde(default)]
+    pub changes: Vec<Change>,
+    /// When the window holds more than one voice: what differs between the newest sample and
+    /// the latest sample of another voice (the last switch), field by field; else empty.
+    #[serde(default)]
+    pub switch_changes: Vec<Change>,
+    /// Coherence of the newest sample, judged against the baseline's; `None` without a sample.
+    #[serde(default)]
+    pub coherence: Option<ExitCoherence>,
+    /// The first sample in the window whose coherence fell below the baseline's (a reason the
+    /// baseline does not have); `None` while every sample keeps it.
+    #[serde(default)]
+    pub coherence_dropped_at: Option<String>,
     /// Successful samples in the window.
     pub samples: u32,
     /// Failed probes in the window by error class.
@@ -161,4 +256,52 @@ pub struct ExitLabel {
     pub last_probe_at: Option<String>,
     /// Most recent probes, oldest first.
     pub history: Vec<HistoryEntry>,
+}
+
+/// A change of an exit's route between two label computations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    /// The route before; `None` for the exit's first label.
+    pub from: Option<Route>,
+    /// The route after.
+    pub to: Route,
+    /// The newest probe when the change was seen, RFC 3339 UTC.
+    pub at: String,
+}
+
+/// One field of a voice that differs between two observations, GREASE and extension-order
+/// permutation normalised away (the same normalization as the voices).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// `tls`, `alpn`, `http2` or `http1`.
+    pub layer: String,
+    /// The field, e.g. `cipher_suites`, `settings`, `pseudo_header_order`.
+    pub field: String,
+    /// The field's value before, as text (lists comma-separated).
+    pub before: String,
+    /// The field's value after.
+    pub after: String,
+    /// List items present after but not before.
+    pub added: Vec<String>,
+    /// List items present before but not after.
+    pub removed: Vec<String>,
+    /// The items both sides share come in another order.
+    pub reordered: bool,
+}
+
+/// An exit's coherence: its newest sample's, and whether its window keeps the baseline's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExitCoherence {
+    /// The newest sample's score.
+    pub score: f64,
+    /// The newest sample's reasons.
+    pub reasons: Vec<String>,
+    /// The family the newest sample's TLS voice looks like.
+    pub tls_family: Option<Family>,
+    /// The family the newest sample's HTTP/2 voice looks like.
+    pub http_family: Option<Family>,
+    /// The baseline's score, when there is a baseline.
+    pub baseline_score: Option<f64>,
+    /// Every sample of the window has no reason the baseline lacks.
+    pub kept: bool,
 }

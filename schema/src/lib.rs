@@ -17,15 +17,15 @@ pub use echo::{
     TlsEcho, ECHO_SCHEMA_VERSION,
 };
 pub use label::{
-    Baseline, DriftState, ExitLabel, Flags, HistoryEntry, LabelsDoc, Latency, Route,
-    LABELS_SCHEMA_VERSION,
+    Baseline, Change, DriftState, Egress, ExitCoherence, ExitLabel, Flags, HistoryEntry, LabelsDoc,
+    Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
 pub use observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRecord, ConnectionRow, ConnectionSummary,
     Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery, RequestRecord,
     StoredFacts, StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
-pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
+pub use probe::{Coherence, Family, ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use raw_json::RawJson;
 pub use store::{Store, StoreError};
 pub use voice::{Bucket, VoiceId};

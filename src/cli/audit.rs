@@ -3,7 +3,9 @@
 //! `audit` reads the exits file, probes every exit (after a direct baseline), stores the probes
 //! and a labels snapshot in the database, prints a one-screen summary table, and writes the
 //! labels JSON with `--labels-out`. `--once` runs once (cron, systemd timers); `--every 1h`
-//! runs forever with ±10% jitter between runs. Logs go to stderr: human-readable on a TTY,
+//! runs forever with ±10% jitter between runs, and probes the exits whose state or route just
+//! changed again after `--recheck` (5 min) until they settle. `--preflight` runs once and exits
+//! 0 when the pool passes, 3 when it fails. Logs go to stderr: human-readable on a TTY,
 //! JSON lines otherwise. Passwords never reach logs, labels or the database (exit URLs are
 //! redacted everywhere).
 
@@ -17,6 +19,8 @@ use anyhow::Context;
 use exitvoice_auditor::dial::Timeouts;
 use exitvoice_auditor::drift::DriftConfig;
 use exitvoice_auditor::exits::{AuditFile, EchoTarget, SessionMinter};
+use exitvoice_auditor::labels::RouteRule;
+use exitvoice_auditor::preflight::{self, Thresholds};
 use exitvoice_auditor::probe::chromium::ChromiumConfig;
 use exitvoice_auditor::probe::H2Profile;
 use exitvoice_auditor::schedule::{self, Persona, RunConfig};
@@ -38,12 +42,16 @@ pub struct Args {
     /// Run forever, one run every DURATION (±10% jitter): `30m`, `1h`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     every: Option<Duration>,
+    /// With --every: exits whose drift state, route or coherence changed in a run are probed
+    /// again after DURATION, until they settle, instead of waiting for the next full run.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    recheck: Duration,
     /// Write the labels JSON here after each run.
     #[arg(long, value_name = "FILE")]
     labels_out: Option<PathBuf>,
-    /// Samples per exit per run.
-    #[arg(long, value_name = "K", default_value_t = 4)]
-    samples: u32,
+    /// Samples per exit per run (default 4; 1 with --preflight).
+    #[arg(long, value_name = "K")]
+    samples: Option<u32>,
     /// Most probes in flight at once.
     #[arg(long, value_name = "N", default_value_t = 8)]
     concurrency: usize,
@@ -87,7 +95,35 @@ pub struct Args {
     /// Fewer successful samples in the window than this → drift state `unknown`.
     #[arg(long, value_name = "N", default_value_t = 3)]
     min_samples: usize,
+    /// Consecutive clean probes a quarantined exit needs to leave quarantine (overrides the
+    /// exits file's `[route] recover_after`, default 4).
+    #[arg(long, value_name = "N")]
+    recover_after: Option<u32>,
+    /// Check the pool once and exit 0 when it passes, 3 when it fails (reasons on stdout):
+    /// one quick sample per exit unless --samples says otherwise.
+    #[arg(long, conflicts_with = "every")]
+    preflight: bool,
+    /// --preflight: least share of exits that must pass.
+    #[arg(
+        long,
+        value_name = "SHARE",
+        default_value_t = 0.8,
+        requires = "preflight"
+    )]
+    min_pass: f64,
+    /// --preflight: least number of distinct egress addresses over the pool.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "preflight")]
+    min_unique_egress: u32,
+    /// --preflight: largest p95 latency an exit may have.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "preflight")]
+    max_p95: Option<Duration>,
+    /// --preflight: least share of bucket A among the exits that spoke HTTP/2.
+    #[arg(long, value_name = "SHARE", requires = "preflight")]
+    min_h2_health: Option<f64>,
 }
+
+/// Exit code of a preflight whose pool fails.
+const PREFLIGHT_FAILED: u8 = 3;
 
 /// Flags of `exitvoice labels`.
 #[derive(Debug, clap::Args)]
@@ -174,6 +210,43 @@ fn summary(doc: &LabelsDoc, violations: u64) -> String {
     out
 }
 
+fn preflight_table(verdict: &preflight::Verdict) -> String {
+    let mut out = format!("\n{:<28} {:<7} reasons\n", "exit", "verdict");
+    for exit in &verdict.exits {
+        let name: String = exit.name.chars().take(28).collect();
+        let (word, why) = if exit.reasons.is_empty() {
+            ("pass", "-".to_owned())
+        } else {
+            ("FAIL", exit.reasons.join("; "))
+        };
+        out.push_str(&format!("{name:<28} {word:<7} {why}\n"));
+    }
+    let buckets: Vec<String> = verdict
+        .buckets
+        .iter()
+        .map(|(b, n)| format!("{b}:{n}"))
+        .collect();
+    out.push_str(&format!(
+        "pool: pass share {:.2}, tls preserved {:.2}, buckets {}, h2_health {}, unique egress {}\n",
+        verdict.pass_share,
+        verdict.tls_preserved_share,
+        buckets.join(" "),
+        verdict
+            .h2_health
+            .map_or("-".to_owned(), |h| format!("{h:.2}")),
+        verdict.unique_egress,
+    ));
+    if verdict.passed() {
+        out.push_str("preflight: pass\n");
+    } else {
+        out.push_str(&format!(
+            "preflight: FAIL: {}\n",
+            verdict.failures.join("; ")
+        ));
+    }
+    out
+}
+
 /// Runs `exitvoice audit`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logs();
@@ -202,7 +275,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let config = RunConfig {
         persona,
-        samples: args.samples.max(1),
+        samples: args
+            .samples
+            .unwrap_or(if args.preflight { 1 } else { 4 })
+            .max(1),
         concurrency: args.concurrency.max(1),
         timeouts: Timeouts {
             connect: args.connect_timeout,
@@ -218,7 +294,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             min_samples: args.min_samples,
             ..DriftConfig::default()
         },
-        route: file.route.clone(),
+        route: RouteRule {
+            recover_after: args.recover_after.unwrap_or(file.route.recover_after),
+            ..file.route.clone()
+        },
         ..RunConfig::default()
     };
     let store = Store::open(&args.db)
@@ -226,6 +305,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("opening {}", args.db.display()))?;
     let mut exits = file.exits;
     let mut minter = SessionMinter::new();
+    let mut previous = store.latest_labels_of(&config.persona()).await?;
+    // `None`: a full run; `Some(names)`: a re-check of the exits whose label just changed.
+    let mut recheck: Option<Vec<String>> = None;
+    let mut next_full = tokio::time::Instant::now();
     loop {
         // A progress line on a TTY; structured logs carry the same facts otherwise.
         let ticker = std::io::stderr().is_terminal().then(|| {
@@ -239,7 +322,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             })
         });
-        let result = schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await;
+        let result = match &recheck {
+            None => schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await,
+            Some(names) => {
+                schedule::run_some(&mut exits, names, &echo, &config, &store, &mut minter).await
+            }
+        };
         if let Some(ticker) = ticker {
             ticker.abort();
             eprintln!("\r\x1b[2Kprobes done");
@@ -249,6 +337,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             run = %report.run_id,
             probes = report.records.len(),
             violations = report.violations,
+            recheck = recheck.is_some(),
             "audit run finished"
         );
         if let Some(path) = &args.labels_out {
@@ -258,13 +347,44 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         if report.violations > 0 {
             return Ok(ExitCode::FAILURE);
         }
+        if args.preflight {
+            let thresholds = Thresholds {
+                min_pass: args.min_pass,
+                min_unique_egress: args.min_unique_egress,
+                max_p95_ms: args
+                    .max_p95
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                min_h2_health: args.min_h2_health,
+            };
+            let verdict = preflight::judge(&report.labels, &thresholds);
+            print!("{}", preflight_table(&verdict));
+            return Ok(if verdict.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(PREFLIGHT_FAILED)
+            });
+        }
         let Some(every) = args.every else {
             return Ok(ExitCode::SUCCESS);
         };
-        let spread = every.as_secs_f64() * 0.1;
-        let wait = every.as_secs_f64() + rand::rng().random_range(-spread..=spread);
+        if recheck.is_none() {
+            let spread = every.as_secs_f64() * 0.1;
+            let wait = every.as_secs_f64() + rand::rng().random_range(-spread..=spread);
+            next_full += Duration::from_secs_f64(wait.max(1.0));
+        }
+        // Exits whose state, route or coherence just changed are probed again after --recheck, until they
+        // settle, as long as that comes before the next full run.
+        let unsettled = schedule::unsettled(previous.as_ref(), &report.labels);
+        previous = Some(report.labels);
+        let now = tokio::time::Instant::now();
+        let (wake, next) = if !unsettled.is_empty() && now + args.recheck < next_full {
+            (now + args.recheck, Some(unsettled))
+        } else {
+            (next_full.max(now), None)
+        };
+        recheck = next;
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs_f64(wait.max(1.0))) => {}
+            _ = tokio::time::sleep_until(wake) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
     }

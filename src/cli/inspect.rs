@@ -110,6 +110,36 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One connection read from files, analysed as `inspect` prints it (for `exitvoice diff`): a
+/// ClientHello, a client prefix, the two together, or a capture's first connection that carried
+/// a ClientHello or HTTP.
+///
+/// # Errors
+/// Unreadable or unrecognised files, more than one capture, or nothing that could be analysed.
+pub(crate) fn connection_of_files(names: &[&str]) -> anyhow::Result<Value> {
+    let mut hello = None;
+    let mut prefix = None;
+    for name in names {
+        match classify(read_input(name)?, name)? {
+            Input::Capture(bytes) if names.len() == 1 => {
+                let capture = pcap::read(&bytes, None).with_context(|| (*name).to_owned())?;
+                return capture
+                    .connections
+                    .iter()
+                    .map(capture_connection)
+                    .find(|c| ["tls", "http2", "http1"].iter().any(|l| !c[l].is_null()))
+                    .with_context(|| format!("{name}: no connection with a ClientHello or HTTP"));
+            }
+            Input::Capture(_) => bail!("{name}: a capture stands alone, not with other files"),
+            Input::Hello(bytes) => hello = Some(bytes),
+            Input::Prefix(bytes) => prefix = Some(bytes),
+        }
+    }
+    let out = connection(hello.as_deref(), prefix.as_deref(), None);
+    check_single(&out)?;
+    Ok(out)
+}
+
 fn read_input(name: &str) -> anyhow::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     if name == "-" {

@@ -2,6 +2,8 @@
 //! `tests/proxies/proxy.sh` in their own temporary directory and stopped (by PID) on drop.
 #![allow(dead_code)]
 
+pub mod bound_exit;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -231,8 +233,16 @@ pub fn exits_file(dir: &Path, echo: &EchoServer, exits: &[(&str, String)]) -> Pa
     path
 }
 
-/// Runs `exitvoice audit --once` with `extra` flags; asserts it exits 0 unless `may_fail`.
+/// Runs `exitvoice audit --once` with `extra` flags; asserts it exits 0.
 pub fn audit(exits: &Path, db: &Path, extra: &[&str]) -> AuditRun {
+    let (code, run) = audit_code(exits, db, extra);
+    assert_eq!(code, 0, "audit failed:\n{}\n{}", run.stdout, run.stderr);
+    run
+}
+
+/// Runs `exitvoice audit --once` with `extra` flags: its exit code and what it left behind.
+/// The labels it writes are checked against the labels JSON Schema.
+pub fn audit_code(exits: &Path, db: &Path, extra: &[&str]) -> (i32, AuditRun) {
     let labels_path = db.with_extension("labels.json");
     let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
         .arg("audit")
@@ -249,16 +259,77 @@ pub fn audit(exits: &Path, db: &Path, extra: &[&str]) -> AuditRun {
         .expect("run exitvoice audit");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(output.status.success(), "audit failed:\n{stdout}\n{stderr}");
     assert!(
         stdout.contains("same-exit overlaps (must be 0): 0"),
-        "overlap count missing or non-zero:\n{stdout}"
+        "overlap count missing or non-zero:\n{stdout}\n{stderr}"
     );
     let labels = serde_json::from_slice(&std::fs::read(&labels_path).expect("labels file"))
         .expect("labels JSON");
-    AuditRun {
+    assert_valid_labels(&labels);
+    let run = AuditRun {
         labels,
         stdout,
         stderr,
-    }
+    };
+    (output.status.code().unwrap_or(-1), run)
+}
+
+/// The labels contract, `schema/json/labels.schema.json`.
+pub fn labels_schema() -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/json/labels.schema.json");
+    serde_json::from_slice(&std::fs::read(path).expect("read the labels schema"))
+        .expect("the labels schema is JSON")
+}
+
+/// Panics with every violation unless `labels` validates against the labels JSON Schema.
+pub fn assert_valid_labels(labels: &serde_json::Value) {
+    let validator = jsonschema::draft202012::new(&labels_schema()).expect("a valid JSON Schema");
+    let errors: Vec<String> = validator
+        .iter_errors(labels)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "labels do not match schema/json/labels.schema.json:\n{}\n{labels}",
+        errors.join("\n")
+    );
+}
+
+/// Every probe record in an auditor database, oldest first, as JSON.
+pub fn probes(db: &Path) -> Vec<serde_json::Value> {
+    let url = format!("sqlite://{}?mode=ro", db.display());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect(&url)
+            .await
+            .expect("open db");
+        let rows: Vec<String> = sqlx::query_scalar("SELECT record FROM probes ORDER BY id")
+            .fetch_all(&mut conn)
+            .await
+            .expect("probes");
+        rows.iter()
+            .map(|r| serde_json::from_str(r).expect("record JSON"))
+            .collect()
+    })
+}
+
+/// Runs `exitvoice diff --db DB ARGS…`: its exit code and stdout.
+pub fn diff(args: &[&str], db: &Path) -> (i32, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .arg("diff")
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .expect("run exitvoice diff");
+    // Shown with a failing test's output.
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
 }

@@ -19,6 +19,11 @@
 //! sessions = 4                                 # 4 exits gateway#1..#4, ids minted by us
 //!
 //! [[exits]]
+//! name = "rotating"
+//! url = "http://u:pw@rotating.example:8000"
+//! rotate = true                                # each connection should leave from a new IP
+//!
+//! [[exits]]
 //! name = "tls-proxy"
 //! url = "https://u:pw@proxy.example:8443"       # TLS to the proxy, then CONNECT
 //! proxy_ca = "/etc/exitvoice/proxy-ca.pem"     # optional; the system CA bundle otherwise
@@ -187,6 +192,8 @@ struct RawExit {
     tags: BTreeMap<String, String>,
     sessions: Option<u32>,
     proxy_ca: Option<PathBuf>,
+    #[serde(default)]
+    rotate: bool,
 }
 
 impl AuditFile {
@@ -235,6 +242,7 @@ impl AuditFile {
                     tags: raw_exit.tags,
                     session: None,
                     proxy_ca: raw_exit.proxy_ca,
+                    rotate: raw_exit.rotate,
                 }),
                 Some(count) => {
                     let templated = proxy
@@ -254,6 +262,7 @@ impl AuditFile {
                                 id: minter.mint(),
                             }),
                             proxy_ca: raw_exit.proxy_ca.clone(),
+                            rotate: raw_exit.rotate,
                         });
                     }
                 }

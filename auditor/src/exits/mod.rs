@@ -33,6 +33,8 @@ pub struct Exit {
     /// PEM file of the CA(s) that sign an `https://` proxy's certificate; the system bundle when
     /// `None`.
     pub proxy_ca: Option<PathBuf>,
+    /// The exit is a rotating gateway: its samples must leave from at least two egresses.
+    pub rotate: bool,
 }
 
 /// A gateway sticky session: a slot number and the id currently minted for it.
@@ -53,6 +55,7 @@ impl Exit {
             tags: BTreeMap::new(),
             session: None,
             proxy_ca: None,
+            rotate: false,
         }
     }
 
@@ -139,6 +142,7 @@ mod tests {
                 id: minter.mint(),
             }),
             proxy_ca: None,
+            rotate: false,
         };
         let mut seen = HashSet::new();
         for _ in 0..50 {

@@ -10,9 +10,13 @@
 //! the `<pre>` element Chromium renders a JSON response into. `--proxy-bypass-list=<-loopback>`
 //! stops Chromium's implicit proxy bypass for loopback origins (tests run on loopback).
 //!
-//! Limits: the shim cannot see the certificate inside the tunnel, so the pin is not checked for
-//! this persona (`--ignore-certificate-errors` lets Chromium accept the echo's self-signed
-//! certificate); interception is detected by the rustls persona.
+//! The pin: Chromium itself checks the echo's certificate by its SPKI pin
+//! (`--ignore-certificate-errors-spki-list=<base64 sha256>`, no blanket
+//! `--ignore-certificate-errors`), so a certificate swapped by an interceptor fails the load.
+//! The probe then loads the page without the pin, to record the interceptor's voice, and once
+//! more with it (a passing network error is not interception); when only the pin-less load
+//! works, the certificate is reported as not pinned (`tls_intercepted`). The shim never sees the
+//! certificate (it is inside the tunnel), so the interceptor's SPKI and issuer are unknown.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -23,7 +27,9 @@ use exitvoice_schema::Echo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::ProbeOutcome;
+use base64::Engine;
+
+use super::{CertView, ProbeOutcome};
 use crate::dial::{dial, Timeouts};
 use crate::error::{Phase, ProbeError};
 use crate::exits::{EchoTarget, Exit};
@@ -152,6 +158,66 @@ pub async fn probe(
     config: &ChromiumConfig,
 ) -> Result<ProbeOutcome, ProbeError> {
     let started = Instant::now();
+    let pin = base64::engine::general_purpose::STANDARD.encode(echo.spki_sha256);
+    let pinned = load(exit, echo, token, timeouts, config, Some(&pin)).await;
+    let (echo_json, cert) = match pinned {
+        Ok(echo_json) => (
+            echo_json,
+            CertView {
+                spki_sha256: echo.spki_sha256,
+                issuer: UNREAD_ISSUER.to_owned(),
+                pinned: true,
+            },
+        ),
+        // The page did not load with the pin. If it loads without, and still not with it (so a
+        // passing network error is not taken for interception), someone else's certificate
+        // answered: the pin-less load recorded their voice.
+        Err(pinned_error @ ProbeError::BadEcho(_)) => {
+            let Ok(unpinned) = load(exit, echo, token, timeouts, config, None).await else {
+                return Err(pinned_error);
+            };
+            match load(exit, echo, token, timeouts, config, Some(&pin)).await {
+                Ok(echo_json) => (
+                    echo_json,
+                    CertView {
+                        spki_sha256: echo.spki_sha256,
+                        issuer: UNREAD_ISSUER.to_owned(),
+                        pinned: true,
+                    },
+                ),
+                Err(_) => (
+                    unpinned,
+                    CertView {
+                        spki_sha256: [0; 32],
+                        issuer: UNREAD_ISSUER.to_owned(),
+                        pinned: false,
+                    },
+                ),
+            }
+        }
+        Err(error) => return Err(error),
+    };
+    Ok(ProbeOutcome {
+        alpn: echo_json.alpn.negotiated.clone(),
+        echo: echo_json,
+        cert: Some(cert),
+        latency: started.elapsed(),
+    })
+}
+
+/// What the Chromium persona records as the certificate's issuer: the shim cannot read it.
+const UNREAD_ISSUER: &str = "(not read by the chromium persona)";
+
+/// One page load of the echo by Chromium through the shim: accepting only the certificate
+/// whose SPKI has the base64 sha256 `pin`, or any certificate when `pin` is `None`.
+async fn load(
+    exit: Option<&Exit>,
+    echo: &EchoTarget,
+    token: &str,
+    timeouts: &Timeouts,
+    config: &ChromiumConfig,
+    pin: Option<&str>,
+) -> Result<Echo, ProbeError> {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| ProbeError::io(Phase::Connect, "127.0.0.1", &e))?;
@@ -160,7 +226,10 @@ pub async fn probe(
         .map_err(|e| ProbeError::io(Phase::Connect, "127.0.0.1", &e))?
         .port();
     let shim_task = tokio::spawn(shim(listener, exit.cloned(), *timeouts));
-    let profile = std::env::temp_dir().join(format!("exitvoice-chromium-{token}"));
+    let profile = std::env::temp_dir().join(format!(
+        "exitvoice-chromium-{token}-{}",
+        if pin.is_some() { "pinned" } else { "any" }
+    ));
     let url = format!("https://{}/probe/{token}", echo.authority());
     let child = tokio::process::Command::new(&config.binary)
         .args([
@@ -172,9 +241,12 @@ pub async fn probe(
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
-            "--ignore-certificate-errors",
             "--proxy-bypass-list=<-loopback>",
         ])
+        .arg(pin.map_or_else(
+            || "--ignore-certificate-errors".to_owned(),
+            |pin| format!("--ignore-certificate-errors-spki-list={pin}"),
+        ))
         .arg(format!("--proxy-server=http://127.0.0.1:{shim_port}"))
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg("--dump-dom")
@@ -208,12 +280,7 @@ pub async fn probe(
     if echo_json.token.as_deref() != Some(token) {
         return Err(ProbeError::BadEcho("token mismatch".to_owned()));
     }
-    Ok(ProbeOutcome {
-        alpn: echo_json.alpn.negotiated.clone(),
-        echo: echo_json,
-        cert: None,
-        latency: started.elapsed(),
-    })
+    Ok(echo_json)
 }
 
 #[cfg(test)]

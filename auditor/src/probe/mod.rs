@@ -28,8 +28,8 @@ pub struct ProbeOutcome {
     pub echo: Echo,
     /// ALPN the auditor saw negotiated.
     pub alpn: Option<String>,
-    /// The certificate the auditor was shown; `None` for the Chromium persona, whose TLS the
-    /// auditor does not terminate.
+    /// The certificate the auditor was shown (the Chromium persona knows only whether its pin
+    /// held, not the certificate itself); `None` only when no certificate was checked.
     pub cert: Option<CertView>,
     /// From the start of the dial to the full echo.
     pub latency: Duration,

@@ -84,6 +84,45 @@ impl Store {
         Ok(())
     }
 
+    /// The most recent labels snapshot of `persona` (version 2 snapshots name theirs), if any.
+    ///
+    /// # Errors
+    /// Database or JSON decoding failures.
+    pub async fn latest_labels_of(&self, persona: &str) -> Result<Option<LabelsDoc>, StoreError> {
+        let row = sqlx::query(
+            "SELECT doc FROM label_snapshots WHERE json_extract(doc, '$.persona') = ? \
+             ORDER BY id DESC LIMIT 1",
+        )
+        .bind(persona)
+        .fetch_optional(self.pool())
+        .await?;
+        match row {
+            Some(row) => {
+                let json: String = row.try_get("doc")?;
+                Ok(Some(serde_json::from_str(&json)?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The probe that sent `token`, if it is stored.
+    ///
+    /// # Errors
+    /// Database or JSON decoding failures.
+    pub async fn probe_by_token(&self, token: &str) -> Result<Option<ProbeRecord>, StoreError> {
+        let row = sqlx::query("SELECT record FROM probes WHERE token = ? ORDER BY id DESC LIMIT 1")
+            .bind(token)
+            .fetch_optional(self.pool())
+            .await?;
+        match row {
+            Some(row) => {
+                let json: String = row.try_get("record")?;
+                Ok(Some(serde_json::from_str(&json)?))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// The most recent labels snapshot, if any.
     ///
     /// # Errors
@@ -168,6 +207,9 @@ mod tests {
         );
         let back = store.recent_probes(Some("y"), "p", 1).await.unwrap();
         assert_eq!(back, vec![record(Some("y"), "p", "d")]);
+        let found = store.probe_by_token("d").await.unwrap();
+        assert_eq!(found, Some(record(Some("y"), "p", "d")));
+        assert!(store.probe_by_token("nope").await.unwrap().is_none());
     }
 
     #[tokio::test]
@@ -179,12 +221,29 @@ mod tests {
             let doc = LabelsDoc {
                 schema_version: LABELS_SCHEMA_VERSION,
                 generated_at: at.into(),
+                persona: None,
                 baseline: None,
+                pool: None,
                 exits: vec![],
             };
             store.insert_labels(&doc).await.unwrap();
         }
         let latest = store.latest_labels().await.unwrap().unwrap();
         assert_eq!(latest.generated_at, "2");
+        // Per persona: version 1 snapshots (no persona) are nobody's.
+        assert!(store.latest_labels_of("p").await.unwrap().is_none());
+        for (at, persona) in [("3", "p"), ("4", "q")] {
+            let doc = LabelsDoc {
+                schema_version: LABELS_SCHEMA_VERSION,
+                generated_at: at.into(),
+                persona: Some(persona.into()),
+                baseline: None,
+                pool: None,
+                exits: vec![],
+            };
+            store.insert_labels(&doc).await.unwrap();
+        }
+        let of_p = store.latest_labels_of("p").await.unwrap().unwrap();
+        assert_eq!(of_p.generated_at, "3");
     }
 }

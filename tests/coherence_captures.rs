@@ -1,0 +1,68 @@
+//! Issue 15 §1: the family table recognises every recorded client in `captures/` (analysed by
+//! `exitvoice inspect`, the echo's own analysis), exactly, and finds each one coherent.
+
+use std::path::Path;
+use std::process::Command;
+
+use exitvoice_auditor::coherence;
+use exitvoice_schema::{Alpn, Http2Echo, Spoken, TlsEcho};
+use serde_json::Value;
+
+fn inspect(client: &str) -> Value {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("captures")
+        .join(client);
+    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .arg("inspect")
+        .arg("--compact")
+        .arg(dir.join("conn1.hello.bin"))
+        .arg(dir.join("conn1.prefix.bin"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{client}");
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[test]
+fn every_recorded_client_is_its_own_family_and_coherent() {
+    // (capture, TLS family, HTTP/2 family)
+    let table = [
+        ("chromium", "chrome", "chrome"),
+        ("firefox-esr", "firefox", "firefox"),
+        ("curl-h2", "openssl", "nghttp2"),
+        ("nghttp", "openssl", "nghttp2"),
+        ("go-h2", "go", "go"),
+        ("java-httpclient", "java", "java"),
+        ("node-http2", "openssl", "node"),
+        ("python-httpx-h2", "openssl", "python-h2"),
+    ];
+    for (client, tls_family, http_family) in table {
+        let json = inspect(client);
+        let tls: TlsEcho = serde_json::from_value(json["tls"].clone()).unwrap();
+        let http2: Http2Echo = serde_json::from_value(json["http2"].clone()).unwrap();
+        let alpn = Alpn {
+            offered: vec![],
+            negotiated: Some("h2".into()),
+            spoken: Spoken::H2,
+        };
+        let c = coherence::of_parts(Some(&tls), &alpn, Some(&http2));
+        let family =
+            |f: &Option<exitvoice_schema::Family>| f.as_ref().map(|f| (f.name.clone(), f.exact));
+        assert_eq!(
+            family(&c.tls_family),
+            Some((tls_family.into(), true)),
+            "{client}"
+        );
+        assert_eq!(
+            family(&c.http_family),
+            Some((http_family.into(), true)),
+            "{client}"
+        );
+        assert_eq!(
+            (c.score, c.reasons.len()),
+            (1.0, 0),
+            "{client}: {:?}",
+            c.reasons
+        );
+    }
+}
