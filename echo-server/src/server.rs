@@ -139,7 +139,9 @@ impl Server {
             metrics,
             closed: {
                 let writer = writer.clone();
-                Box::new(move |conn, failure| writer.submit(Job::Closed { conn, failure }))
+                Box::new(move |conn, failure| {
+                    writer.submit(Job::Closed { conn, failure });
+                })
             },
             shutdown,
             boot_id: boot_ms.to_string(),

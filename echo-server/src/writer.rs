@@ -39,9 +39,10 @@ const PRUNE_ROUNDS: usize = 10;
 pub(crate) enum Job {
     /// A request, as its handler recorded it (shared with the handler's answer, not copied).
     Request(Arc<RequestRecord>),
-    /// A connection whose first request was answered: its row is stored now, so its requests
-    /// are listed while it stays open.
-    Opened(Arc<Connection>),
+    /// The row of a connection whose first request was answered, built then ([`connection_row`]):
+    /// stored now, so its requests are listed while it stays open. The row, not the connection,
+    /// waits in the queue: the connection's buffers are freed when it ends, by its own task.
+    Opened(Box<ConnectionRow>),
     /// A connection that ended: stored (or its row updated) and written to `--record-dir`.
     Closed {
         /// The connection.
@@ -61,7 +62,8 @@ impl Job {
                     + request.token.as_ref().map_or(0, String::len)
                     + request.header_order.iter().map(String::len).sum::<usize>()
             }
-            Self::Opened(conn) | Self::Closed { conn, .. } => conn.hello.len() + conn.tap.len(),
+            Self::Opened(row) => row.hello.len() + row.prefix.len(),
+            Self::Closed { conn, .. } => conn.hello.len() + conn.tap.len(),
         }
     }
 }
@@ -86,9 +88,18 @@ pub(crate) struct WriterHandle {
 }
 
 impl WriterHandle {
+    /// Queues the row of `conn`, whose first request was answered, and notes what it counts.
+    pub(crate) fn submit_opened(&self, conn: &Connection) {
+        let row = connection_row(conn, None, &self.metrics);
+        let requests = row.requests;
+        if self.submit(Job::Opened(Box::new(row))) {
+            conn.note_queued(requests);
+        }
+    }
+
     /// Queues `job` without waiting; a full queue, the byte budget or a closed queue counts a
-    /// drop by reason.
-    pub(crate) fn submit(&self, job: Job) {
+    /// drop by reason. Whether it was queued.
+    pub(crate) fn submit(&self, job: Job) -> bool {
         if let Job::Closed {
             conn,
             failure: None,
@@ -96,7 +107,7 @@ impl WriterHandle {
         {
             // Stored by its first request and unchanged since: only `--record-dir` wants it.
             if conn.unchanged_since_queued() && !self.recording {
-                return;
+                return false;
             }
         }
         // A request, or a connection without one, is an observation; a connection row whose
@@ -118,16 +129,20 @@ impl WriterHandle {
         if held.saturating_add(bytes) > self.max_bytes {
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
             dropped(DropReason::QueueBytes);
-            return;
+            return false;
         }
         match self.tx.try_send(Queued { job, bytes }) {
-            Ok(()) => self.metrics.queued(),
+            Ok(()) => {
+                self.metrics.queued();
+                true
+            }
             Err(error) => {
                 self.bytes.fetch_sub(bytes, Ordering::Relaxed);
                 dropped(match error {
                     mpsc::error::TrySendError::Full(_) => DropReason::QueueFull,
                     mpsc::error::TrySendError::Closed(_) => DropReason::Closed,
                 });
+                false
             }
         }
     }
@@ -256,7 +271,7 @@ impl Writer {
                     // The handler has answered by now: the record is this job's alone.
                     batch.requests.push(Arc::unwrap_or_clone(request));
                 }
-                Job::Opened(conn) => batch.connections.push(self.row(&conn, None)),
+                Job::Opened(row) => batch.connections.push(*row),
                 Job::Closed { conn, failure } => {
                     if let Some(dir) = &self.record_dir {
                         let record = connection_record(&conn, &self.metrics, failure.as_ref());
@@ -266,7 +281,9 @@ impl Writer {
                         observations += 1;
                     }
                     if failure.is_some() || !conn.unchanged_since_queued() {
-                        batch.connections.push(self.row(&conn, failure));
+                        batch
+                            .connections
+                            .push(connection_row(&conn, failure, &self.metrics));
                     }
                 }
             }
@@ -286,29 +303,6 @@ impl Writer {
                 self.metrics.write_failure(rows);
                 tracing::error!(%error, lost_rows = rows, "observation batch not stored");
             }
-        }
-    }
-
-    /// The row of `conn` as it stands now.
-    fn row(&self, conn: &Connection, failure: Option<Failed>) -> ConnectionRow {
-        let analysis = conn.analysis(&self.metrics);
-        let facts = Arc::clone(&analysis.facts);
-        let prefix = conn.tap.with_bytes(<[u8]>::to_vec);
-        let requests = conn.requests();
-        conn.note_queued(requests);
-        let (failure, failure_detail) = failure.map_or((None, None), |(f, d)| (Some(f), Some(d)));
-        ConnectionRow {
-            conn_id: conn.id.clone(),
-            time_unix_ms: unix_ms(conn.accepted),
-            peer: conn.stored_peer.clone(),
-            facts,
-            failure,
-            failure_detail,
-            requests,
-            prefix_truncated: conn.tap.truncated(),
-            analysed_prefix_len: Some(analysis.prefix_len),
-            hello: conn.hello.to_vec(),
-            prefix,
         }
     }
 
@@ -383,6 +377,27 @@ impl Writer {
                 tracing::warn!(%error, file = %name, "record file not written");
             }
         }
+    }
+}
+
+/// The row of `conn` as it stands now (its analysis made if it was not yet).
+fn connection_row(conn: &Connection, failure: Option<Failed>, metrics: &Metrics) -> ConnectionRow {
+    let analysis = conn.analysis(metrics);
+    let facts = Arc::clone(&analysis.facts);
+    let prefix = conn.tap.with_bytes(<[u8]>::to_vec);
+    let (failure, failure_detail) = failure.map_or((None, None), |(f, d)| (Some(f), Some(d)));
+    ConnectionRow {
+        conn_id: conn.id.clone(),
+        time_unix_ms: unix_ms(conn.accepted),
+        peer: conn.stored_peer.clone(),
+        facts,
+        failure,
+        failure_detail,
+        requests: conn.requests(),
+        prefix_truncated: conn.tap.truncated(),
+        analysed_prefix_len: Some(analysis.prefix_len),
+        hello: conn.hello.to_vec(),
+        prefix,
     }
 }
 

@@ -147,7 +147,7 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
     }
     state.metrics.request();
     if conn.queue_once() {
-        state.writer.submit(Job::Opened(Arc::clone(&conn)));
+        state.writer.submit_opened(&conn);
     }
     let record = Arc::new(record);
     state.writer.submit(Job::Request(Arc::clone(&record)));
