@@ -144,6 +144,7 @@ impl Server {
             shutdown,
             boot_id: boot_ms.to_string(),
             store_peer_ip: config.store_peer_ip,
+            proxy_from: config.proxy_protocol_from,
             next_connection: AtomicU64::new(0),
         });
         Ok(Self {

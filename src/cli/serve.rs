@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use exitvoice_echo::cert::CertSource;
-use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, Limits, WriterConfig};
+use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, IpNet, Limits, WriterConfig};
 use exitvoice_echo::{Config, Server};
 use exitvoice_schema::PeerPolicy;
 
@@ -42,6 +42,11 @@ pub struct Args {
     /// address.
     #[arg(long, value_name = "full|prefix|none", default_value = "full")]
     store_peer_ip: PeerPolicy,
+    /// A load balancer's address range (`192.0.2.0/24`, `127.0.0.1/32`; repeat for several)
+    /// whose connections start with a PROXY protocol v1 or v2 header: the client address in it
+    /// is reported, stored and rate-limited. From other sources a PROXY header is refused.
+    #[arg(long, value_name = "CIDR")]
+    proxy_protocol_from: Vec<IpNet>,
     /// Most open connections; more are closed at once.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
@@ -162,6 +167,7 @@ impl Args {
                 .or_else(|| std::env::var(API_TOKEN_ENV).ok())
                 .and_then(ApiToken::new),
             store_peer_ip: self.store_peer_ip,
+            proxy_protocol_from: self.proxy_protocol_from,
             limits: Limits {
                 max_connections: self.max_connections,
                 per_ip_connections: self.per_ip_connections,

@@ -258,6 +258,8 @@ impl Drop for EchoServer {
 pub struct Row {
     pub conn_id: String,
     pub request_index: i64,
+    /// The peer as stored: `ip:port`.
+    pub peer: String,
     pub token: Option<String>,
     pub sni: Option<String>,
     pub failure: Option<String>,
@@ -285,6 +287,7 @@ pub async fn read_rows(db: &Path) -> Vec<Row> {
             Row {
                 conn_id: o.conn_id,
                 request_index: i64::from(o.request_index),
+                peer: format!("{}:{}", o.peer.ip, o.peer.port),
                 token: o.token,
                 sni: o.sni,
                 failure: o.failure_detail,
