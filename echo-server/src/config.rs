@@ -86,6 +86,8 @@ pub struct Config {
     /// client address in it is the one reported, stored and rate-limited. From any other
     /// source a PROXY header is refused.
     pub proxy_protocol_from: Vec<IpNet>,
+    /// Where to serve the Prometheus exposition (`GET /metrics`, plain HTTP); off when `None`.
+    pub metrics_listen: Option<SocketAddr>,
     /// Connection and capture limits.
     pub limits: Limits,
     /// Observation queue and writer settings.
@@ -105,6 +107,7 @@ impl Default for Config {
             api_token: None,
             store_peer_ip: PeerPolicy::Full,
             proxy_protocol_from: Vec::new(),
+            metrics_listen: None,
             limits: Limits::default(),
             writer: WriterConfig::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,

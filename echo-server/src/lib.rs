@@ -13,6 +13,7 @@ mod capture;
 pub mod cert;
 pub mod classify;
 pub mod config;
+mod exposition;
 pub mod h1;
 pub mod h2;
 mod metrics;

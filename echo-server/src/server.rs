@@ -20,6 +20,7 @@ use crate::capture::listener::{accept_loop, Limiter};
 use crate::capture::Shared;
 use crate::cert::{self, CertError, CertSource};
 use crate::config::Config;
+use crate::exposition;
 use crate::metrics::Metrics;
 use crate::writer::{self, Job, WriterHandle};
 
@@ -55,6 +56,9 @@ pub enum ServerError {
 /// A bound, ready-to-run echo server.
 pub struct Server {
     shared: Arc<Shared>,
+    /// The Prometheus exposition's listener and router (`--metrics-listen`).
+    metrics: Option<(TcpListener, axum::Router)>,
+    metrics_addr: Option<SocketAddr>,
     writer: WriterHandle,
     listeners: Vec<TcpListener>,
     local_addrs: Vec<SocketAddr>,
@@ -115,6 +119,16 @@ impl Server {
             local_addrs.push(local);
             listeners.push(listener);
         }
+        let (metrics_listener, metrics_addr) = match config.metrics_listen {
+            Some(addr) => {
+                let bind_error = |source| ServerError::Bind { addr, source };
+                let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+                let local = listener.local_addr().map_err(bind_error)?;
+                let router = exposition::router(Arc::clone(&metrics), writer.clone());
+                (Some((listener, router)), Some(local))
+            }
+            None => (None, None),
+        };
         let admission = Arc::new(Admission::new(config.limits.admission));
         let router = api::router(ApiState {
             metrics: Arc::clone(&metrics),
@@ -149,6 +163,8 @@ impl Server {
         });
         Ok(Self {
             shared,
+            metrics: metrics_listener,
+            metrics_addr,
             writer,
             listeners,
             local_addrs,
@@ -164,6 +180,11 @@ impl Server {
     /// The addresses actually bound (port 0 resolved).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// Where the Prometheus exposition is served (port 0 resolved), with `--metrics-listen`.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The certificate pin, `sha256//<base64>`.
@@ -184,11 +205,28 @@ impl Server {
             .into_iter()
             .map(|listener| tokio::spawn(accept_loop(Arc::clone(&self.shared), listener)))
             .collect();
+        let exposition = self.metrics.map(|(listener, router)| {
+            let mut stopping = self.shutdown_tx.subscribe();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = stopping.wait_for(|stopping| *stopping).await;
+                };
+                if let Err(error) = axum::serve(listener, router)
+                    .with_graceful_shutdown(stopped)
+                    .await
+                {
+                    tracing::warn!(%error, "metrics listener failed");
+                }
+            })
+        });
         shutdown.await;
         tracing::info!("shutting down: no new connections");
         let _ = self.shutdown_tx.send(true);
         for accept in loops {
             let _ = accept.await;
+        }
+        if let Some(exposition) = exposition {
+            let _ = exposition.await;
         }
         let grace = tokio::time::Instant::now() + self.shutdown_grace;
         while self.shared.metrics.open() > 0 && tokio::time::Instant::now() < grace {

@@ -47,6 +47,10 @@ pub struct Args {
     /// is reported, stored and rate-limited. From other sources a PROXY header is refused.
     #[arg(long, value_name = "CIDR")]
     proxy_protocol_from: Vec<IpNet>,
+    /// Serve Prometheus metrics (OpenMetrics text, plain HTTP) at http://ADDR/metrics. Off by
+    /// default; keep it on loopback or a private network: it is not authenticated.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     /// Most open connections; more are closed at once.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
@@ -168,6 +172,7 @@ impl Args {
                 .and_then(ApiToken::new),
             store_peer_ip: self.store_peer_ip,
             proxy_protocol_from: self.proxy_protocol_from,
+            metrics_listen: self.metrics_listen,
             limits: Limits {
                 max_connections: self.max_connections,
                 per_ip_connections: self.per_ip_connections,
@@ -213,6 +218,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // stdout carries the facts a user (or a test) needs, one per line.
     for addr in server.local_addrs() {
         println!("exitvoice serve: listening on https://{addr}");
+    }
+    if let Some(addr) = server.metrics_addr() {
+        println!("exitvoice serve: metrics on http://{addr}/metrics");
     }
     let origin = match server.cert_source() {
         CertSource::Generated(path) => format!("generated {}", path.display()),

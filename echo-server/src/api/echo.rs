@@ -144,7 +144,7 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
             stream_id: record.stream_id,
         });
     }
-    state.metrics.request();
+    state.metrics.request(conn.spoken(), record.bucket);
     if conn.queue_once() {
         state.writer.submit(Job::Opened(Arc::clone(&conn)));
     }

@@ -240,6 +240,9 @@ async fn serve_tls(
         Arc::clone(&tap),
     ));
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
+    if conn.tap.truncated() {
+        shared.metrics.capture_truncated();
+    }
     (shared.closed)(conn, failure);
 }
 
