@@ -17,6 +17,10 @@ use exitvoice_schema::PeerPolicy;
 /// Flags of `exitvoice serve`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// TOML file whose `[serve]` table sets any option below (keys are the flags' names);
+    /// flags and `EXITVOICE_*` variables take precedence over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Address to listen on, IPv4 or IPv6 (`[::1]:8443`); repeat for several.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
     listen: Vec<SocketAddr>,
@@ -33,8 +37,8 @@ pub struct Args {
     /// Also write each connection's raw bytes as DIR/<conn-id>.hello.bin, .prefix.bin and .json.
     #[arg(long, value_name = "DIR")]
     record_dir: Option<PathBuf>,
-    /// Bearer token required by /api/observations (never logged); the environment variable
-    /// EXITVOICE_API_TOKEN is used when the flag is absent (keeps it out of `ps`).
+    /// Bearer token required by /api/observations (never logged); prefer the environment
+    /// variable EXITVOICE_API_TOKEN or the config file, which keep it out of `ps`.
     #[arg(long, value_name = "TOKEN")]
     api_token: Option<String>,
     /// How much of each visitor's address is stored: `full` (address and port), `prefix`
@@ -120,9 +124,6 @@ pub struct Args {
     shutdown_grace: Duration,
 }
 
-/// Environment variable read for the API token when `--api-token` is absent.
-const API_TOKEN_ENV: &str = "EXITVOICE_API_TOKEN";
-
 /// `250ms`, `10s`, `2m`, or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     super::duration::parse(text, false)
@@ -166,10 +167,7 @@ impl Args {
             cert: self.cert,
             key: self.key,
             record_dir: self.record_dir,
-            api_token: self
-                .api_token
-                .or_else(|| std::env::var(API_TOKEN_ENV).ok())
-                .and_then(ApiToken::new),
+            api_token: self.api_token.and_then(ApiToken::new),
             store_peer_ip: self.store_peer_ip,
             proxy_protocol_from: self.proxy_protocol_from,
             metrics_listen: self.metrics_listen,
@@ -214,6 +212,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Colour codes only for a person at a terminal, not in journald or a log file.
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
+    if let Some(path) = &args.config {
+        println!("exitvoice serve: config {}", path.display());
+    }
     let server = Server::bind(args.into_config()).await?;
     // stdout carries the facts a user (or a test) needs, one per line.
     for addr in server.local_addrs() {
