@@ -86,6 +86,8 @@ pub struct Config {
     /// client address in it is the one reported, stored and rate-limited. From any other
     /// source a PROXY header is refused.
     pub proxy_protocol_from: Vec<IpNet>,
+    /// Certificates from an ACME CA instead of `cert`/`key` or a self-signed one.
+    pub acme: Option<crate::acme::AcmeSettings>,
     /// Where to serve the Prometheus exposition (`GET /metrics`, plain HTTP); off when `None`.
     pub metrics_listen: Option<SocketAddr>,
     /// Connection and capture limits.
@@ -108,6 +110,7 @@ impl Default for Config {
             store_peer_ip: PeerPolicy::Full,
             proxy_protocol_from: Vec::new(),
             metrics_listen: None,
+            acme: None,
             limits: Limits::default(),
             writer: WriterConfig::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,

@@ -145,6 +145,12 @@ impl Collector for EchoCollector {
         }
         single(
             e,
+            "acme_challenges",
+            "TLS-ALPN-01 validation connections of the ACME CA (not stored).",
+            &ConstCounter::new(self.metrics.acme_challenges()),
+        )?;
+        single(
+            e,
             "captures_truncated",
             "Connections whose decrypted bytes went past --capture-bytes.",
             &ConstCounter::new(self.metrics.captures_truncated()),

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
+pub mod acme;
 pub mod analysis;
 mod codec;
 

@@ -30,6 +30,7 @@ pub struct Metrics {
     requests: AtomicU64,
     requests_by: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     capture_truncated: AtomicU64,
+    acme_challenges: AtomicU64,
     write_seconds: WriteSeconds,
     idle_closed: AtomicU64,
     request_timeouts: AtomicU64,
@@ -178,6 +179,16 @@ impl Metrics {
     /// Connections whose capture was truncated.
     pub fn captures_truncated(&self) -> u64 {
         self.capture_truncated.load(Ordering::Relaxed)
+    }
+
+    /// Counts a TLS-ALPN-01 validation connection of an ACME CA.
+    pub fn acme_challenge(&self) {
+        self.acme_challenges.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// TLS-ALPN-01 validation connections so far.
+    pub fn acme_challenges(&self) -> u64 {
+        self.acme_challenges.load(Ordering::Relaxed)
     }
 
     /// Records how long one batch took to commit.

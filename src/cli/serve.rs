@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use exitvoice_echo::acme::{self, AcmeSettings};
 use exitvoice_echo::cert::CertSource;
 use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, IpNet, Limits, WriterConfig};
 use exitvoice_echo::{Config, Server};
@@ -51,6 +52,24 @@ pub struct Args {
     /// is reported, stored and rate-limited. From other sources a PROXY header is refused.
     #[arg(long, value_name = "CIDR")]
     proxy_protocol_from: Vec<IpNet>,
+    /// Get the certificate from an ACME CA for this name (repeat for several), through the
+    /// TLS-ALPN-01 challenge on the listening port (which must be the name's port 443); cached
+    /// in `<db>.acme/`, renewed before expiry without a restart. Replaces --cert/--key.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["cert", "key"])]
+    acme_domain: Vec<String>,
+    /// Contact of the ACME account (`mailto:ops@example.com`); repeat for several.
+    #[arg(long, value_name = "URL", requires = "acme_domain")]
+    acme_contact: Vec<String>,
+    /// The ACME CA's directory URL.
+    #[arg(long, value_name = "URL", default_value = acme::LETS_ENCRYPT, conflicts_with = "acme_staging")]
+    acme_directory: String,
+    /// Use Let's Encrypt's staging directory (certificates browsers do not trust; for trials).
+    #[arg(long, requires = "acme_domain")]
+    acme_staging: bool,
+    /// A PEM root to trust for the ACME directory's HTTPS, beside the public roots (a private
+    /// CA).
+    #[arg(long, value_name = "FILE", requires = "acme_domain")]
+    acme_directory_ca: Option<PathBuf>,
     /// Serve Prometheus metrics (OpenMetrics text, plain HTTP) at http://ADDR/metrics. Off by
     /// default; keep it on loopback or a private network: it is not authenticated.
     #[arg(long, value_name = "ADDR")]
@@ -159,8 +178,17 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}`: expected bytes like 10GiB, 500MiB or 2000000"))
 }
 
+/// Where ACME keeps its account and certificates: `<db>.acme/`, beside the database (the state
+/// directory under systemd).
+fn acme_cache(db: &std::path::Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".acme");
+    PathBuf::from(name)
+}
+
 impl Args {
     fn into_config(self) -> Config {
+        let acme_cache = acme_cache(&self.db);
         Config {
             listen: self.listen,
             db: self.db,
@@ -171,6 +199,17 @@ impl Args {
             store_peer_ip: self.store_peer_ip,
             proxy_protocol_from: self.proxy_protocol_from,
             metrics_listen: self.metrics_listen,
+            acme: (!self.acme_domain.is_empty()).then(|| AcmeSettings {
+                domains: self.acme_domain,
+                contact: self.acme_contact,
+                directory: if self.acme_staging {
+                    acme::LETS_ENCRYPT_STAGING.to_owned()
+                } else {
+                    self.acme_directory
+                },
+                directory_ca: self.acme_directory_ca,
+                cache: acme_cache,
+            }),
             limits: Limits {
                 max_connections: self.max_connections,
                 per_ip_connections: self.per_ip_connections,
@@ -224,6 +263,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         println!("exitvoice serve: metrics on http://{addr}/metrics");
     }
     let origin = match server.cert_source() {
+        CertSource::Acme(domains) => format!("ACME for {}", domains.join(", ")),
         CertSource::Generated(path) => format!("generated {}", path.display()),
         CertSource::Reused(path) => format!("self-signed {}", path.display()),
         _ => "from --cert".to_owned(),

@@ -214,8 +214,14 @@ async fn serve_tls(
             );
         }
     };
-    shared.metrics.handshake();
     let (_, server_conn) = tls.get_ref();
+    if server_conn.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
+        // An ACME CA validating a TLS-ALPN-01 challenge: it has seen the challenge certificate
+        // and sends nothing more (RFC 8737 section 3). Not a visitor: counted, not stored.
+        shared.metrics.acme_challenge();
+        return;
+    }
+    shared.metrics.handshake();
     let session = Session {
         alpn: server_conn
             .alpn_protocol()
