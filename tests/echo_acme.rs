@@ -42,16 +42,17 @@ struct Pebble {
 }
 
 impl Pebble {
-    /// Starts pebble validating TLS-ALPN-01 challenges on `tls_port`. Its own HTTPS uses the
-    /// test leaf certificate (trusted through `ca.pem`). The ports are picked free and could be
-    /// taken before pebble binds them, so the start is retried.
-    fn start(tls_port: u16) -> Self {
+    /// Starts pebble validating TLS-ALPN-01 challenges on `tls_port`, issuing certificates
+    /// valid for `validity_s` seconds (pebble's default, five years, when `None`). Its own HTTPS
+    /// uses the test leaf certificate (trusted through `ca.pem`). The ports are picked free and
+    /// could be taken before pebble binds them, so the start is retried.
+    fn start(tls_port: u16, validity_s: Option<u64>) -> Self {
         let certs = test_certs();
         let mut failures = Vec::new();
         for _ in 0..3 {
             let dir = tempfile::tempdir().expect("tempdir");
             let (port, management) = (free_port(), free_port());
-            let config = serde_json::json!({"pebble": {
+            let mut config = serde_json::json!({"pebble": {
                 "listenAddress": format!("127.0.0.1:{port}"),
                 "managementListenAddress": format!("127.0.0.1:{management}"),
                 "certificate": certs.join("leaf-chain.pem"),
@@ -61,6 +62,9 @@ impl Pebble {
                 "ocspResponderURL": "",
                 "externalAccountBindingRequired": false,
             }});
+            if let Some(validity) = validity_s {
+                config["pebble"]["certificateValidityPeriod"] = validity.into();
+            }
             let path = dir.path().join("pebble.json");
             std::fs::write(&path, config.to_string()).expect("write pebble.json");
             let log = std::fs::File::create(dir.path().join("pebble.log")).expect("log");
@@ -138,14 +142,12 @@ async fn connect_verified(
         .await
 }
 
-#[tokio::test]
-async fn pebble_issues_the_certificate_through_tls_alpn_01_and_the_echo_serves_it() {
-    let port = free_port();
-    let pebble = Pebble::start(port);
-    let ca = test_certs().join("ca.pem");
+/// The echo on 127.0.0.1:0 and 127.0.0.1:`port` (pebble's `tlsPort`), its certificate from
+/// `pebble`.
+fn echo_with_acme(port: u16, pebble: &Pebble) -> EchoServer {
     let listen = format!("127.0.0.1:{port}");
-    let ca_arg = ca.display().to_string();
-    let mut server = EchoServer::start(&[
+    let ca = test_certs().join("ca.pem").display().to_string();
+    EchoServer::start(&[
         "--listen",
         &listen,
         "--metrics-listen",
@@ -157,16 +159,21 @@ async fn pebble_issues_the_certificate_through_tls_alpn_01_and_the_echo_serves_i
         "--acme-directory",
         &pebble.directory,
         "--acme-directory-ca",
-        &ca_arg,
-    ]);
-    assert_eq!(server.pin, "none", "an ACME certificate has no fixed pin");
-    let root = pebble.root();
+        &ca,
+    ])
+}
 
-    // Ordering, validation and download take a few seconds.
+/// The first connection whose chain verifies against `root` (ordering, validation and download
+/// take a few seconds; at most 60).
+async fn first_verified(
+    port: u16,
+    root: &CertificateDer<'static>,
+    server: &EchoServer,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    let mut tls = loop {
-        match connect_verified(port, &root).await {
-            Ok(tls) => break tls,
+    loop {
+        match connect_verified(port, root).await {
+            Ok(tls) => return tls,
             Err(error) => {
                 assert!(
                     Instant::now() < deadline,
@@ -176,7 +183,55 @@ async fn pebble_issues_the_certificate_through_tls_alpn_01_and_the_echo_serves_i
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }
-    };
+    }
+}
+
+/// The leaf certificate a verified connection was served.
+fn leaf(tls: &tokio_rustls::client::TlsStream<TcpStream>) -> Vec<u8> {
+    let (_, session) = tls.get_ref();
+    let chain = session.peer_certificates().expect("a chain");
+    chain.first().expect("a leaf").to_vec()
+}
+
+#[tokio::test]
+async fn a_short_lived_certificate_is_renewed_and_served_without_a_restart() {
+    // Certificates valid for 12 s: rustls-acme renews at two thirds of the validity.
+    let port = free_port();
+    let pebble = Pebble::start(port, Some(12));
+    let server = echo_with_acme(port, &pebble);
+    let root = pebble.root();
+    let first = leaf(&first_verified(port, &root, &server).await);
+    let pid = server.pid();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Ok(tls) = connect_verified(port, &root).await {
+            if leaf(&tls) != first {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no renewed certificate within 40 s:\n{}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(
+        server.pid(),
+        pid,
+        "the same process serves the renewed certificate"
+    );
+    assert!(server.stderr().matches("DeployedNewCert").count() >= 2);
+}
+
+#[tokio::test]
+async fn pebble_issues_the_certificate_through_tls_alpn_01_and_the_echo_serves_it() {
+    let port = free_port();
+    let pebble = Pebble::start(port, None);
+    let mut server = echo_with_acme(port, &pebble);
+    assert_eq!(server.pin, "none", "an ACME certificate has no fixed pin");
+    let root = pebble.root();
+    let mut tls = first_verified(port, &root, &server).await;
     let (_, session) = tls.get_ref();
     let chain = session.peer_certificates().expect("a chain");
     assert!(
