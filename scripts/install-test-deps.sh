@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs, idempotently, on Debian 12 (bookworm) as root:
 #   - Debian packages: the real clients (Chromium, Firefox ESR, curl, nghttp, Go, openssl),
-#     the real proxies, tshark/editcap, NSS tools;
+#     the real proxies, tshark/editcap, NSS tools, Prometheus (scrapes the echo's metrics; its
+#     packaged service is not started: the tests run their own instance), systemd (its
+#     systemd-analyze checks the deploy/ units), pebble (a throwaway ACME CA);
 #   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients;
 #   - .tools/venv-mitm: mitmproxy (11.x on Python 3.11), kept apart from the test venv;
 #   - .tools/certs/: a test CA and a leaf certificate for echo.exitvoice.test (made once);
@@ -24,6 +26,7 @@ APT_PACKAGES=(
   tshark libnss3-tools sqlite3
   chromium firefox-esr nghttp2-client golang-go
   squid apache2-utils tinyproxy dante-server haproxy
+  prometheus systemd pebble
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cli;
 
@@ -28,10 +28,22 @@ enum Command {
     /// Show which voice fields differ between two observations (capture files, probe ids or
     /// observation ids).
     Diff(cli::diff::Args),
+    /// Check a configuration file (`--config FILE` of `serve` and `audit`).
+    Config(cli::config::Args),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Flags, then `EXITVOICE_*` variables, then the `--config` file, then defaults.
+    let command = cli::config::with_env(Cli::command());
+    let argv = match cli::config::argv_with_file(&command, std::env::args_os().collect()) {
+        Ok(argv) => argv,
+        Err(error) => {
+            eprintln!("exitvoice: {error:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let matches = command.clone().get_matches_from(argv);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -49,6 +61,7 @@ fn main() -> ExitCode {
             Command::Audit(args) => cli::audit::run(*args).await,
             Command::Labels(args) => cli::audit::labels(args).await,
             Command::Diff(args) => cli::diff::run(args).await,
+            Command::Config(args) => cli::config::run(args, &command),
         }
     });
     match result {

@@ -61,6 +61,9 @@ pub enum CertSource {
     Generated(PathBuf),
     /// Generated on an earlier start and reused from this certificate file.
     Reused(PathBuf),
+    /// Obtained (and renewed) from an ACME CA for these names; there is no fixed pin, since a
+    /// renewal brings a new key.
+    Acme(Vec<String>),
 }
 
 /// The certificate chain and key the server presents, with its pin.

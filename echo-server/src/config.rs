@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use exitvoice_schema::PeerPolicy;
+pub use ipnet::IpNet;
 
 /// Default listen address: loopback only, so a fresh checkout exposes nothing.
 pub const DEFAULT_LISTEN: SocketAddr =
@@ -81,6 +82,14 @@ pub struct Config {
     pub api_token: Option<ApiToken>,
     /// How much of each visitor's address is stored.
     pub store_peer_ip: PeerPolicy,
+    /// Load balancers whose connections start with a PROXY protocol header (v1 or v2): the
+    /// client address in it is the one reported, stored and rate-limited. From any other
+    /// source a PROXY header is refused.
+    pub proxy_protocol_from: Vec<IpNet>,
+    /// Certificates from an ACME CA instead of `cert`/`key` or a self-signed one.
+    pub acme: Option<crate::acme::AcmeSettings>,
+    /// Where to serve the Prometheus exposition (`GET /metrics`, plain HTTP); off when `None`.
+    pub metrics_listen: Option<SocketAddr>,
     /// Connection and capture limits.
     pub limits: Limits,
     /// Observation queue and writer settings.
@@ -99,6 +108,9 @@ impl Default for Config {
             record_dir: None,
             api_token: None,
             store_peer_ip: PeerPolicy::Full,
+            proxy_protocol_from: Vec::new(),
+            metrics_listen: None,
+            acme: None,
             limits: Limits::default(),
             writer: WriterConfig::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
+pub mod acme;
 pub mod analysis;
 mod codec;
 
@@ -13,6 +14,7 @@ mod capture;
 pub mod cert;
 pub mod classify;
 pub mod config;
+mod exposition;
 pub mod h1;
 pub mod h2;
 mod metrics;

@@ -1,4 +1,5 @@
-//! Counters and gauges of the running server, served by `/healthz`.
+//! Counters and gauges of the running server, served by `/healthz` and, read at scrape time, by
+//! the Prometheus exposition (`exposition.rs`).
 //!
 //! Everything is a relaxed atomic or a small map behind a mutex: counting must never make a
 //! connection wait on another.
@@ -7,6 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use exitvoice_schema::{Bucket, Spoken};
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use serde::Serialize;
 
 /// All counters of one server.
@@ -25,6 +28,10 @@ pub struct Metrics {
     handshake_failures: Mutex<BTreeMap<&'static str, u64>>,
     parse_errors: Mutex<BTreeMap<&'static str, u64>>,
     requests: AtomicU64,
+    requests_by: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    capture_truncated: AtomicU64,
+    acme_challenges: AtomicU64,
+    write_seconds: WriteSeconds,
     idle_closed: AtomicU64,
     request_timeouts: AtomicU64,
     queued: AtomicU64,
@@ -38,6 +45,18 @@ pub struct Metrics {
     /// Whether the last batch failed to commit (the store is refusing writes right now).
     store_failing: AtomicBool,
     record_failures: AtomicU64,
+}
+
+/// How long the store took to commit one batch of observations, in seconds.
+#[derive(Debug)]
+pub(crate) struct WriteSeconds(pub(crate) Histogram);
+
+impl Default for WriteSeconds {
+    /// 0.5 ms to 4 s, doubling: a batch of 256 requests commits in a few milliseconds on a
+    /// local disk; seconds mean a stalled disk or a database at its size cap pruning.
+    fn default() -> Self {
+        Self(Histogram::new(exponential_buckets(0.0005, 2.0, 14)))
+    }
 }
 
 /// Keeps the open-connection gauge up while alive; dropping it brings the gauge back down, so
@@ -120,9 +139,66 @@ impl Metrics {
         bump(&self.parse_errors, kind);
     }
 
-    /// Counts a request answered.
-    pub fn request(&self) {
+    /// Counts a request answered, by the protocol its connection spoke and its bucket.
+    pub fn request(&self, spoken: Spoken, bucket: Option<Bucket>) {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        let spoken = match spoken {
+            Spoken::H2 => "h2",
+            Spoken::Http1 => "http/1.1",
+            _ => "unknown",
+        };
+        let bucket = match bucket {
+            Some(Bucket::A) => "A",
+            Some(Bucket::B) => "B",
+            Some(Bucket::C) => "C",
+            Some(Bucket::D) => "D",
+            None => "none",
+        };
+        let mut map = self
+            .requests_by
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *map.entry((spoken, bucket)).or_insert(0) += 1;
+    }
+
+    /// Requests answered, by spoken protocol (`h2`, `http/1.1`, `unknown`) and bucket (`A`–`D`,
+    /// `none`).
+    pub fn requests_by(&self) -> BTreeMap<(&'static str, &'static str), u64> {
+        self.requests_by
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Counts a connection whose decrypted bytes went past `--capture-bytes` (the tap kept the
+    /// first ones only).
+    pub fn capture_truncated(&self) {
+        self.capture_truncated.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections whose capture was truncated.
+    pub fn captures_truncated(&self) -> u64 {
+        self.capture_truncated.load(Ordering::Relaxed)
+    }
+
+    /// Counts a TLS-ALPN-01 validation connection of an ACME CA.
+    pub fn acme_challenge(&self) {
+        self.acme_challenges.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// TLS-ALPN-01 validation connections so far.
+    pub fn acme_challenges(&self) -> u64 {
+        self.acme_challenges.load(Ordering::Relaxed)
+    }
+
+    /// Records how long one batch took to commit.
+    pub fn write_latency(&self, elapsed: std::time::Duration) {
+        self.write_seconds.0.observe(elapsed.as_secs_f64());
+    }
+
+    /// The batch commit latency histogram.
+    pub(crate) fn write_seconds(&self) -> &Histogram {
+        &self.write_seconds.0
     }
 
     /// Counts a connection closed by the idle timeout.

@@ -14,12 +14,14 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use crate::acme;
 use crate::api::{self, ApiState};
 use crate::capture::admission::Admission;
 use crate::capture::listener::{accept_loop, Limiter};
 use crate::capture::Shared;
 use crate::cert::{self, CertError, CertSource};
 use crate::config::Config;
+use crate::exposition;
 use crate::metrics::Metrics;
 use crate::writer::{self, Job, WriterHandle};
 
@@ -47,6 +49,9 @@ pub enum ServerError {
         /// Why.
         source: std::io::Error,
     },
+    /// ACME could not be set up.
+    #[error(transparent)]
+    Acme(#[from] acme::AcmeError),
     /// `--record-dir` could not be created.
     #[error("cannot create the record directory: {0}")]
     RecordDir(std::io::Error),
@@ -55,6 +60,11 @@ pub enum ServerError {
 /// A bound, ready-to-run echo server.
 pub struct Server {
     shared: Arc<Shared>,
+    /// Orders and renews ACME certificates, with `--acme-domain`.
+    acme_driver: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// The Prometheus exposition's listener and router (`--metrics-listen`).
+    metrics: Option<(TcpListener, axum::Router)>,
+    metrics_addr: Option<SocketAddr>,
     writer: WriterHandle,
     listeners: Vec<TcpListener>,
     local_addrs: Vec<SocketAddr>,
@@ -83,11 +93,27 @@ impl Server {
     /// # Errors
     /// [`ServerError`] when any of those fails.
     pub async fn bind(config: Config) -> Result<Self, ServerError> {
-        let identity =
-            cert::load_or_generate(config.cert.as_deref(), config.key.as_deref(), &config.db)?;
-        let pin = identity.pin.clone();
-        let cert_source = identity.source.clone();
-        let acceptor = TlsAcceptor::from(Arc::new(tls_config(identity)?));
+        let (tls, pin, cert_source, acme_driver) = match &config.acme {
+            Some(settings) => {
+                let acme = acme::start(settings)?;
+                let mut tls = tls_config(|builder| Ok(builder.with_cert_resolver(acme.resolver)))?;
+                tls.alpn_protocols.push(acme::ACME_TLS_ALPN.to_vec());
+                let source = CertSource::Acme(settings.domains.clone());
+                (tls, "none".to_owned(), source, Some(acme.driver))
+            }
+            None => {
+                let identity = cert::load_or_generate(
+                    config.cert.as_deref(),
+                    config.key.as_deref(),
+                    &config.db,
+                )?;
+                let (pin, source) = (identity.pin.clone(), identity.source.clone());
+                let tls =
+                    tls_config(|builder| builder.with_single_cert(identity.chain, identity.key))?;
+                (tls, pin, source, None)
+            }
+        };
+        let acceptor = TlsAcceptor::from(Arc::new(tls));
         if let Some(dir) = &config.record_dir {
             std::fs::create_dir_all(dir).map_err(ServerError::RecordDir)?;
         }
@@ -115,6 +141,16 @@ impl Server {
             local_addrs.push(local);
             listeners.push(listener);
         }
+        let (metrics_listener, metrics_addr) = match config.metrics_listen {
+            Some(addr) => {
+                let bind_error = |source| ServerError::Bind { addr, source };
+                let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+                let local = listener.local_addr().map_err(bind_error)?;
+                let router = exposition::router(Arc::clone(&metrics), writer.clone());
+                (Some((listener, router)), Some(local))
+            }
+            None => (None, None),
+        };
         let admission = Arc::new(Admission::new(config.limits.admission));
         let router = api::router(ApiState {
             metrics: Arc::clone(&metrics),
@@ -146,10 +182,14 @@ impl Server {
             shutdown,
             boot_id: boot_ms.to_string(),
             store_peer_ip: config.store_peer_ip,
+            proxy_from: config.proxy_protocol_from,
             next_connection: AtomicU64::new(0),
         });
         Ok(Self {
             shared,
+            acme_driver,
+            metrics: metrics_listener,
+            metrics_addr,
             writer,
             listeners,
             local_addrs,
@@ -165,6 +205,11 @@ impl Server {
     /// The addresses actually bound (port 0 resolved).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// Where the Prometheus exposition is served (port 0 resolved), with `--metrics-listen`.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_addr
     }
 
     /// The certificate pin, `sha256//<base64>`.
@@ -185,11 +230,32 @@ impl Server {
             .into_iter()
             .map(|listener| tokio::spawn(accept_loop(Arc::clone(&self.shared), listener)))
             .collect();
+        let acme = self.acme_driver.map(tokio::spawn);
+        let exposition = self.metrics.map(|(listener, router)| {
+            let mut stopping = self.shutdown_tx.subscribe();
+            tokio::spawn(async move {
+                let stopped = async move {
+                    let _ = stopping.wait_for(|stopping| *stopping).await;
+                };
+                if let Err(error) = axum::serve(listener, router)
+                    .with_graceful_shutdown(stopped)
+                    .await
+                {
+                    tracing::warn!(%error, "metrics listener failed");
+                }
+            })
+        });
         shutdown.await;
         tracing::info!("shutting down: no new connections");
         let _ = self.shutdown_tx.send(true);
         for accept in loops {
             let _ = accept.await;
+        }
+        if let Some(exposition) = exposition {
+            let _ = exposition.await;
+        }
+        if let Some(acme) = acme {
+            acme.abort();
         }
         let grace = tokio::time::Instant::now() + self.shutdown_grace;
         while self.shared.metrics.open() > 0 && tokio::time::Instant::now() < grace {
@@ -207,13 +273,18 @@ impl Server {
 }
 
 /// rustls as a real origin would run it: TLS 1.2 and 1.3, ALPN `h2` then `http/1.1`, session
-/// tickets (TLS 1.3 tickets and TLS 1.2 stateless tickets), and `SSLKEYLOGFILE` honoured.
-fn tls_config(identity: cert::Identity) -> Result<rustls::ServerConfig, rustls::Error> {
+/// tickets (TLS 1.3 tickets and TLS 1.2 stateless tickets), and `SSLKEYLOGFILE` honoured; the
+/// certificate as `certificate` sets it (one chain, or ACME's resolver).
+fn tls_config(
+    certificate: impl FnOnce(
+        rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>,
+    ) -> Result<rustls::ServerConfig, rustls::Error>,
+) -> Result<rustls::ServerConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(identity.chain, identity.key)?;
+        .with_no_client_auth();
+    let mut config = certificate(builder)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config.key_log = Arc::new(rustls::KeyLogFile::new());
     config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;

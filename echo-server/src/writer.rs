@@ -296,7 +296,10 @@ impl Writer {
         if batch.is_empty() {
             return;
         }
-        match self.store.write_batch(batch).await {
+        let started = std::time::Instant::now();
+        let written = self.store.write_batch(batch).await;
+        self.metrics.write_latency(started.elapsed());
+        match written {
             Ok(()) => self.metrics.written(observations),
             Err(error) => {
                 let rows = batch.connections.len() + batch.requests.len();

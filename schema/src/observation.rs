@@ -243,6 +243,22 @@ pub fn rfc3339_ms(unix_ms: i64) -> String {
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Failure {
+    /// From a `--proxy-protocol-from` source: the first bytes were no valid PROXY protocol
+    /// header (no signature, bad syntax or addresses, an unknown version, command or family,
+    /// a datagram flow).
+    ProxyMalformed,
+    /// From a `--proxy-protocol-from` source: the peer closed, the socket failed or the
+    /// handshake deadline passed before the PROXY header was complete.
+    ProxyTruncated,
+    /// From a `--proxy-protocol-from` source: the PROXY header was over the cap (v1: 107 bytes;
+    /// v2: 1 KiB).
+    ProxyTooLarge,
+    /// From a `--proxy-protocol-from` source: a PROXY header without a client address (v2
+    /// `LOCAL` or `UNSPEC`/`UNIX` family, v1 `UNKNOWN`), such as a load balancer's health check.
+    ProxyLocal,
+    /// A PROXY protocol header from a source not in `--proxy-protocol-from`: refused, never
+    /// trusted.
+    ProxyUntrusted,
     /// The first bytes were not a TLS ClientHello.
     HelloInvalid,
     /// The ClientHello was over the cap.
@@ -281,6 +297,11 @@ impl Failure {
     /// The snake_case name, as on the wire and in the counters.
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::ProxyMalformed => "proxy_malformed",
+            Self::ProxyTruncated => "proxy_truncated",
+            Self::ProxyTooLarge => "proxy_too_large",
+            Self::ProxyLocal => "proxy_local",
+            Self::ProxyUntrusted => "proxy_untrusted",
             Self::HelloInvalid => "hello_invalid",
             Self::HelloTooLarge => "hello_too_large",
             Self::HelloClosed => "hello_closed",
@@ -475,6 +496,11 @@ mod tests {
     #[test]
     fn failure_names_are_the_same_both_ways() {
         let all = [
+            Failure::ProxyMalformed,
+            Failure::ProxyTruncated,
+            Failure::ProxyTooLarge,
+            Failure::ProxyLocal,
+            Failure::ProxyUntrusted,
             Failure::HelloInvalid,
             Failure::HelloTooLarge,
             Failure::HelloClosed,

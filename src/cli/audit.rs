@@ -30,6 +30,10 @@ use rand::Rng;
 /// Flags of `exitvoice audit`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// TOML file whose `[audit]` table sets any option below (keys are the flags' names);
+    /// flags and `EXITVOICE_*` variables take precedence over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Exits file: TOML (`[echo]`, `[route]`, `[[exits]]`) or one proxy URL per line.
     #[arg(long, value_name = "FILE")]
     exits: PathBuf,
@@ -250,6 +254,9 @@ fn preflight_table(verdict: &preflight::Verdict) -> String {
 /// Runs `exitvoice audit`.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logs();
+    if let Some(path) = &args.config {
+        tracing::info!(config = %path.display(), "configuration file");
+    }
     let bytes =
         std::fs::read(&args.exits).with_context(|| format!("reading {}", args.exits.display()))?;
     let file = AuditFile::parse(&bytes)?;

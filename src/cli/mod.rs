@@ -1,6 +1,7 @@
 //! One module per subcommand: flags → configs → calls into the crates → exit code.
 
 pub mod audit;
+pub mod config;
 pub mod diff;
 mod duration;
 pub mod inspect;

@@ -9,14 +9,19 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use exitvoice_echo::acme::{self, AcmeSettings};
 use exitvoice_echo::cert::CertSource;
-use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, Limits, WriterConfig};
+use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, IpNet, Limits, WriterConfig};
 use exitvoice_echo::{Config, Server};
 use exitvoice_schema::PeerPolicy;
 
 /// Flags of `exitvoice serve`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// TOML file whose `[serve]` table sets any option below (keys are the flags' names);
+    /// flags and `EXITVOICE_*` variables take precedence over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Address to listen on, IPv4 or IPv6 (`[::1]:8443`); repeat for several.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
     listen: Vec<SocketAddr>,
@@ -33,8 +38,8 @@ pub struct Args {
     /// Also write each connection's raw bytes as DIR/<conn-id>.hello.bin, .prefix.bin and .json.
     #[arg(long, value_name = "DIR")]
     record_dir: Option<PathBuf>,
-    /// Bearer token required by /api/observations (never logged); the environment variable
-    /// EXITVOICE_API_TOKEN is used when the flag is absent (keeps it out of `ps`).
+    /// Bearer token required by /api/observations (never logged); prefer the environment
+    /// variable EXITVOICE_API_TOKEN or the config file, which keep it out of `ps`.
     #[arg(long, value_name = "TOKEN")]
     api_token: Option<String>,
     /// How much of each visitor's address is stored: `full` (address and port), `prefix`
@@ -42,6 +47,33 @@ pub struct Args {
     /// address.
     #[arg(long, value_name = "full|prefix|none", default_value = "full")]
     store_peer_ip: PeerPolicy,
+    /// A load balancer's address range (`192.0.2.0/24`, `127.0.0.1/32`; repeat for several)
+    /// whose connections start with a PROXY protocol v1 or v2 header: the client address in it
+    /// is reported, stored and rate-limited. From other sources a PROXY header is refused.
+    #[arg(long, value_name = "CIDR")]
+    proxy_protocol_from: Vec<IpNet>,
+    /// Get the certificate from an ACME CA for this name (repeat for several), through the
+    /// TLS-ALPN-01 challenge on the listening port (which must be the name's port 443); cached
+    /// in `<db>.acme/`, renewed before expiry without a restart. Replaces --cert/--key.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["cert", "key"])]
+    acme_domain: Vec<String>,
+    /// Contact of the ACME account (`mailto:ops@example.com`); repeat for several.
+    #[arg(long, value_name = "URL", requires = "acme_domain")]
+    acme_contact: Vec<String>,
+    /// The ACME CA's directory URL.
+    #[arg(long, value_name = "URL", default_value = acme::LETS_ENCRYPT, conflicts_with = "acme_staging")]
+    acme_directory: String,
+    /// Use Let's Encrypt's staging directory (certificates browsers do not trust; for trials).
+    #[arg(long, requires = "acme_domain")]
+    acme_staging: bool,
+    /// A PEM root to trust for the ACME directory's HTTPS, beside the public roots (a private
+    /// CA).
+    #[arg(long, value_name = "FILE", requires = "acme_domain")]
+    acme_directory_ca: Option<PathBuf>,
+    /// Serve Prometheus metrics (OpenMetrics text, plain HTTP) at http://ADDR/metrics. Off by
+    /// default; keep it on loopback or a private network: it is not authenticated.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     /// Most open connections; more are closed at once.
     #[arg(long, value_name = "N", default_value_t = config::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
@@ -111,9 +143,6 @@ pub struct Args {
     shutdown_grace: Duration,
 }
 
-/// Environment variable read for the API token when `--api-token` is absent.
-const API_TOKEN_ENV: &str = "EXITVOICE_API_TOKEN";
-
 /// `250ms`, `10s`, `2m`, or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
     super::duration::parse(text, false)
@@ -149,19 +178,38 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{text}`: expected bytes like 10GiB, 500MiB or 2000000"))
 }
 
+/// Where ACME keeps its account and certificates: `<db>.acme/`, beside the database (the state
+/// directory under systemd).
+fn acme_cache(db: &std::path::Path) -> PathBuf {
+    let mut name = db.as_os_str().to_owned();
+    name.push(".acme");
+    PathBuf::from(name)
+}
+
 impl Args {
     fn into_config(self) -> Config {
+        let acme_cache = acme_cache(&self.db);
         Config {
             listen: self.listen,
             db: self.db,
             cert: self.cert,
             key: self.key,
             record_dir: self.record_dir,
-            api_token: self
-                .api_token
-                .or_else(|| std::env::var(API_TOKEN_ENV).ok())
-                .and_then(ApiToken::new),
+            api_token: self.api_token.and_then(ApiToken::new),
             store_peer_ip: self.store_peer_ip,
+            proxy_protocol_from: self.proxy_protocol_from,
+            metrics_listen: self.metrics_listen,
+            acme: (!self.acme_domain.is_empty()).then(|| AcmeSettings {
+                domains: self.acme_domain,
+                contact: self.acme_contact,
+                directory: if self.acme_staging {
+                    acme::LETS_ENCRYPT_STAGING.to_owned()
+                } else {
+                    self.acme_directory
+                },
+                directory_ca: self.acme_directory_ca,
+                cache: acme_cache,
+            }),
             limits: Limits {
                 max_connections: self.max_connections,
                 per_ip_connections: self.per_ip_connections,
@@ -203,12 +251,19 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         // Colour codes only for a person at a terminal, not in journald or a log file.
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
+    if let Some(path) = &args.config {
+        println!("exitvoice serve: config {}", path.display());
+    }
     let server = Server::bind(args.into_config()).await?;
     // stdout carries the facts a user (or a test) needs, one per line.
     for addr in server.local_addrs() {
         println!("exitvoice serve: listening on https://{addr}");
     }
+    if let Some(addr) = server.metrics_addr() {
+        println!("exitvoice serve: metrics on http://{addr}/metrics");
+    }
     let origin = match server.cert_source() {
+        CertSource::Acme(domains) => format!("ACME for {}", domains.join(", ")),
         CertSource::Generated(path) => format!("generated {}", path.display()),
         CertSource::Reused(path) => format!("self-signed {}", path.display()),
         _ => "from --cert".to_owned(),

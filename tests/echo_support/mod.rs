@@ -26,6 +26,8 @@ pub struct EchoServer {
     pub addrs: Vec<std::net::SocketAddr>,
     /// The pin the server printed (`sha256//…`).
     pub pin: String,
+    /// Where it serves Prometheus metrics (`--metrics-listen`), if it said so.
+    pub metrics: Option<std::net::SocketAddr>,
     /// Temporary directory holding the database and the generated certificate.
     pub dir: tempfile::TempDir,
     _logs: tempfile::TempDir,
@@ -41,7 +43,12 @@ fn spawn(
     stderr_path: &Path,
     args: &[String],
     env: &[(String, PathBuf)],
-) -> (Child, Vec<std::net::SocketAddr>, String) {
+) -> (
+    Child,
+    Vec<std::net::SocketAddr>,
+    String,
+    Option<std::net::SocketAddr>,
+) {
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -70,7 +77,7 @@ fn spawn(
             }
         }
     });
-    let (mut addrs, mut pin) = (Vec::new(), None);
+    let (mut addrs, mut pin, mut metrics) = (Vec::new(), None, None);
     while pin.is_none() {
         let line = rx
             .recv_timeout(Duration::from_secs(30))
@@ -78,11 +85,15 @@ fn spawn(
         if let Some(addr) = line.strip_prefix("exitvoice serve: listening on https://") {
             addrs.push(addr.parse().expect("socket address"));
         }
+        if let Some(rest) = line.strip_prefix("exitvoice serve: metrics on http://") {
+            let addr = rest.trim_end_matches("/metrics");
+            metrics = Some(addr.parse().expect("metrics address"));
+        }
         if let Some(rest) = line.strip_prefix("exitvoice serve: certificate pin ") {
             pin = rest.split(' ').next().map(str::to_owned);
         }
     }
-    (child, addrs, pin.expect("pin"))
+    (child, addrs, pin.expect("pin"), metrics)
 }
 
 impl EchoServer {
@@ -107,7 +118,8 @@ impl EchoServer {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), v.to_path_buf()))
             .collect();
-        let (child, addrs, pin) = spawn(&dir.path().join("echo.db"), &stderr_path, &args, &env);
+        let (child, addrs, pin, metrics) =
+            spawn(&dir.path().join("echo.db"), &stderr_path, &args, &env);
         Self {
             child,
             port: addrs
@@ -116,6 +128,7 @@ impl EchoServer {
                 .expect("an address"),
             addrs,
             pin,
+            metrics,
             dir,
             _logs: logs,
             stderr_path,
@@ -129,8 +142,10 @@ impl EchoServer {
     pub fn restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let (child, addrs, pin) = spawn(&self.db(), &self.stderr_path, &self.args, &self.env);
+        let (child, addrs, pin, metrics) =
+            spawn(&self.db(), &self.stderr_path, &self.args, &self.env);
         self.child = child;
+        self.metrics = metrics;
         self.port = addrs
             .first()
             .map(std::net::SocketAddr::port)
@@ -258,6 +273,8 @@ impl Drop for EchoServer {
 pub struct Row {
     pub conn_id: String,
     pub request_index: i64,
+    /// The peer as stored: `ip:port`.
+    pub peer: String,
     pub token: Option<String>,
     pub sni: Option<String>,
     pub failure: Option<String>,
@@ -288,6 +305,7 @@ pub async fn read_rows(db: &Path) -> Vec<Row> {
             Row {
                 conn_id: o.conn_id,
                 request_index: i64::from(o.request_index),
+                peer: format!("{}:{}", o.peer.ip, o.peer.port),
                 token: o.token,
                 sni: o.sni,
                 failure: o.failure_detail,

@@ -9,6 +9,7 @@
 #   proxy.sh start mitmproxy DIR PORT [MITMDUMP_ARGS…]  # intercepting proxy (mitmdump)
 #   proxy.sh start haproxy   DIR PORT BACKEND_PORT…  # TCP round robin over the backends
 #   proxy.sh start haproxy-tls DIR PORT PEM BACKEND_PORT  # TLS (cert+key PEM) in front of a backend
+#   proxy.sh start haproxy-pp DIR PORT send-proxy|send-proxy-v2 BACKEND_PORT  # TCP, PROXY header
 #   proxy.sh stop DIR NAME                           # TERM (then KILL) exactly the started PID
 #
 # Needs root (squid/tinyproxy user switch, dante's account) and the packages squid,
@@ -148,6 +149,22 @@ CONF
       echo "  timeout client 60s"; echo "  timeout server 60s"
       echo "frontend tls"; echo "  bind 127.0.0.1:$port ssl crt $pem"; echo "  default_backend b"
       echo "backend b"; echo "  server b1 127.0.0.1:$backend"
+    } >"$dir/haproxy.cfg"
+    haproxy -c -q -f "$dir/haproxy.cfg"
+    start_bg haproxy "$dir" haproxy -db -f "$dir/haproxy.cfg"
+    wait_listen haproxy "$port" "$dir"
+    ;;
+  haproxy-pp)
+    # An L4 load balancer in front of the echo: TCP mode, a PROXY protocol v1 (`send-proxy`) or
+    # v2 (`send-proxy-v2`) header before the client's bytes.
+    mode="$1"; backend="$2"
+    case "$mode" in send-proxy|send-proxy-v2) ;; *) echo "haproxy-pp: $mode?" >&2; exit 2 ;; esac
+    {
+      echo "global"; echo "  maxconn 256"
+      echo "defaults"; echo "  mode tcp"; echo "  timeout connect 5s"
+      echo "  timeout client 60s"; echo "  timeout server 60s"
+      echo "frontend lb"; echo "  bind 127.0.0.1:$port"; echo "  default_backend echo"
+      echo "backend echo"; echo "  server e1 127.0.0.1:$backend $mode"
     } >"$dir/haproxy.cfg"
     haproxy -c -q -f "$dir/haproxy.cfg"
     start_bg haproxy "$dir" haproxy -db -f "$dir/haproxy.cfg"

@@ -55,7 +55,8 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Starts `kind` (`squid`, `tinyproxy`, `dante`, `mitmproxy`, `haproxy`) with extra args.
+    /// Starts `kind` (`squid`, `tinyproxy`, `dante`, `mitmproxy`, `haproxy`, `haproxy-tls`,
+    /// `haproxy-pp`) with extra args.
     ///
     /// The daemons take a port number, not a listening socket, so the port is picked free and
     /// can be taken by a parallel test before the daemon binds it: proxy.sh then fails (it
@@ -122,7 +123,7 @@ impl Proxy {
     /// The name `proxy.sh stop` knows the daemon by.
     fn pid_name(&self) -> &'static str {
         match self.name {
-            "haproxy-tls" => "haproxy",
+            "haproxy-tls" | "haproxy-pp" => "haproxy",
             name => name,
         }
     }

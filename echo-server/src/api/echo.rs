@@ -145,7 +145,7 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
             stream_id: record.stream_id,
         });
     }
-    state.metrics.request();
+    state.metrics.request(conn.spoken(), record.bucket);
     if conn.queue_once() {
         state.writer.submit_opened(&conn);
     }
@@ -160,7 +160,7 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
 struct EchoView<'a> {
     schema_version: u32,
     time: String,
-    peer: Peer,
+    peer: PeerView,
     token: Option<&'a str>,
     method: &'a str,
     path: &'a str,
@@ -188,7 +188,7 @@ impl<'a> EchoView<'a> {
     fn new(
         analysis: &'a Analysis,
         json: &'a EchoJson,
-        peer: Peer,
+        peer: PeerView,
         record: &'a RequestRecord,
     ) -> Self {
         let facts = &analysis.facts;
@@ -220,9 +220,22 @@ impl<'a> EchoView<'a> {
     }
 }
 
-/// The peer as the client itself sees it: always its full address (it is its own).
-fn client_peer(conn: &Connection) -> Peer {
-    PeerPolicy::Full.apply(conn.peer)
+/// The `peer` of an echo: the client's full address (it is its own), and, when a trusted load
+/// balancer relayed the connection with a PROXY header, the balancer's address as `proxy`.
+#[derive(Clone, Debug, Serialize)]
+struct PeerView {
+    #[serde(flatten)]
+    client: Peer,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proxy: Option<Peer>,
+}
+
+/// The peer as the client itself sees it.
+fn client_peer(conn: &Connection) -> PeerView {
+    PeerView {
+        client: PeerPolicy::Full.apply(conn.peer),
+        proxy: conn.proxy.map(|proxy| PeerPolicy::Full.apply(proxy)),
+    }
 }
 
 pub(super) async fn all(
@@ -249,7 +262,7 @@ pub(super) async fn probe(
 struct TlsView<'a> {
     schema_version: u32,
     time: String,
-    peer: Peer,
+    peer: PeerView,
     alpn: &'a Alpn,
     tls: Option<&'a RawValue>,
     request: RequestPosition,
@@ -447,8 +460,12 @@ mod tests {
             ip: "127.0.0.1".to_owned(),
             port: 4242,
         };
+        let direct = PeerView {
+            client: peer.clone(),
+            proxy: None,
+        };
         let json = analysis.json(hello, prefix);
-        let view = serde_json::to_value(EchoView::new(&analysis, json, peer.clone(), &record))
+        let view = serde_json::to_value(EchoView::new(&analysis, json, direct, &record))
             .expect("serialize");
         let echo: exitvoice_schema::Echo = serde_json::from_value(view).expect("an Echo");
         // The store keeps the bytes and derives the layers again on read.

@@ -7,7 +7,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /api/all` (also `POST`) | the full [`exitvoice_schema::Echo`] (`schema_version` 1): `time`, `peer {ip, port}`, `token`, `method`, `path`, `alpn {offered, negotiated, spoken}`, `tls {ja3, ja3_hash, ja3n, ja3n_hash, ja4, ja4_r, ja4_o, ja4_ro, voice_id, order_id, resumed, detail}`, `http2 {akamai_fingerprint, akamai_fingerprint_hash, voice_id, pseudo_header_order, header_order, detail}` or `http1 {request_line, header_order, voice_id}`, `request {stream_id, index}`, `bucket` (`A`–`D` or null), `profile` |
+//! | `GET /api/all` (also `POST`) | the full [`exitvoice_schema::Echo`] (`schema_version` 1): `time`, `peer {ip, port}` (plus `proxy {ip, port}`, the load balancer, when a `--proxy-protocol-from` source relayed the connection: `ip`/`port` are then the client's from its PROXY header), `token`, `method`, `path`, `alpn {offered, negotiated, spoken}`, `tls {ja3, ja3_hash, ja3n, ja3n_hash, ja4, ja4_r, ja4_o, ja4_ro, voice_id, order_id, resumed, detail}`, `http2 {akamai_fingerprint, akamai_fingerprint_hash, voice_id, pseudo_header_order, header_order, detail}` or `http1 {request_line, header_order, voice_id}`, `request {stream_id, index}`, `bucket` (`A`–`D` or null), `profile` |
 //! | `GET /probe/<token>`, any echo route with `?token=` | the same, stored under the token (1–128 of `A-Za-z0-9-_.`) |
 //! | `GET /api/tls` | `schema_version, time, peer, alpn, tls, request` |
 //! | `GET /api/http2` | `schema_version, time, alpn, http2, request, bucket, profile` |

@@ -15,30 +15,120 @@ use time::OffsetDateTime;
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
-use super::hello::{read_client_hello, Replay};
+use super::hello::{read_client_hello, HelloError, Replay};
 use super::http::{serve_http, stopping};
+use super::listener::{admit, reset, tarpit, Verdict};
+use super::proxy;
 use super::record::{Connection, Failed, Session};
 use super::shared::Shared;
 use super::strike::{is_handshake_strike, strike};
 use super::tap::{Tap, TapBuffer};
+use crate::metrics::OpenConnection;
 
 /// Builds the connection id: server start time and a sequence number.
 fn connection_id(shared: &Shared) -> String {
     format!("{}-{:06}", shared.boot_id, shared.next_connection())
 }
 
+/// Who is at the other end of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Peers {
+    /// The client: the TCP peer, or the address a trusted PROXY header names.
+    pub(crate) client: SocketAddr,
+    /// The load balancer that relayed the connection with a PROXY header (the TCP peer).
+    pub(crate) proxy: Option<SocketAddr>,
+}
+
 /// Serves one accepted TCP connection to its end. Never panics on peer input; every way out
 /// queues one connection record.
-pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketAddr) {
+pub(crate) async fn serve(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
+    let deadline = Instant::now() + shared.limits.handshake_timeout;
+    let peers = Peers {
+        client: peer,
+        proxy: None,
+    };
+    serve_tls(shared, tcp, peers, Vec::new(), deadline).await;
+}
+
+/// Serves a connection from a `--proxy-protocol-from` source: reads its PROXY header under the
+/// handshake deadline, admits the connection by the client address the header names (rate
+/// limit, penalty box, open-connection limits: the client's, not the load balancer's), then
+/// serves it as [`serve`] does, the handshake keeping the same deadline.
+///
+/// A bad header from a trusted load balancer is recorded and counted, but is no strike: it is
+/// a misconfiguration or a health check, and the penalty box would hold every client behind it.
+pub(crate) async fn serve_relayed(
+    shared: Arc<Shared>,
+    mut tcp: TcpStream,
+    relay: SocketAddr,
+    open: OpenConnection,
+) {
+    let _open = open;
+    let accepted = OffsetDateTime::now_utc();
+    let deadline = Instant::now() + shared.limits.handshake_timeout;
+    let mut raw = Vec::new();
+    let mut shutdown = shared.shutdown.clone();
+    let read = tokio::select! {
+        read = timeout_at(deadline, proxy::read_header(&mut tcp, &mut raw)) => Some(read),
+        () = stopping(&mut shutdown) => None,
+    };
+    let (reason, detail) = match read {
+        Some(Ok(Ok(client))) => {
+            let peers = Peers {
+                client,
+                proxy: Some(relay),
+            };
+            match admit(&shared, client.ip()) {
+                Verdict::Refuse => reset(tcp),
+                Verdict::Hold(permit) => tarpit(shared, tcp, permit).await,
+                Verdict::Serve(_permit) => serve_tls(shared, tcp, peers, raw, deadline).await,
+            }
+            return;
+        }
+        None => (
+            Failure::Shutdown,
+            "shutdown: the server stopped before a complete PROXY header".to_owned(),
+        ),
+        Some(Err(_)) => (
+            Failure::ProxyTruncated,
+            "proxy_truncated: no complete PROXY header before the handshake deadline".to_owned(),
+        ),
+        Some(Ok(Err(error))) => (error.failure(), format!("{}: {error}", error.failure())),
+    };
+    tracing::debug!(%relay, reason = reason.as_str(), "PROXY header not read");
+    shared.metrics.handshake_failure(reason.as_str());
+    let peers = Peers {
+        client: relay,
+        proxy: None,
+    };
+    let tap = Arc::new(TapBuffer::new(0));
+    let conn = Connection::new(
+        connection_id(&shared),
+        shared.peers(peers),
+        accepted,
+        raw.into(),
+        None,
+        tap,
+    );
+    (shared.closed)(Arc::new(conn), Some((reason, detail)));
+}
+
+/// Reads the ClientHello (after whatever of it `raw` already holds) under `deadline`, replays it
+/// into rustls, and serves the connection to its end.
+async fn serve_tls(
+    shared: Arc<Shared>,
+    mut tcp: TcpStream,
+    peers: Peers,
+    mut raw: Vec<u8>,
+    deadline: Instant,
+) {
     let id = connection_id(&shared);
-    let peers = (peer, shared.store_peer_ip.apply(peer));
+    let peer = peers.client;
     let accepted = OffsetDateTime::now_utc();
     let limits = &shared.limits;
     let tap = Arc::new(TapBuffer::new(limits.capture_bytes));
-    let deadline = Instant::now() + limits.handshake_timeout;
     let _ = tcp.set_nodelay(true);
 
-    let mut raw = Vec::new();
     let mut shutdown = shared.shutdown.clone();
     // Only a stalling peer keeps the hello read waiting: at shutdown it is cut, not waited for.
     let hello_read = tokio::select! {
@@ -54,7 +144,7 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         }
         let conn = Arc::new(Connection::new(
             id.clone(),
-            peers.clone(),
+            shared.peers(peers),
             accepted,
             hello,
             None,
@@ -72,6 +162,24 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
         }
         Some(Ok(Ok(len))) => len,
         Some(Ok(Err(error))) => {
+            // A PROXY header where a ClientHello belongs: from a source not in
+            // `--proxy-protocol-from` (or a second one behind a trusted load balancer's), so a
+            // client claiming someone else's address. Refused and counted, never trusted.
+            let invalid = matches!(error, HelloError::Invalid(_));
+            if invalid
+                && timeout_at(deadline, proxy::opens_header(&mut tcp, &mut raw))
+                    .await
+                    .unwrap_or(false)
+            {
+                tracing::debug!(conn = %id, %peer, "PROXY header from an untrusted source");
+                return failed(
+                    Failure::ProxyUntrusted,
+                    "proxy_untrusted: a PROXY protocol header from a source not in \
+                     --proxy-protocol-from"
+                        .to_owned(),
+                    raw.into(),
+                );
+            }
             tracing::debug!(conn = %id, %peer, reason = error.reason(), "ClientHello not read");
             return failed(
                 error.failure(),
@@ -106,8 +214,14 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
             );
         }
     };
-    shared.metrics.handshake();
     let (_, server_conn) = tls.get_ref();
+    if server_conn.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
+        // An ACME CA validating a TLS-ALPN-01 challenge: it has seen the challenge certificate
+        // and sends nothing more (RFC 8737 section 3). Not a visitor: counted, not stored.
+        shared.metrics.acme_challenge();
+        return;
+    }
+    shared.metrics.handshake();
     let session = Session {
         alpn: server_conn
             .alpn_protocol()
@@ -125,13 +239,16 @@ pub(crate) async fn serve(shared: Arc<Shared>, mut tcp: TcpStream, peer: SocketA
     };
     let conn = Arc::new(Connection::new(
         id,
-        peers,
+        shared.peers(peers),
         accepted,
         hello,
         Some(session),
         Arc::clone(&tap),
     ));
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
+    if conn.tap.truncated() {
+        shared.metrics.capture_truncated();
+    }
     (shared.closed)(conn, failure);
 }
 

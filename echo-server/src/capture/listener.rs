@@ -3,7 +3,9 @@
 //! its own connection. Admission (rate limit and penalty box, `admission.rs`) and the limits on
 //! open connections (total and per IP) are enforced here, before any byte is read; a refused
 //! connection is reset, not closed politely, so it leaves no TIME_WAIT behind, and one from a
-//! source in the penalty box is first held for the handshake deadline (a tarpit).
+//! source in the penalty box is first held for the handshake deadline (a tarpit). A connection
+//! relayed by a trusted load balancer is admitted the same way, by its client's address, once
+//! its PROXY header is read.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -95,7 +97,48 @@ impl Drop for Permit {
     }
 }
 
+/// What admission decided for a new connection.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Serve it, holding its place under the open-connection limits.
+    Serve(Permit),
+    /// Its source is in the penalty box: hold it, then reset it ([`tarpit`]).
+    Hold(Permit),
+    /// A limit refused it (counted): reset it at once.
+    Refuse,
+}
+
+/// Admits a new connection from `ip` (the TCP peer, or the client a trusted PROXY header
+/// names), or says why not; every refusal is counted.
+pub(crate) fn admit(shared: &Shared, ip: IpAddr) -> Verdict {
+    let admitted = shared.admission.admit(ip, Instant::now());
+    if admitted == Err(Denied::Rate) {
+        shared.metrics.reject_rate();
+        return Verdict::Refuse;
+    }
+    let permit = match shared.limiter.admit(ip) {
+        Ok(permit) => permit,
+        Err(refused) => {
+            match (admitted, refused) {
+                (Err(_), _) => shared.metrics.reject_penalty(),
+                (Ok(()), Refused::Total) => shared.metrics.reject_max_connections(),
+                (Ok(()), Refused::PerIp) => shared.metrics.reject_per_ip(),
+            }
+            return Verdict::Refuse;
+        }
+    };
+    if admitted.is_err() {
+        shared.metrics.reject_penalty();
+        return Verdict::Hold(permit);
+    }
+    Verdict::Serve(permit)
+}
+
 /// Accepts connections on `listener` until shutdown is signalled, spawning one task each.
+///
+/// A connection from a `--proxy-protocol-from` source is admitted only once its PROXY header
+/// has named the client (`connection::serve_relayed`): the limits and the penalty box are the
+/// client's, not the load balancer's, which carries everyone's connections.
 pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     let mut shutdown = shared.shutdown.clone();
     loop {
@@ -114,36 +157,31 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
-        let admitted = shared.admission.admit(peer.ip(), Instant::now());
-        if admitted == Err(Denied::Rate) {
-            shared.metrics.reject_rate();
-            reset(tcp);
+        if shared.relays_proxy_protocol(peer.ip()) {
+            let open = shared.metrics.accept();
+            tokio::spawn(connection::serve_relayed(
+                Arc::clone(&shared),
+                tcp,
+                peer,
+                open,
+            ));
             continue;
         }
-        let permit = match shared.limiter.admit(peer.ip()) {
-            Ok(permit) => permit,
-            Err(refused) => {
-                match (admitted, refused) {
-                    (Err(_), _) => shared.metrics.reject_penalty(),
-                    (Ok(()), Refused::Total) => shared.metrics.reject_max_connections(),
-                    (Ok(()), Refused::PerIp) => shared.metrics.reject_per_ip(),
-                }
-                reset(tcp);
-                continue;
+        match admit(&shared, peer.ip()) {
+            Verdict::Refuse => reset(tcp),
+            Verdict::Hold(permit) => {
+                tokio::spawn(tarpit(Arc::clone(&shared), tcp, permit));
             }
-        };
-        if admitted.is_err() {
-            shared.metrics.reject_penalty();
-            tokio::spawn(tarpit(Arc::clone(&shared), tcp, permit));
-            continue;
+            Verdict::Serve(permit) => {
+                let open = shared.metrics.accept();
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let _open = open;
+                    let _permit = permit;
+                    connection::serve(shared, tcp, peer).await;
+                });
+            }
         }
-        let open = shared.metrics.accept();
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let _open = open;
-            let _permit = permit;
-            connection::serve(shared, tcp, peer).await;
-        });
     }
 }
 
@@ -152,7 +190,7 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
 /// instead of making the server accept and reset thousands of connections a second. The held
 /// connection keeps its place under the open-connection limits, so a source gets at most
 /// `--per-ip-connections` held at once and is reset at once beyond that.
-async fn tarpit(shared: Arc<Shared>, tcp: TcpStream, permit: Permit) {
+pub(crate) async fn tarpit(shared: Arc<Shared>, tcp: TcpStream, permit: Permit) {
     let mut shutdown = shared.shutdown.clone();
     tokio::select! {
         () = tokio::time::sleep(shared.limits.handshake_timeout) => {}
@@ -164,7 +202,7 @@ async fn tarpit(shared: Arc<Shared>, tcp: TcpStream, permit: Permit) {
 
 /// Drops a refused connection with a TCP reset (`SO_LINGER` 0): the peer learns at once, and
 /// the server keeps no TIME_WAIT state for it.
-fn reset(tcp: TcpStream) {
+pub(crate) fn reset(tcp: TcpStream) {
     let _ = tcp.set_zero_linger();
     drop(tcp);
 }

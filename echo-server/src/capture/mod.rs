@@ -10,6 +10,7 @@ pub(crate) mod connection;
 pub(crate) mod hello;
 mod http;
 pub(crate) mod listener;
+pub(crate) mod proxy;
 mod record;
 mod shared;
 mod strike;

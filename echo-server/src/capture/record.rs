@@ -10,6 +10,7 @@ use bytes::Bytes;
 use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
 use time::OffsetDateTime;
 
+use super::connection::Peers;
 use super::tap::TapBuffer;
 use crate::analysis::{
     self, Analysis, ConnectionInput, EchoJson, Follower, LayerError, RequestHead,
@@ -27,8 +28,10 @@ const DISTINCT_TOKENS_KEPT: usize = 2;
 pub struct Connection {
     /// Connection id, unique per server start.
     pub id: String,
-    /// The TCP peer.
+    /// The client: the TCP peer, or the address a trusted PROXY header named.
     pub peer: SocketAddr,
+    /// The load balancer that relayed the connection with a PROXY header (the TCP peer then).
+    pub proxy: Option<SocketAddr>,
     /// The peer as `--store-peer-ip` lets it be stored.
     pub stored_peer: Peer,
     /// When the connection was accepted.
@@ -71,16 +74,17 @@ pub struct Session {
 impl Connection {
     pub(crate) fn new(
         id: String,
-        peer: (SocketAddr, Peer),
+        peers: (Peers, Peer),
         accepted: OffsetDateTime,
         hello: Bytes,
         session: Option<Session>,
         tap: Arc<TapBuffer>,
     ) -> Self {
-        let (peer, stored_peer) = peer;
+        let (peers, stored_peer) = peers;
         Self {
             id,
-            peer,
+            peer: peers.client,
+            proxy: peers.proxy,
             stored_peer,
             accepted,
             hello,

@@ -1,14 +1,17 @@
 //! What every connection task shares: the TLS acceptor, the router, the limits and admission
 //! state, the counters, the shutdown signal, and where an ended connection's record goes.
 
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use exitvoice_schema::PeerPolicy;
+use exitvoice_schema::{Peer, PeerPolicy};
+use ipnet::IpNet;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::admission::Admission;
+use super::connection::Peers;
 use super::listener::Limiter;
 use super::record::{Connection, Failed};
 use crate::config::Limits;
@@ -34,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) boot_id: String,
     /// How much of a peer's address is stored.
     pub(crate) store_peer_ip: PeerPolicy,
+    /// Sources whose connections start with a PROXY protocol header (`--proxy-protocol-from`).
+    pub(crate) proxy_from: Vec<IpNet>,
     pub(crate) next_connection: AtomicU64,
 }
 
@@ -41,5 +46,18 @@ impl Shared {
     /// The next connection sequence number (1, 2, …).
     pub(crate) fn next_connection(&self) -> u64 {
         self.next_connection.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A connection's peers as its record keeps them: the client, what `--store-peer-ip` lets
+    /// be stored of it, and the load balancer that relayed it.
+    pub(crate) fn peers(&self, peers: Peers) -> (Peers, Peer) {
+        (peers, self.store_peer_ip.apply(peers.client))
+    }
+
+    /// Whether connections from `ip` must start with a PROXY protocol header.
+    pub(crate) fn relays_proxy_protocol(&self, ip: IpAddr) -> bool {
+        // An IPv4 client on a dual-stack socket arrives as `::ffff:a.b.c.d`.
+        let ip = ip.to_canonical();
+        self.proxy_from.iter().any(|net| net.contains(&ip))
     }
 }

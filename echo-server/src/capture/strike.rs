@@ -10,13 +10,15 @@ use super::admission::{Source, Struck};
 use super::shared::Shared;
 
 /// Whether a failed handshake's reason is the peer's fault: bytes that are no ClientHello, one
-/// over the cap, a hello or handshake not done by the deadline, or a TLS protocol error. A peer
+/// over the cap, a hello or handshake not done by the deadline, a TLS protocol error, or a PROXY
+/// header from a source that may not send one. A peer
 /// that closes (port scans, load-balancer health checks), refuses our certificate, or whose
 /// socket fails is not.
 pub(super) fn is_handshake_strike(reason: Failure) -> bool {
     matches!(
         reason,
-        Failure::HelloInvalid
+        Failure::ProxyUntrusted
+            | Failure::HelloInvalid
             | Failure::HelloTooLarge
             | Failure::HelloTimeout
             | Failure::HandshakeTimeout
