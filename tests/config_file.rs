@@ -94,8 +94,8 @@ fn config_check_shows_env_over_file_over_default_and_redacts_secrets() {
     );
     assert_eq!(effective(&text, "audit", "once"), "once = true  # file");
     assert_eq!(
-        effective(&text, "audit", "samples"),
-        "samples = 4  # default"
+        effective(&text, "audit", "concurrency"),
+        "concurrency = 8  # default"
     );
     assert!(
         !text.contains(SECRET),
