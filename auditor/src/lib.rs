@@ -20,6 +20,7 @@ pub mod dial;
 pub mod drift;
 pub mod error;
 pub mod exits;
+pub mod exposition;
 pub mod labels;
 pub mod pool;
 pub mod preflight;

@@ -13,12 +13,14 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use exitvoice_auditor::dial::Timeouts;
 use exitvoice_auditor::drift::DriftConfig;
 use exitvoice_auditor::exits::{AuditFile, EchoTarget, SessionMinter};
+use exitvoice_auditor::exposition::{self, AuditMetrics};
 use exitvoice_auditor::labels::RouteRule;
 use exitvoice_auditor::preflight::{self, Thresholds};
 use exitvoice_auditor::probe::chromium::ChromiumConfig;
@@ -50,6 +52,11 @@ pub struct Args {
     /// again after DURATION, until they settle, instead of waiting for the next full run.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     recheck: Duration,
+    /// With --every: serve Prometheus metrics (OpenMetrics text, plain HTTP) at
+    /// http://ADDR/metrics: runs, probes by outcome, the latest run's exits by state, bucket and
+    /// route, its duration. Off by default; not authenticated.
+    #[arg(long, value_name = "ADDR", requires = "every")]
+    metrics_listen: Option<std::net::SocketAddr>,
     /// Write the labels JSON here after each run.
     #[arg(long, value_name = "FILE")]
     labels_out: Option<PathBuf>,
@@ -310,6 +317,19 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::open(&args.db)
         .await
         .with_context(|| format!("opening {}", args.db.display()))?;
+    let metrics = Arc::new(AuditMetrics::default());
+    if let Some(addr) = args.metrics_listen {
+        let (listener, local) = exposition::bind(addr)
+            .await
+            .with_context(|| format!("binding the metrics listener {addr}"))?;
+        println!("metrics on http://{local}/metrics");
+        let metrics = Arc::clone(&metrics);
+        tokio::spawn(async move {
+            if let Err(error) = exposition::serve(listener, metrics).await {
+                tracing::error!(%error, "metrics listener failed");
+            }
+        });
+    }
     let mut exits = file.exits;
     let mut minter = SessionMinter::new();
     let mut previous = store.latest_labels_of(&config.persona()).await?;
@@ -329,6 +349,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
             })
         });
+        let started = std::time::Instant::now();
         let result = match &recheck {
             None => schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await,
             Some(names) => {
@@ -340,6 +361,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("\r\x1b[2Kprobes done");
         }
         let report = result?;
+        metrics.record_run(
+            &report.records,
+            &report.labels,
+            started.elapsed(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+        );
         tracing::info!(
             run = %report.run_id,
             probes = report.records.len(),

@@ -1,0 +1,246 @@
+//! Prometheus exposition of a scheduled audit (`audit --every … --metrics-listen ADDR`,
+//! `GET /metrics`), in the OpenMetrics text format, encoded by the `prometheus-client` crate:
+//! counters over the runs so far (runs, probes by outcome) and gauges of the latest run (its
+//! duration and end, exits by drift state, bucket and route). Nothing is counted on the probe
+//! path: [`AuditMetrics::record_run`] folds each finished run in, and a scrape reads the result.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use exitvoice_schema::{LabelsDoc, ProbeRecord};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+/// What the runs so far said, for the next scrape.
+#[derive(Clone, Debug, Default)]
+struct Snapshot {
+    runs: u64,
+    /// Probes by outcome: `ok`, or the failure's error class.
+    probes: BTreeMap<String, u64>,
+    /// The latest run's exits by drift state, bucket (`none` without one) and route.
+    exits: BTreeMap<(&'static str, String), i64>,
+    last_run_seconds: f64,
+    last_run_end_unix: i64,
+}
+
+/// The audit's figures, shared by the scheduler (which records runs) and the scrape handler.
+#[derive(Debug, Default)]
+pub struct AuditMetrics {
+    snapshot: Mutex<Snapshot>,
+}
+
+impl AuditMetrics {
+    /// Folds a finished run in: its probes (the baseline's too), its labels and how long it took.
+    pub fn record_run(
+        &self,
+        probes: &[ProbeRecord],
+        labels: &LabelsDoc,
+        took: Duration,
+        end_unix: i64,
+    ) {
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        snapshot.runs += 1;
+        for probe in probes {
+            let outcome = probe
+                .error
+                .as_ref()
+                .map_or_else(|| "ok".to_owned(), |error| error.class.clone());
+            *snapshot.probes.entry(outcome).or_default() += 1;
+        }
+        snapshot.exits.clear();
+        for exit in &labels.exits {
+            let bucket = exit
+                .bucket
+                .map_or_else(|| "none".to_owned(), |b| b.to_string());
+            for key in [
+                ("state", exit.state.to_string()),
+                ("bucket", bucket),
+                ("route", exit.route.to_string()),
+            ] {
+                *snapshot.exits.entry(key).or_default() += 1;
+            }
+        }
+        snapshot.last_run_seconds = took.as_secs_f64();
+        snapshot.last_run_end_unix = end_unix;
+    }
+
+    /// The OpenMetrics text of everything recorded so far.
+    ///
+    /// # Errors
+    /// Only if writing into the string fails.
+    pub fn encode(self: &Arc<Self>) -> Result<String, std::fmt::Error> {
+        let mut registry = Registry::with_prefix("exitvoice_audit");
+        registry.register_collector(Box::new(AuditCollector(Arc::clone(self))));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry)?;
+        Ok(text)
+    }
+}
+
+/// The OpenMetrics content type (OpenMetrics 1.0, section "Overall Structure").
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Serves `GET /metrics` on `listener` until the process ends.
+///
+/// # Errors
+/// When the listener fails.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<AuditMetrics>,
+) -> std::io::Result<()> {
+    use axum::http::header::CONTENT_TYPE;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let scrape = |axum::extract::State(metrics): axum::extract::State<Arc<AuditMetrics>>| async move {
+        match metrics.encode() {
+            Ok(text) => ([(CONTENT_TYPE, OPENMETRICS)], text).into_response(),
+            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        }
+    };
+    let app = axum::Router::new()
+        .route("/metrics", axum::routing::get(scrape))
+        .with_state(metrics);
+    axum::serve(listener, app).await
+}
+
+/// Binds `addr` for [`serve`], returning the bound address too (port 0 picks a free one).
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+/// Reads the snapshot on each scrape.
+#[derive(Debug)]
+struct AuditCollector(Arc<AuditMetrics>);
+
+/// Writes one series without labels.
+fn single(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric: &impl EncodeMetric,
+) -> Result<(), std::fmt::Error> {
+    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
+}
+
+impl Collector for AuditCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snapshot = self
+            .0
+            .snapshot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let e = &mut encoder;
+        single(
+            e,
+            "runs",
+            "Audit runs finished (full runs and re-checks).",
+            &ConstCounter::new(snapshot.runs),
+        )?;
+        let mut probes = e.encode_descriptor(
+            "probes",
+            "Probes, by outcome: ok or the error class.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (outcome, count) in &snapshot.probes {
+            let labels = [("outcome", outcome.as_str())];
+            ConstCounter::new(*count).encode(probes.encode_family(&labels)?)?;
+        }
+        for (dimension, name, help) in [
+            (
+                "state",
+                "exits_by_state",
+                "Exits of the latest run, by drift state.",
+            ),
+            (
+                "bucket",
+                "exits_by_bucket",
+                "Exits of the latest run, by HTTP/2 bucket (none: no h2).",
+            ),
+            (
+                "route",
+                "exits_by_route",
+                "Exits of the latest run, by route.",
+            ),
+        ] {
+            let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            let values = snapshot.exits.iter().filter(|((d, _), _)| *d == dimension);
+            for ((_, value), count) in values {
+                let labels = [(dimension, value.as_str())];
+                ConstGauge::new(*count).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        single(
+            e,
+            "last_run_seconds",
+            "How long the latest run took.",
+            &ConstGauge::new(snapshot.last_run_seconds),
+        )?;
+        single(
+            e,
+            "last_run_end_seconds",
+            "When the latest run ended, Unix time.",
+            &ConstGauge::new(snapshot.last_run_end_unix),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exitvoice_schema::ProbeFailure;
+
+    fn probe(error: Option<&str>) -> ProbeRecord {
+        let json = serde_json::json!({
+            "schema_version": 1, "run_id": "r", "exit": "e", "exit_url": null, "session": null,
+            "token": "t", "persona": "rustls", "started_at": "2026-01-01T00:00:00Z",
+            "latency_ms": null, "error": null, "sample": null,
+        });
+        let mut record: ProbeRecord = serde_json::from_value(json).expect("a probe record");
+        record.error = error.map(|class| ProbeFailure {
+            class: class.to_owned(),
+            phase: None,
+            message: String::new(),
+        });
+        record
+    }
+
+    #[test]
+    fn probes_add_up_over_runs_and_exits_are_the_latest_runs() {
+        let metrics = Arc::new(AuditMetrics::default());
+        let labels: LabelsDoc = serde_json::from_value(serde_json::json!({
+            "schema_version": 2, "generated_at": "2026-01-01T00:00:00Z", "exits": [],
+        }))
+        .expect("an empty labels document");
+        let probes = [probe(None), probe(Some("connect_refused")), probe(None)];
+        metrics.record_run(&probes, &labels, Duration::from_millis(1500), 1_700_000_000);
+        metrics.record_run(&probes[..1], &labels, Duration::from_secs(2), 1_700_003_600);
+        let text = metrics.encode().expect("encode");
+        assert!(text.contains("exitvoice_audit_runs_total 2\n"), "{text}");
+        assert!(
+            text.contains("exitvoice_audit_probes_total{outcome=\"ok\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("exitvoice_audit_probes_total{outcome=\"connect_refused\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("exitvoice_audit_last_run_seconds 2.0\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}
