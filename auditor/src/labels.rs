@@ -504,36 +504,19 @@ fn percentile(sorted: &[u64], pct: usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use exitvoice_schema::{
-        Alpn, Echo, Peer, ProbeFailure, RequestPosition, Sample, Spoken, VoiceId,
-    };
+    use exitvoice_schema::{Alpn, Echo, ProbeFailure, RequestPosition, Sample, Spoken, VoiceId};
 
+    /// An h2 echo without TLS or HTTP/2 layers: the labels read only the sample.
     fn echo() -> Echo {
-        Echo {
-            schema_version: 1,
-            time: "t".into(),
-            peer: Peer {
-                ip: "127.0.0.1".into(),
-                port: 1,
-            },
-            token: None,
-            method: "GET".into(),
-            path: "/".into(),
-            alpn: Alpn {
-                offered: vec![],
-                negotiated: None,
-                spoken: Spoken::H2,
-            },
-            tls: None,
-            http2: None,
-            http1: None,
-            request: RequestPosition {
-                stream_id: Some(1),
-                index: 1,
-            },
-            bucket: None,
-            profile: None,
-        }
+        let mut echo = crate::test_echo::echo(&serde_json::Value::Null);
+        echo.alpn = Alpn {
+            offered: vec![],
+            negotiated: None,
+            spoken: Spoken::H2,
+        };
+        echo.tls = None;
+        echo.http2 = None;
+        echo
     }
 
     fn ok(at: u32, tls: &str, bucket: Bucket, preserved: bool, intercepted: bool) -> ProbeRecord {

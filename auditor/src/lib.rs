@@ -28,3 +28,5 @@ pub mod probe;
 pub mod record;
 pub mod schedule;
 pub mod secret;
+#[cfg(test)]
+mod test_echo;

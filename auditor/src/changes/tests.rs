@@ -1,5 +1,5 @@
 use super::*;
-use exitvoice_schema::{Peer, RequestPosition, VoiceId};
+use exitvoice_schema::VoiceId;
 use serde_json::json;
 
 /// A code as the echo serializes it.
@@ -28,51 +28,13 @@ fn codes_of(values: &[u64]) -> Value {
 }
 
 fn echo(detail: Value, akamai: &str, pseudo: &[&str]) -> Echo {
-    Echo {
-        schema_version: 1,
-        time: "t".into(),
-        peer: Peer {
-            ip: "127.0.0.1".into(),
-            port: 1,
-        },
-        token: None,
-        method: "GET".into(),
-        path: "/".into(),
-        alpn: Alpn {
-            offered: vec!["h2".into()],
-            negotiated: Some("h2".into()),
-            spoken: Spoken::H2,
-        },
-        tls: Some(TlsEcho {
-            ja3: String::new(),
-            ja3_hash: String::new(),
-            ja3n: String::new(),
-            ja3n_hash: String::new(),
-            ja4: String::new(),
-            ja4_r: String::new(),
-            ja4_o: String::new(),
-            ja4_ro: String::new(),
-            voice_id: VoiceId("tlsv2_x".into()),
-            order_id: String::new(),
-            resumed: false,
-            detail: exitvoice_schema::RawJson::of(&detail),
-        }),
-        http2: Some(Http2Echo {
-            akamai_fingerprint: akamai.into(),
-            akamai_fingerprint_hash: String::new(),
-            voice_id: VoiceId("h2v1_x".into()),
-            pseudo_header_order: pseudo.iter().map(|&p| p.to_owned()).collect(),
-            header_order: vec!["user-agent".into(), "accept".into()],
-            detail: exitvoice_schema::RawJson::of(&json!({})),
-        }),
-        http1: None,
-        request: RequestPosition {
-            stream_id: Some(1),
-            index: 1,
-        },
-        bucket: None,
-        profile: None,
+    let mut echo = crate::test_echo::echo(&detail);
+    if let Some(h2) = &mut echo.http2 {
+        h2.akamai_fingerprint = akamai.into();
+        h2.pseudo_header_order = pseudo.iter().map(|&p| p.to_owned()).collect();
+        h2.header_order = vec!["user-agent".into(), "accept".into()];
     }
+    echo
 }
 
 const CHROME_H2: &str = "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p";

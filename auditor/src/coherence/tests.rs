@@ -1,5 +1,4 @@
 use super::*;
-use exitvoice_schema::{Peer, RequestPosition, VoiceId};
 use serde_json::json;
 
 fn hello(ciphers: &[u64], extensions: &[u64]) -> Value {
@@ -13,51 +12,16 @@ fn hello(ciphers: &[u64], extensions: &[u64]) -> Value {
 }
 
 fn echo(detail: Value, ja4: &str, akamai: Option<&str>, spoken: Spoken) -> Echo {
-    Echo {
-        schema_version: 1,
-        time: "t".into(),
-        peer: Peer {
-            ip: "127.0.0.1".into(),
-            port: 1,
-        },
-        token: None,
-        method: "GET".into(),
-        path: "/".into(),
-        alpn: Alpn {
-            offered: vec!["h2".into()],
-            negotiated: Some("h2".into()),
-            spoken,
-        },
-        tls: Some(TlsEcho {
-            ja3: String::new(),
-            ja3_hash: String::new(),
-            ja3n: String::new(),
-            ja3n_hash: String::new(),
-            ja4: ja4.into(),
-            ja4_r: String::new(),
-            ja4_o: String::new(),
-            ja4_ro: String::new(),
-            voice_id: VoiceId("tlsv2_x".into()),
-            order_id: String::new(),
-            resumed: false,
-            detail: exitvoice_schema::RawJson::of(&detail),
-        }),
-        http2: akamai.map(|akamai| Http2Echo {
-            akamai_fingerprint: akamai.into(),
-            akamai_fingerprint_hash: String::new(),
-            voice_id: VoiceId("h2v1_x".into()),
-            pseudo_header_order: vec![],
-            header_order: vec![],
-            detail: exitvoice_schema::RawJson::of(&json!({})),
-        }),
-        http1: None,
-        request: RequestPosition {
-            stream_id: Some(1),
-            index: 1,
-        },
-        bucket: None,
-        profile: None,
+    let mut echo = crate::test_echo::echo(&detail);
+    echo.alpn.spoken = spoken;
+    if let Some(tls) = &mut echo.tls {
+        tls.ja4 = ja4.into();
     }
+    match (akamai, &mut echo.http2) {
+        (Some(akamai), Some(h2)) => h2.akamai_fingerprint = akamai.into(),
+        _ => echo.http2 = None,
+    }
+    echo
 }
 
 const CHROME_CIPHERS: &[u64] = &[0x3a3a, 0x1301, 0x1302, 0x1303, 0xc02b];

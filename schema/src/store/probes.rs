@@ -89,20 +89,14 @@ impl Store {
     /// # Errors
     /// Database or JSON decoding failures.
     pub async fn latest_labels_of(&self, persona: &str) -> Result<Option<LabelsDoc>, StoreError> {
-        let row = sqlx::query(
+        let doc: Option<String> = sqlx::query_scalar(
             "SELECT doc FROM label_snapshots WHERE json_extract(doc, '$.persona') = ? \
              ORDER BY id DESC LIMIT 1",
         )
         .bind(persona)
         .fetch_optional(self.pool())
         .await?;
-        match row {
-            Some(row) => {
-                let json: String = row.try_get("doc")?;
-                Ok(Some(serde_json::from_str(&json)?))
-            }
-            None => Ok(None),
-        }
+        Ok(doc.map(|json| serde_json::from_str(&json)).transpose()?)
     }
 
     /// The probe that sent `token`, if it is stored.
@@ -110,17 +104,13 @@ impl Store {
     /// # Errors
     /// Database or JSON decoding failures.
     pub async fn probe_by_token(&self, token: &str) -> Result<Option<ProbeRecord>, StoreError> {
-        let row = sqlx::query("SELECT record FROM probes WHERE token = ? ORDER BY id DESC LIMIT 1")
-            .bind(token)
-            .fetch_optional(self.pool())
-            .await?;
-        match row {
-            Some(row) => {
-                let json: String = row.try_get("record")?;
-                Ok(Some(serde_json::from_str(&json)?))
-            }
-            None => Ok(None),
-        }
+        let record: Option<String> = sqlx::query_scalar(
+            "SELECT record FROM probes WHERE token = ? ORDER BY id DESC LIMIT 1",
+        )
+        .bind(token)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(record.map(|json| serde_json::from_str(&json)).transpose()?)
     }
 
     /// The most recent labels snapshot, if any.
@@ -128,16 +118,11 @@ impl Store {
     /// # Errors
     /// Database or JSON decoding failures.
     pub async fn latest_labels(&self) -> Result<Option<LabelsDoc>, StoreError> {
-        let row = sqlx::query("SELECT doc FROM label_snapshots ORDER BY id DESC LIMIT 1")
-            .fetch_optional(self.pool())
-            .await?;
-        match row {
-            Some(row) => {
-                let json: String = row.try_get("doc")?;
-                Ok(Some(serde_json::from_str(&json)?))
-            }
-            None => Ok(None),
-        }
+        let doc: Option<String> =
+            sqlx::query_scalar("SELECT doc FROM label_snapshots ORDER BY id DESC LIMIT 1")
+                .fetch_optional(self.pool())
+                .await?;
+        Ok(doc.map(|json| serde_json::from_str(&json)).transpose()?)
     }
 }
 
