@@ -120,29 +120,27 @@ fn details(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
 /// prefix its facts were read from, and what it spoke: the store keeps the bytes, and its reader
 /// asks this function for the rest ([`exitvoice_schema::LayersFn`]).
 pub fn layers(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers {
-    let analysis = analyse(&ConnectionInput {
+    let input = ConnectionInput {
         hello,
         prefix,
         spoken: Some(spoken),
         ..ConnectionInput::default()
-    });
-    let details = details(hello, prefix, spoken);
-    let facts = Arc::unwrap_or_clone(analysis.facts);
+    };
+    let facts = Arc::unwrap_or_clone(analyse_with(&input, true).facts);
     Layers {
-        tls: facts.tls.map(|tls| TlsEcho {
-            detail: details.tls,
-            ..tls
-        }),
+        tls: facts.tls,
         tls_error: facts.tls_error,
-        http2: facts.http2.map(|mut h2| {
-            h2.detail = details.http2;
-            h2
-        }),
+        http2: facts.http2,
     }
 }
 
-/// Analyses one connection's bytes.
+/// Analyses one connection's bytes (the parsers' detail left for [`Analysis::json`]).
 pub fn analyse(input: &ConnectionInput<'_>) -> Analysis {
+    analyse_with(input, false)
+}
+
+/// [`analyse`], writing the parsers' detail into the layers from the same parse when `detail`.
+fn analyse_with(input: &ConnectionInput<'_>, detail: bool) -> Analysis {
     let mut errors = Vec::new();
     let mut facts = ConnectionFacts {
         tls_version: input.tls_version.map(str::to_owned),
@@ -152,7 +150,11 @@ pub fn analyse(input: &ConnectionInput<'_>) -> Analysis {
     if !input.hello.is_empty() {
         match tls::parse_client_hello(input.hello) {
             Ok(parsed) => {
-                facts.tls = Some(tls::echo(&parsed));
+                let mut echo = tls::echo(&parsed);
+                if detail {
+                    echo.detail = tls::detail(&parsed);
+                }
+                facts.tls = Some(echo);
                 facts.sni = parsed.server_name().map(str::to_owned);
                 facts.alpn.offered = parsed.alpn_protocols();
             }
@@ -183,7 +185,11 @@ pub fn analyse(input: &ConnectionInput<'_>) -> Analysis {
                 });
                 *error.partial
             });
-            facts.http2 = Some(h2::connection(&parsed));
+            let mut connection = h2::connection(&parsed);
+            if detail {
+                connection.detail = h2::detail(&parsed, parsed.first_request());
+            }
+            facts.http2 = Some(connection);
         }
         Spoken::Http1 => {
             if let Err(error) = h1::parse_head(input.prefix) {
