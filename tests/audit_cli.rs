@@ -6,7 +6,7 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use exitvoice_schema::Store;
+use exitvoice_store::Store;
 use support::{EchoServer, Proxy};
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 mod support;
 
-use exitvoice_schema::Store;
+use exitvoice_store::Store;
 use support::{audit, EchoServer, Proxy};
 
 fn gateway_file(

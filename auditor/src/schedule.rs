@@ -15,9 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use exitvoice_schema::{
-    ExitLabel, LabelsDoc, ProbeRecord, Sample, Store, StoreError, LABELS_SCHEMA_VERSION,
-};
+use exitvoice_schema::{ExitLabel, LabelsDoc, ProbeRecord, Sample, LABELS_SCHEMA_VERSION};
+use exitvoice_store::{Store, StoreError};
 use rand::Rng;
 use tokio::sync::Semaphore;
 

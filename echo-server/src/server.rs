@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use exitvoice_schema::{Store, StoreError};
+use exitvoice_store::{Store, StoreError};
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
 use tokio::sync::watch;

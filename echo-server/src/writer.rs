@@ -16,8 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use exitvoice_schema::store::Batch;
-use exitvoice_schema::{ConnectionRecord, ConnectionRow, RequestRecord, Store};
+use exitvoice_schema::{ConnectionRecord, ConnectionRow, RequestRecord};
+use exitvoice_store::Batch;
+use exitvoice_store::Store;
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;

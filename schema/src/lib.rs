@@ -1,4 +1,5 @@
-//! exitvoice data contract: voice and observation types, JSON shapes, SQL migrations, the store.
+//! exitvoice data contract: voice, observation, probe and label types and their JSON shapes.
+//! The store that keeps them is the `exitvoice-store` crate.
 //!
 //! Both the echo server and the auditor depend on this crate and on nothing of each other.
 #![forbid(unsafe_code)]
@@ -9,7 +10,6 @@ pub mod label;
 pub mod observation;
 pub mod probe;
 pub mod raw_json;
-pub mod store;
 pub mod voice;
 
 pub use echo::{
@@ -27,5 +27,4 @@ pub use observation::{
 };
 pub use probe::{Coherence, Family, ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use raw_json::RawJson;
-pub use store::{Store, StoreError};
 pub use voice::{Bucket, VoiceId};

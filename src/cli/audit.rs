@@ -26,7 +26,8 @@ use exitvoice_auditor::preflight::{self, Thresholds};
 use exitvoice_auditor::probe::chromium::ChromiumConfig;
 use exitvoice_auditor::probe::H2Profile;
 use exitvoice_auditor::schedule::{self, Persona, RunConfig};
-use exitvoice_schema::{LabelsDoc, Store};
+use exitvoice_schema::LabelsDoc;
+use exitvoice_store::Store;
 use rand::Rng;
 
 /// Flags of `exitvoice audit`.

@@ -18,9 +18,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use exitvoice_auditor::changes::{self, VoiceView};
 use exitvoice_schema::observation::Summary;
-use exitvoice_schema::{
-    Alpn, Change, Http1Echo, Http2Echo, ObservationQuery, Spoken, Store, TlsEcho,
-};
+use exitvoice_schema::{Alpn, Change, Http1Echo, Http2Echo, ObservationQuery, Spoken, TlsEcho};
+use exitvoice_store::Store;
 use serde_json::Value;
 
 /// Flags of `exitvoice diff`.

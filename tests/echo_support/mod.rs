@@ -286,7 +286,7 @@ pub struct Row {
 /// Reads every observation through the store's own listing (requests joined with their
 /// connection, and connections without a request), beside the running server.
 pub async fn read_rows(db: &Path) -> Vec<Row> {
-    let Ok(store) = exitvoice_schema::Store::open(db).await else {
+    let Ok(store) = exitvoice_store::Store::open(db).await else {
         return Vec::new();
     };
     let query = exitvoice_schema::ObservationQuery {

@@ -10,10 +10,8 @@
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use clap::Parser;
-use exitvoice_schema::store::Batch;
-use exitvoice_schema::{
-    Alpn, Bucket, ConnectionFacts, ConnectionRow, Peer, RequestRecord, Spoken, Store,
-};
+use exitvoice_schema::{Alpn, Bucket, ConnectionFacts, ConnectionRow, Peer, RequestRecord, Spoken};
+use exitvoice_store::{Batch, Store};
 
 /// Flags of `store-bench`.
 #[derive(Debug, Parser)]

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use axum::routing::get;
 use axum::Router;
-use exitvoice_schema::Store;
+use exitvoice_store::Store;
 use time::OffsetDateTime;
 
 use crate::capture::admission::Admission;

@@ -2,9 +2,9 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError};
-use crate::label::LabelsDoc;
-use crate::probe::ProbeRecord;
+use crate::{Store, StoreError};
+use exitvoice_schema::label::LabelsDoc;
+use exitvoice_schema::probe::ProbeRecord;
 
 impl Store {
     /// Stores one probe record.
@@ -16,7 +16,7 @@ impl Store {
         let sample = record.sample.as_ref();
         sqlx::query(
             "INSERT INTO probes (run_id, exit_name, token, persona, started_at, error_class, \
-             tls_voice, http_voice, bucket, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             tls_voice, http_voice, bucket, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .bind(&record.run_id)
         .bind(&record.exit)
@@ -51,15 +51,24 @@ impl Store {
         persona: &str,
         limit: u32,
     ) -> Result<Vec<ProbeRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT record FROM probes WHERE exit_name IS ? AND persona = ? \
-             ORDER BY id DESC LIMIT ?",
-        )
-        .bind(exit)
-        .bind(persona)
-        .bind(i64::from(limit))
-        .fetch_all(self.pool())
-        .await?;
+        // Two statements rather than `IS NOT DISTINCT FROM`, which PostgreSQL cannot answer from
+        // the (exit_name, id) index.
+        let select = match exit {
+            Some(exit) => sqlx::query(
+                "SELECT record FROM probes WHERE exit_name = $1 AND persona = $2 \
+                 ORDER BY id DESC LIMIT $3",
+            )
+            .bind(exit),
+            None => sqlx::query(
+                "SELECT record FROM probes WHERE exit_name IS NULL AND persona = $1 \
+                 ORDER BY id DESC LIMIT $2",
+            ),
+        };
+        let rows = select
+            .bind(persona)
+            .bind(i64::from(limit))
+            .fetch_all(self.pool())
+            .await?;
         let mut records = rows
             .iter()
             .map(|row| {
@@ -76,8 +85,9 @@ impl Store {
     /// # Errors
     /// Database or JSON encoding failures.
     pub async fn insert_labels(&self, doc: &LabelsDoc) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO label_snapshots (generated_at, doc) VALUES (?, ?)")
+        sqlx::query("INSERT INTO label_snapshots (generated_at, persona, doc) VALUES ($1, $2, $3)")
             .bind(&doc.generated_at)
+            .bind(&doc.persona)
             .bind(serde_json::to_string(doc)?)
             .execute(self.pool())
             .await?;
@@ -90,7 +100,7 @@ impl Store {
     /// Database or JSON decoding failures.
     pub async fn latest_labels_of(&self, persona: &str) -> Result<Option<LabelsDoc>, StoreError> {
         let doc: Option<String> = sqlx::query_scalar(
-            "SELECT doc FROM label_snapshots WHERE json_extract(doc, '$.persona') = ? \
+            "SELECT doc FROM label_snapshots WHERE persona = $1 \
              ORDER BY id DESC LIMIT 1",
         )
         .bind(persona)
@@ -105,7 +115,7 @@ impl Store {
     /// Database or JSON decoding failures.
     pub async fn probe_by_token(&self, token: &str) -> Result<Option<ProbeRecord>, StoreError> {
         let record: Option<String> = sqlx::query_scalar(
-            "SELECT record FROM probes WHERE token = ? ORDER BY id DESC LIMIT 1",
+            "SELECT record FROM probes WHERE token = $1 ORDER BY id DESC LIMIT 1",
         )
         .bind(token)
         .fetch_optional(self.pool())
@@ -129,8 +139,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::label::LABELS_SCHEMA_VERSION;
-    use crate::probe::{ProbeFailure, PROBE_SCHEMA_VERSION};
+    use exitvoice_schema::label::LABELS_SCHEMA_VERSION;
+    use exitvoice_schema::probe::{ProbeFailure, PROBE_SCHEMA_VERSION};
 
     fn record(exit: Option<&str>, persona: &str, token: &str) -> ProbeRecord {
         ProbeRecord {
@@ -152,83 +162,79 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn probes_round_trip_per_exit_and_persona_oldest_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).await.unwrap();
-        for token in ["a", "b", "c"] {
+    on_both_engines! {
+        async fn probes_round_trip_per_exit_and_persona_oldest_first(store: Store) {
+            for token in ["a", "b", "c"] {
+                store
+                    .insert_probe(&record(Some("x"), "p", token))
+                    .await
+                    .unwrap();
+            }
             store
-                .insert_probe(&record(Some("x"), "p", token))
+                .insert_probe(&record(Some("y"), "p", "d"))
                 .await
                 .unwrap();
-        }
-        store
-            .insert_probe(&record(Some("y"), "p", "d"))
-            .await
-            .unwrap();
-        store
-            .insert_probe(&record(Some("x"), "q", "e"))
-            .await
-            .unwrap();
-        store
-            .insert_probe(&record(None, "p", "base"))
-            .await
-            .unwrap();
+            store
+                .insert_probe(&record(Some("x"), "q", "e"))
+                .await
+                .unwrap();
+            store
+                .insert_probe(&record(None, "p", "base"))
+                .await
+                .unwrap();
 
-        let tokens = |records: Vec<ProbeRecord>| -> Vec<String> {
-            records.into_iter().map(|r| r.token).collect()
-        };
-        assert_eq!(
-            tokens(store.recent_probes(Some("x"), "p", 2).await.unwrap()),
-            ["b", "c"]
-        );
-        assert_eq!(
-            tokens(store.recent_probes(Some("x"), "q", 9).await.unwrap()),
-            ["e"]
-        );
-        assert_eq!(
-            tokens(store.recent_probes(None, "p", 9).await.unwrap()),
-            ["base"]
-        );
-        let back = store.recent_probes(Some("y"), "p", 1).await.unwrap();
-        assert_eq!(back, vec![record(Some("y"), "p", "d")]);
-        let found = store.probe_by_token("d").await.unwrap();
-        assert_eq!(found, Some(record(Some("y"), "p", "d")));
-        assert!(store.probe_by_token("nope").await.unwrap().is_none());
-    }
+            let tokens = |records: Vec<ProbeRecord>| -> Vec<String> {
+                records.into_iter().map(|r| r.token).collect()
+            };
+            assert_eq!(
+                tokens(store.recent_probes(Some("x"), "p", 2).await.unwrap()),
+                ["b", "c"]
+            );
+            assert_eq!(
+                tokens(store.recent_probes(Some("x"), "q", 9).await.unwrap()),
+                ["e"]
+            );
+            assert_eq!(
+                tokens(store.recent_probes(None, "p", 9).await.unwrap()),
+                ["base"]
+            );
+            let back = store.recent_probes(Some("y"), "p", 1).await.unwrap();
+            assert_eq!(back, vec![record(Some("y"), "p", "d")]);
+            let found = store.probe_by_token("d").await.unwrap();
+            assert_eq!(found, Some(record(Some("y"), "p", "d")));
+            assert!(store.probe_by_token("nope").await.unwrap().is_none());
+        }
 
-    #[tokio::test]
-    async fn latest_labels_snapshot() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.db")).await.unwrap();
-        assert!(store.latest_labels().await.unwrap().is_none());
-        for at in ["1", "2"] {
-            let doc = LabelsDoc {
-                schema_version: LABELS_SCHEMA_VERSION,
-                generated_at: at.into(),
-                persona: None,
-                baseline: None,
-                pool: None,
-                exits: vec![],
-            };
-            store.insert_labels(&doc).await.unwrap();
+        async fn latest_labels_snapshot(store: Store) {
+            assert!(store.latest_labels().await.unwrap().is_none());
+            for at in ["1", "2"] {
+                let doc = LabelsDoc {
+                    schema_version: LABELS_SCHEMA_VERSION,
+                    generated_at: at.into(),
+                    persona: None,
+                    baseline: None,
+                    pool: None,
+                    exits: vec![],
+                };
+                store.insert_labels(&doc).await.unwrap();
+            }
+            let latest = store.latest_labels().await.unwrap().unwrap();
+            assert_eq!(latest.generated_at, "2");
+            // Per persona: version 1 snapshots (no persona) are nobody's.
+            assert!(store.latest_labels_of("p").await.unwrap().is_none());
+            for (at, persona) in [("3", "p"), ("4", "q")] {
+                let doc = LabelsDoc {
+                    schema_version: LABELS_SCHEMA_VERSION,
+                    generated_at: at.into(),
+                    persona: Some(persona.into()),
+                    baseline: None,
+                    pool: None,
+                    exits: vec![],
+                };
+                store.insert_labels(&doc).await.unwrap();
+            }
+            let of_p = store.latest_labels_of("p").await.unwrap().unwrap();
+            assert_eq!(of_p.generated_at, "3");
         }
-        let latest = store.latest_labels().await.unwrap().unwrap();
-        assert_eq!(latest.generated_at, "2");
-        // Per persona: version 1 snapshots (no persona) are nobody's.
-        assert!(store.latest_labels_of("p").await.unwrap().is_none());
-        for (at, persona) in [("3", "p"), ("4", "q")] {
-            let doc = LabelsDoc {
-                schema_version: LABELS_SCHEMA_VERSION,
-                generated_at: at.into(),
-                persona: Some(persona.into()),
-                baseline: None,
-                pool: None,
-                exits: vec![],
-            };
-            store.insert_labels(&doc).await.unwrap();
-        }
-        let of_p = store.latest_labels_of("p").await.unwrap().unwrap();
-        assert_eq!(of_p.generated_at, "3");
     }
 }

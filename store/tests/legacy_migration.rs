@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 
 use exitvoice_schema::observation::Summary;
-use exitvoice_schema::{Failure, ObservationQuery, Store};
+use exitvoice_schema::{Failure, ObservationQuery};
+use exitvoice_store::Store;
 use serde_json::Value;
 use sqlx::Row as _;
 

@@ -4,22 +4,28 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::any::AnyRow;
+use sqlx::AnyConnection;
 use sqlx::{Connection as _, Row as _};
 
-use super::{Store, StoreError};
-use crate::echo::{Http1Echo, Peer};
-use crate::observation::{
+use crate::values::placeholders;
+use crate::{Store, StoreError};
+use exitvoice_schema::echo::{Http1Echo, Peer};
+use exitvoice_schema::observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, Failure, LayersFn, Observation,
     ObservationQuery, RequestRecord, StoredObservation, Summary,
 };
-use crate::voice::Bucket;
+use exitvoice_schema::voice::Bucket;
 
 /// Request rows per INSERT statement: 11 parameters each, well under SQLite's limit of 32,766
-/// variables per statement.
+/// variables per statement and PostgreSQL's of 65,535.
 const REQUESTS_PER_STATEMENT: usize = 256;
+/// Request columns.
+const REQUEST_COLUMNS: usize = 11;
 /// Connection rows per INSERT statement: 13 parameters each.
 const CONNECTIONS_PER_STATEMENT: usize = 64;
+/// Connection columns.
+const CONNECTION_COLUMNS: usize = 13;
 
 /// What the writer commits in one transaction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -78,39 +84,57 @@ impl Store {
         // The layers are derived from the ClientHello and the analysed part of the prefix.
         let connection_columns = format!(
             "c.conn_id AS c_conn_id, c.time_unix_ms AS c_time, c.peer_ip, c.peer_port, c.sni, \
-             c.failure, c.failure_detail, c.requests, c.prefix_truncated, c.facts, \
+             c.failure, c.failure_detail, c.requests, c.facts, \
+             CASE WHEN c.prefix_truncated THEN 1 ELSE 0 END AS prefix_truncated, \
              c.analysed_len, length(c.hello) AS hello_len, length(c.prefix) AS prefix_len, \
-             c.hello AS d_hello, substr(c.prefix, 1, c.analysed_len) AS d_prefix, {raw}"
+             c.hello AS d_hello, substr(c.prefix, 1, CAST(c.analysed_len AS INTEGER)) AS d_prefix, \
+             {raw}"
         );
-        let requests = format!(
-            "SELECT r.id AS oid, r.time_unix_ms AS t, 1 AS kind, r.conn_id, r.request_index, r.token, \
-             r.method, r.path, r.stream_id, r.bucket, r.pseudo_order, r.header_order, r.http1, \
-             {connection_columns} \
-             FROM requests r LEFT JOIN connections c ON c.conn_id = r.conn_id \
-             WHERE {} AND (?2 IS NULL OR r.time_unix_ms >= ?2)",
-            if query.token.is_some() {
-                "r.token = ?1"
+        // $1 is the limit; the filters that are set follow, numbered in that order.
+        let mut binds = 1;
+        let mut filter = |column: &str, op: &str, set: bool| {
+            if set {
+                binds += 1;
+                format!(" AND {column} {op} ${binds}")
             } else {
-                "?1 IS NULL"
+                String::new()
             }
+        };
+        let token = filter("r.token", "=", query.token.is_some());
+        let since_request = filter("r.time_unix_ms", ">=", query.since_unix_ms.is_some());
+        let requests = format!(
+            "SELECT r.id AS oid, r.time_unix_ms AS t, CAST(1 AS BIGINT) AS kind, r.conn_id, \
+             r.request_index, r.token, r.method, r.path, r.stream_id, r.bucket, r.pseudo_order, \
+             r.header_order, r.http1, {connection_columns} \
+             FROM requests r LEFT JOIN connections c ON c.conn_id = r.conn_id \
+             WHERE TRUE{token}{since_request}"
         );
         let sql = if query.token.is_some() {
-            format!("{requests} ORDER BY t, kind, oid LIMIT ?3")
+            format!("{requests} ORDER BY t, kind, oid LIMIT $1")
         } else {
+            let since_connection = if query.since_unix_ms.is_some() {
+                format!(" AND c.time_unix_ms >= ${binds}")
+            } else {
+                String::new()
+            };
+            // The NULLs of the second part take their types from the first part's columns.
             format!(
                 "SELECT * FROM ({requests} UNION ALL \
-                 SELECT c.id AS oid, c.time_unix_ms AS t, 0 AS kind, c.conn_id, 0, NULL, NULL, NULL, \
-                 NULL, NULL, NULL, NULL, NULL, {connection_columns} \
-                 FROM connections c WHERE c.requests = 0 AND (?2 IS NULL OR c.time_unix_ms >= ?2)) \
-                 ORDER BY t, kind, oid LIMIT ?3"
+                 SELECT c.id AS oid, c.time_unix_ms AS t, CAST(0 AS BIGINT) AS kind, c.conn_id, \
+                 CAST(0 AS BIGINT), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+                 {connection_columns} \
+                 FROM connections c WHERE c.requests = 0{since_connection}) AS listed \
+                 ORDER BY t, kind, oid LIMIT $1"
             )
         };
-        let rows = sqlx::query(&sql)
-            .bind(&query.token)
-            .bind(query.since_unix_ms)
-            .bind(i64::from(query.limit))
-            .fetch_all(self.pool())
-            .await?;
+        let mut select = sqlx::query(&sql).bind(i64::from(query.limit));
+        if let Some(token) = &query.token {
+            select = select.bind(token);
+        }
+        if let Some(since) = query.since_unix_ms {
+            select = select.bind(since);
+        }
+        let rows = select.fetch_all(self.pool()).await?;
         let mut facts = HashMap::new();
         rows.iter()
             .map(|row| stored_observation(row, layers, &mut facts))
@@ -134,7 +158,7 @@ impl Store {
 
 /// An optional stored text column decoded from JSON.
 fn json_column<T: serde::de::DeserializeOwned>(
-    row: &SqliteRow,
+    row: &AnyRow,
     column: &str,
 ) -> Result<Option<T>, StoreError> {
     let text: Option<String> = row.try_get(column)?;
@@ -143,7 +167,7 @@ fn json_column<T: serde::de::DeserializeOwned>(
 
 /// A connection's facts: the stored part, and the layers derived again from its bytes (rows
 /// without `analysed_len` keep their layers in `facts`).
-fn connection_facts(row: &SqliteRow, layers: LayersFn) -> Result<ConnectionFacts, StoreError> {
+fn connection_facts(row: &AnyRow, layers: LayersFn) -> Result<ConnectionFacts, StoreError> {
     let mut facts: ConnectionFacts = json_column(row, "facts")?.unwrap_or_default();
     if row.try_get::<Option<i64>, _>("analysed_len")?.is_some() {
         let hello: Option<Vec<u8>> = row.try_get("d_hello")?;
@@ -158,7 +182,7 @@ fn connection_facts(row: &SqliteRow, layers: LayersFn) -> Result<ConnectionFacts
 }
 
 fn stored_observation(
-    row: &SqliteRow,
+    row: &AnyRow,
     layers: LayersFn,
     cache: &mut HashMap<String, Arc<ConnectionFacts>>,
 ) -> Result<StoredObservation, StoreError> {
@@ -195,9 +219,10 @@ fn stored_observation(
             failure_detail: row.try_get("failure_detail")?,
             requests: u32::try_from(row.try_get::<Option<i64>, _>("requests")?.unwrap_or(0))
                 .unwrap_or(u32::MAX),
+            // An integer on SQLite, a boolean on PostgreSQL: the query reads both as 0 or 1.
             prefix_truncated: row
-                .try_get::<Option<bool>, _>("prefix_truncated")?
-                .unwrap_or(false),
+                .try_get::<Option<i64>, _>("prefix_truncated")?
+                .is_some_and(|t| t != 0),
             analysed_prefix_len: row
                 .try_get::<Option<i64>, _>("analysed_len")?
                 .and_then(|n| usize::try_from(n).ok()),
@@ -253,7 +278,7 @@ fn stored_observation(
     })
 }
 
-fn request_record(row: &SqliteRow, conn_id: &str) -> Result<RequestRecord, StoreError> {
+fn request_record(row: &AnyRow, conn_id: &str) -> Result<RequestRecord, StoreError> {
     let bucket: Option<Bucket> = row
         .try_get::<Option<String>, _>("bucket")?
         .map(|b| serde_json::from_value(serde_json::Value::String(b)))
@@ -288,28 +313,40 @@ fn json_list(list: &[String]) -> Result<Option<String>, StoreError> {
 }
 
 /// Writes `batch` in one transaction on `conn`.
-async fn write_batch(conn: &mut SqliteConnection, batch: &Batch) -> Result<(), StoreError> {
+async fn write_batch(conn: &mut AnyConnection, batch: &Batch) -> Result<(), StoreError> {
     let mut tx = conn.begin().await?;
     insert_rows(&mut tx, batch).await?;
     tx.commit().await?;
     Ok(())
 }
 
+/// Each connection of `rows` once, at its first place, in its last state: a connection twice in
+/// one batch (its first request, then its end) must be one row of a statement, as PostgreSQL
+/// refuses to update a row twice in one `INSERT … ON CONFLICT DO UPDATE`. Only the columns that
+/// statement updates can differ between the two.
+fn latest_per_connection(rows: &[ConnectionRow]) -> Vec<&ConnectionRow> {
+    let mut place: HashMap<&str, usize> = HashMap::with_capacity(rows.len());
+    let mut latest: Vec<&ConnectionRow> = Vec::with_capacity(rows.len());
+    for row in rows {
+        match place.get(row.conn_id.as_str()) {
+            Some(&at) => latest[at] = row,
+            None => {
+                place.insert(&row.conn_id, latest.len());
+                latest.push(row);
+            }
+        }
+    }
+    latest
+}
+
 /// Inserts `batch`'s rows on `conn`, inside the caller's transaction. A connection already
 /// stored takes the newer row's failure, request count, facts and prefix (the prefix only grows).
-pub(super) async fn insert_rows(
-    conn: &mut SqliteConnection,
-    batch: &Batch,
-) -> Result<(), StoreError> {
+pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Result<(), StoreError> {
     // One multi-row statement per chunk, for connections as for requests: each statement is a
     // round trip to sqlx's SQLite thread, which cost more than the rows themselves
-    // (docs/benchmarks.md). A connection twice in one chunk (its first request, then its end)
-    // is inserted, then updated by the later row.
-    for chunk in batch.connections.chunks(CONNECTIONS_PER_STATEMENT) {
-        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
-             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len) ",
-        );
+    // (docs/benchmarks.md).
+    let connections = latest_per_connection(&batch.connections);
+    for chunk in connections.chunks(CONNECTIONS_PER_STATEMENT) {
         let facts = chunk
             .iter()
             .map(|row| match row.analysed_prefix_len {
@@ -317,67 +354,67 @@ pub(super) async fn insert_rows(
                 None => serde_json::to_string(&row.facts),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        insert.push_values(chunk.iter().zip(facts), |mut values, (row, facts)| {
-            values
-                .push_bind(&row.conn_id)
-                .push_bind(row.time_unix_ms)
-                .push_bind(&row.peer.ip)
-                .push_bind(i64::from(row.peer.port))
-                .push_bind(&row.facts.sni)
-                .push_bind(row.failure.map(Failure::as_str))
-                .push_bind(&row.failure_detail)
-                .push_bind(i64::from(row.requests))
-                .push_bind(row.prefix_truncated)
-                .push_bind(facts)
-                .push_bind(&row.hello)
-                .push_bind(&row.prefix)
-                .push_bind(
-                    row.analysed_prefix_len
-                        .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
-                );
-        });
-        insert.push(
-            " ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
+        let sql = format!(
+            "INSERT INTO connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
+             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len) \
+             VALUES {} ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
              failure_detail = excluded.failure_detail, requests = excluded.requests, \
              prefix_truncated = excluded.prefix_truncated, facts = excluded.facts, \
              prefix = excluded.prefix, analysed_len = excluded.analysed_len",
+            placeholders(chunk.len(), CONNECTION_COLUMNS)
         );
-        insert.build().execute(&mut *conn).await?;
+        let mut insert = sqlx::query(&sql);
+        for (row, facts) in chunk.iter().zip(facts) {
+            insert = insert
+                .bind(&row.conn_id)
+                .bind(row.time_unix_ms)
+                .bind(&row.peer.ip)
+                .bind(i64::from(row.peer.port))
+                .bind(&row.facts.sni)
+                .bind(row.failure.map(Failure::as_str))
+                .bind(&row.failure_detail)
+                .bind(i64::from(row.requests))
+                .bind(row.prefix_truncated)
+                .bind(facts)
+                .bind(&row.hello)
+                .bind(&row.prefix)
+                .bind(
+                    row.analysed_prefix_len
+                        .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+                );
+        }
+        insert.execute(&mut *conn).await?;
     }
     // One multi-row statement per chunk: each statement is a round trip to sqlx's SQLite
     // thread, which cost more than the rows themselves (docs/benchmarks.md).
     for chunk in batch.requests.chunks(REQUESTS_PER_STATEMENT) {
-        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+        let sql = format!(
             "INSERT INTO requests (conn_id, request_index, time_unix_ms, token, method, path, \
-             stream_id, bucket, pseudo_order, header_order, http1) ",
+             stream_id, bucket, pseudo_order, header_order, http1) VALUES {}",
+            placeholders(chunk.len(), REQUEST_COLUMNS)
         );
-        let mut encoded = Vec::with_capacity(chunk.len());
+        let mut insert = sqlx::query(&sql);
         for request in chunk {
-            encoded.push((
-                json_list(&request.pseudo_header_order)?,
-                json_list(&request.header_order)?,
-                request
-                    .http1
-                    .as_ref()
-                    .map(serde_json::to_string)
-                    .transpose()?,
-            ));
+            insert = insert
+                .bind(&request.conn_id)
+                .bind(i64::from(request.index))
+                .bind(request.time_unix_ms)
+                .bind(&request.token)
+                .bind(&request.method)
+                .bind(&request.path)
+                .bind(request.stream_id.map(i64::from))
+                .bind(request.bucket.map(|b| b.to_string()))
+                .bind(json_list(&request.pseudo_header_order)?)
+                .bind(json_list(&request.header_order)?)
+                .bind(
+                    request
+                        .http1
+                        .as_ref()
+                        .map(serde_json::to_string)
+                        .transpose()?,
+                );
         }
-        insert.push_values(chunk.iter().zip(encoded), |mut row, (request, lists)| {
-            let (pseudo, headers, http1) = lists;
-            row.push_bind(&request.conn_id)
-                .push_bind(i64::from(request.index))
-                .push_bind(request.time_unix_ms)
-                .push_bind(&request.token)
-                .push_bind(&request.method)
-                .push_bind(&request.path)
-                .push_bind(request.stream_id.map(i64::from))
-                .push_bind(request.bucket.map(|b| b.to_string()))
-                .push_bind(pseudo)
-                .push_bind(headers)
-                .push_bind(http1);
-        });
-        insert.build().execute(&mut *conn).await?;
+        insert.execute(&mut *conn).await?;
     }
     Ok(())
 }
@@ -385,10 +422,10 @@ pub(super) async fn insert_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::echo::{Alpn, Http2Connection, Spoken};
-    use crate::observation::Layers;
-    use crate::raw_json::RawJson;
-    use crate::voice::VoiceId;
+    use exitvoice_schema::echo::{Alpn, Http2Connection, Spoken};
+    use exitvoice_schema::observation::Layers;
+    use exitvoice_schema::raw_json::RawJson;
+    use exitvoice_schema::voice::VoiceId;
 
     /// Stands in for the echo server's parsers: layers that say which bytes they were read from.
     fn layers_of_bytes(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers {
@@ -463,177 +500,167 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn layers_are_stored_as_bytes_and_derived_again_from_the_analysed_part() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("d.db")).await.expect("open");
-        let mut row = connection("a", 1_000, 1);
-        // The prefix grew past what the facts were read from.
-        row.prefix = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nmore frames".to_vec();
-        row.analysed_prefix_len = Some(8);
-        let batch = Batch {
-            connections: vec![row],
-            requests: vec![request("a", 1, None, 1_100)],
-        };
-        store.write_batch(&batch).await.expect("write");
-        let stored: String = sqlx::query_scalar("SELECT facts FROM connections")
-            .fetch_one(store.pool())
-            .await
-            .expect("facts");
-        assert!(
-            !stored.contains("http2") && !stored.contains("tls_error"),
-            "only what the bytes cannot say is stored: {stored}"
-        );
-        assert!(stored.contains(r#""negotiated":"h2""#), "{stored}");
-
-        let listed = store
-            .observations(&query(None, None, false), layers_of_bytes)
-            .await
-            .expect("list");
-        let Summary::Request(echo) = &listed[0].observation.summary else {
-            panic!("a request's echo: {:?}", listed[0].observation.summary);
-        };
-        let http2 = echo.http2.as_ref().expect("h2 derived");
-        assert_eq!(
-            http2.akamai_fingerprint, "PRI * HT",
-            "the analysed bytes only"
-        );
-        assert_eq!(echo.alpn.negotiated.as_deref(), Some("h2"));
-        assert!(
-            listed[0].observation.prefix.is_empty(),
-            "raw only on request"
-        );
-    }
-
-    #[tokio::test]
-    async fn requests_list_joined_with_their_connection_stored_once() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("o.db")).await.expect("open");
-        let mut failed = connection("b", 1_500, 0);
-        failed.failure = Some(Failure::TlsAlertReceived);
-        failed.failure_detail = Some("tls_alert_received: UnknownCA".to_owned());
-        std::sync::Arc::make_mut(&mut failed.facts).http2 = None;
-        let batch = Batch {
-            connections: vec![connection("a", 1_000, 1), failed],
-            requests: vec![request("a", 1, Some("t1"), 1_100)],
-        };
-        store.write_batch(&batch).await.expect("write");
-        // The connection's end: one more request, the row updated, not duplicated.
-        let later = Batch {
-            connections: vec![connection("a", 1_000, 2)],
-            requests: vec![request("a", 2, Some("t2"), 2_000)],
-        };
-        store.write_batch(&later).await.expect("write");
-        let connections: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM connections")
-            .fetch_one(store.pool())
-            .await
-            .expect("count");
-        assert_eq!(connections, 2);
-        assert_eq!(store.observation_count().await.expect("count"), 3);
-
-        let all = store
-            .observations(&query(None, None, false), layers_of_bytes)
-            .await
-            .expect("list");
-        let shape: Vec<(&str, u32)> = all
-            .iter()
-            .map(|s| (s.observation.conn_id.as_str(), s.observation.request_index))
-            .collect();
-        assert_eq!(shape, [("a", 1), ("b", 0), ("a", 2)], "oldest first");
-        let first = &all[0].observation;
-        assert!(
-            first.hello.is_empty() && first.prefix.is_empty(),
-            "raw only on request"
-        );
-        let Summary::Request(echo) = &first.summary else {
-            panic!("a request's summary is its echo: {:?}", first.summary);
-        };
-        let facts = &batch.connections[0].facts;
-        let want = compose_echo(facts, batch.connections[0].peer.clone(), &batch.requests[0]);
-        assert_eq!(**echo, want);
-        assert_eq!(
-            echo.http2.as_ref().map(|h| h.header_order.clone()),
-            Some(vec!["user-agent".to_owned()])
-        );
-        let Summary::Connection(summary) = &all[1].observation.summary else {
-            panic!("a connection without requests lists its summary");
-        };
-        assert_eq!(summary.failure, Some(Failure::TlsAlertReceived));
-        assert_eq!(summary.hello_len, 3, "lengths without the raw bytes");
-        assert_eq!(
-            all[1].observation.failure_detail.as_deref(),
-            Some("tls_alert_received: UnknownCA")
-        );
-
-        let raw = store
-            .observations(&query(Some("t2"), None, true), layers_of_bytes)
-            .await
-            .expect("list");
-        assert_eq!(raw.len(), 1);
-        assert_eq!(raw[0].observation.hello, [0x16, 0x03, 0x01]);
-        assert_eq!(raw[0].observation.request_index, 2);
-        let since = store
-            .observations(&query(None, Some(1_200), false), layers_of_bytes)
-            .await
-            .expect("list");
-        assert_eq!(since.len(), 2);
-    }
-
-    #[tokio::test]
-    async fn a_connection_twice_in_one_batch_is_one_row_with_the_later_state() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("t.db")).await.expect("open");
-        let mut ended = connection("a", 1_000, 3);
-        ended.failure = Some(Failure::IdleTimeout);
-        let batch = Batch {
-            connections: vec![connection("a", 1_000, 1), connection("b", 1_200, 0), ended],
-            requests: vec![request("a", 1, None, 1_100)],
-        };
-        store.write_batch(&batch).await.expect("write");
-        let rows: Vec<(String, i64, Option<String>)> =
-            sqlx::query_as("SELECT conn_id, requests, failure FROM connections ORDER BY id")
-                .fetch_all(store.pool())
+    on_both_engines! {
+        async fn layers_are_stored_as_bytes_and_derived_again_from_the_analysed_part(store: Store) {
+            let mut row = connection("a", 1_000, 1);
+            // The prefix grew past what the facts were read from.
+            row.prefix = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\nmore frames".to_vec();
+            row.analysed_prefix_len = Some(8);
+            let batch = Batch {
+                connections: vec![row],
+                requests: vec![request("a", 1, None, 1_100)],
+            };
+            store.write_batch(&batch).await.expect("write");
+            let stored: String = sqlx::query_scalar("SELECT facts FROM connections")
+                .fetch_one(store.pool())
                 .await
-                .expect("rows");
-        assert_eq!(
-            rows,
-            [
-                ("a".to_owned(), 3, Some("idle_timeout".to_owned())),
-                ("b".to_owned(), 0, None)
-            ]
-        );
-    }
+                .expect("facts");
+            assert!(
+                !stored.contains("http2") && !stored.contains("tls_error"),
+                "only what the bytes cannot say is stored: {stored}"
+            );
+            assert!(stored.contains(r#""negotiated":"h2""#), "{stored}");
 
-    #[tokio::test]
-    async fn pruning_removes_old_rows_and_keeps_connections_still_referred_to() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("p.db")).await.expect("open");
-        let batch = Batch {
-            connections: vec![connection("old", 1_000, 1), connection("long", 1_000, 2)],
-            requests: vec![
-                request("old", 1, None, 1_000),
-                request("long", 1, None, 1_000),
-                request("long", 2, None, 9_000),
-            ],
-        };
-        store.write_batch(&batch).await.expect("write");
-        let pruned = store.prune(Some(5_000), 1000).await.expect("prune");
-        assert_eq!(pruned.requests, 2);
-        assert_eq!(pruned.connections, 1, "`long` still has a request of 9 000");
-        let left = store
-            .observations(&query(None, None, false), layers_of_bytes)
-            .await
-            .expect("list");
-        assert_eq!(left.len(), 1);
-        assert_eq!(left[0].observation.conn_id, "long");
+            let listed = store
+                .observations(&query(None, None, false), layers_of_bytes)
+                .await
+                .expect("list");
+            let Summary::Request(echo) = &listed[0].observation.summary else {
+                panic!("a request's echo: {:?}", listed[0].observation.summary);
+            };
+            let http2 = echo.http2.as_ref().expect("h2 derived");
+            assert_eq!(
+                http2.akamai_fingerprint, "PRI * HT",
+                "the analysed bytes only"
+            );
+            assert_eq!(echo.alpn.negotiated.as_deref(), Some("h2"));
+            assert!(
+                listed[0].observation.prefix.is_empty(),
+                "raw only on request"
+            );
+        }
 
-        let size = store.size().await.expect("size");
-        assert!(
-            size.used_bytes > 0 && size.file_bytes >= size.used_bytes / 2,
-            "{size:?}"
-        );
-        let oldest = store.prune(None, 1000).await.expect("prune");
-        assert_eq!((oldest.requests, oldest.connections), (1, 1));
-        assert_eq!(store.observation_count().await.expect("count"), 0);
+        async fn requests_list_joined_with_their_connection_stored_once(store: Store) {
+            let mut failed = connection("b", 1_500, 0);
+            failed.failure = Some(Failure::TlsAlertReceived);
+            failed.failure_detail = Some("tls_alert_received: UnknownCA".to_owned());
+            std::sync::Arc::make_mut(&mut failed.facts).http2 = None;
+            let batch = Batch {
+                connections: vec![connection("a", 1_000, 1), failed],
+                requests: vec![request("a", 1, Some("t1"), 1_100)],
+            };
+            store.write_batch(&batch).await.expect("write");
+            // The connection's end: one more request, the row updated, not duplicated.
+            let later = Batch {
+                connections: vec![connection("a", 1_000, 2)],
+                requests: vec![request("a", 2, Some("t2"), 2_000)],
+            };
+            store.write_batch(&later).await.expect("write");
+            let connections: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM connections")
+                .fetch_one(store.pool())
+                .await
+                .expect("count");
+            assert_eq!(connections, 2);
+            assert_eq!(store.observation_count().await.expect("count"), 3);
+
+            let all = store
+                .observations(&query(None, None, false), layers_of_bytes)
+                .await
+                .expect("list");
+            let shape: Vec<(&str, u32)> = all
+                .iter()
+                .map(|s| (s.observation.conn_id.as_str(), s.observation.request_index))
+                .collect();
+            assert_eq!(shape, [("a", 1), ("b", 0), ("a", 2)], "oldest first");
+            let first = &all[0].observation;
+            assert!(
+                first.hello.is_empty() && first.prefix.is_empty(),
+                "raw only on request"
+            );
+            let Summary::Request(echo) = &first.summary else {
+                panic!("a request's summary is its echo: {:?}", first.summary);
+            };
+            let facts = &batch.connections[0].facts;
+            let want = compose_echo(facts, batch.connections[0].peer.clone(), &batch.requests[0]);
+            assert_eq!(**echo, want);
+            assert_eq!(
+                echo.http2.as_ref().map(|h| h.header_order.clone()),
+                Some(vec!["user-agent".to_owned()])
+            );
+            let Summary::Connection(summary) = &all[1].observation.summary else {
+                panic!("a connection without requests lists its summary");
+            };
+            assert_eq!(summary.failure, Some(Failure::TlsAlertReceived));
+            assert_eq!(summary.hello_len, 3, "lengths without the raw bytes");
+            assert_eq!(
+                all[1].observation.failure_detail.as_deref(),
+                Some("tls_alert_received: UnknownCA")
+            );
+
+            let raw = store
+                .observations(&query(Some("t2"), None, true), layers_of_bytes)
+                .await
+                .expect("list");
+            assert_eq!(raw.len(), 1);
+            assert_eq!(raw[0].observation.hello, [0x16, 0x03, 0x01]);
+            assert_eq!(raw[0].observation.request_index, 2);
+            let since = store
+                .observations(&query(None, Some(1_200), false), layers_of_bytes)
+                .await
+                .expect("list");
+            assert_eq!(since.len(), 2);
+        }
+
+        async fn a_connection_twice_in_one_batch_is_one_row_with_the_later_state(store: Store) {
+            let mut ended = connection("a", 1_000, 3);
+            ended.failure = Some(Failure::IdleTimeout);
+            let batch = Batch {
+                connections: vec![connection("a", 1_000, 1), connection("b", 1_200, 0), ended],
+                requests: vec![request("a", 1, None, 1_100)],
+            };
+            store.write_batch(&batch).await.expect("write");
+            let rows: Vec<(String, i64, Option<String>)> =
+                sqlx::query_as("SELECT conn_id, requests, failure FROM connections ORDER BY id")
+                    .fetch_all(store.pool())
+                    .await
+                    .expect("rows");
+            assert_eq!(
+                rows,
+                [
+                    ("a".to_owned(), 3, Some("idle_timeout".to_owned())),
+                    ("b".to_owned(), 0, None)
+                ]
+            );
+        }
+
+        async fn pruning_removes_old_rows_and_keeps_connections_still_referred_to(store: Store) {
+            let batch = Batch {
+                connections: vec![connection("old", 1_000, 1), connection("long", 1_000, 2)],
+                requests: vec![
+                    request("old", 1, None, 1_000),
+                    request("long", 1, None, 1_000),
+                    request("long", 2, None, 9_000),
+                ],
+            };
+            store.write_batch(&batch).await.expect("write");
+            let pruned = store.prune(Some(5_000), 1000).await.expect("prune");
+            assert_eq!(pruned.requests, 2);
+            assert_eq!(pruned.connections, 1, "`long` still has a request of 9 000");
+            let left = store
+                .observations(&query(None, None, false), layers_of_bytes)
+                .await
+                .expect("list");
+            assert_eq!(left.len(), 1);
+            assert_eq!(left[0].observation.conn_id, "long");
+
+            let size = store.size().await.expect("size");
+            assert!(
+                size.used_bytes > 0 && size.file_bytes >= size.used_bytes / 2,
+                "{size:?}"
+            );
+            let oldest = store.prune(None, 1000).await.expect("prune");
+            assert_eq!((oldest.requests, oldest.connections), (1, 1));
+            assert_eq!(store.observation_count().await.expect("count"), 0);
+        }
     }
 }

@@ -4,18 +4,19 @@
 //! row per connection and one request row per request, in one transaction, and the old table is
 //! dropped. A database without that table is left alone.
 
-use sqlx::{Row as _, SqlitePool};
+use sqlx::AnyPool;
+use sqlx::Row as _;
 
-use super::observations::{insert_rows, Batch};
-use super::StoreError;
-use crate::echo::{Echo, Http2Connection, Peer, TlsEcho};
-use crate::observation::{ConnectionFacts, ConnectionRow, RequestRecord};
+use crate::observations::{insert_rows, Batch};
+use crate::StoreError;
+use exitvoice_schema::echo::{Echo, Http2Connection, Peer, TlsEcho};
+use exitvoice_schema::observation::{ConnectionFacts, ConnectionRow, RequestRecord};
 
 /// Rows read from the old table at a time.
 const CHUNK: i64 = 512;
 
 /// Runs the move if the old table exists.
-pub(super) async fn move_observations(pool: &SqlitePool) -> Result<(), StoreError> {
+pub(crate) async fn move_observations(pool: &AnyPool) -> Result<(), StoreError> {
     let exists: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'observations'",
     )
@@ -30,7 +31,7 @@ pub(super) async fn move_observations(pool: &SqlitePool) -> Result<(), StoreErro
     loop {
         let rows = sqlx::query(
             "SELECT id, conn_id, request_index, time_unix_ms, peer_ip, peer_port, token, sni, \
-             failure, summary, hello, prefix FROM observations WHERE id > ? ORDER BY id LIMIT ?",
+             failure, summary, hello, prefix FROM observations WHERE id > $1 ORDER BY id LIMIT $2",
         )
         .bind(after)
         .bind(CHUNK)
@@ -117,7 +118,7 @@ impl OldRow {
                 akamai_fingerprint_hash: h2.akamai_fingerprint_hash.clone(),
                 voice_id: h2.voice_id.clone(),
                 profile: echo.profile.clone(),
-                own_preface_and_settings: echo.bucket != Some(crate::voice::Bucket::C),
+                own_preface_and_settings: echo.bucket != Some(exitvoice_schema::voice::Bucket::C),
                 detail: h2.detail.clone(),
             });
             Some(RequestRecord {
