@@ -18,7 +18,10 @@
 #      and the CPU seconds (user + system) of the auditor, the echo server and the simulator
 #      during the audit (/proc/PID/stat): on 2 cores, their sum over the wall time says whether
 #      the machine, not the auditor, is the limit.
-# Prints a markdown table and keeps it, with every log, in --out.
+# Prints a markdown table and keeps it, with every log, in --out. Exits 1 if an audit failed or
+# a count is off (probes stored ≠ N × K, a failed probe, a token stored twice, an echo request
+# or a tunnel more or less than one per probe, two tunnels at once on one exit), so --quick can
+# serve as a smoke check.
 #
 # Options
 #   --exits "N ..."     exit counts measured, one audit each (default "400 2000 10000")
@@ -39,7 +42,7 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"; }
 die() { echo "bench-audit-scale: $*" >&2; exit 1; }
 say() { echo "[bench-audit-scale $(date +%H:%M:%S)] $*" >&2; }
 
-EXITS="400 2000 10000" SAMPLES=4 CONCURRENCY=64 PROFILE=release BUILD=1 OUT=
+EXITS="400 2000 10000" SAMPLES=4 CONCURRENCY=64 PROFILE=release BUILD=1 OUT= BAD=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) EXITS=200; shift; continue ;;
@@ -160,7 +163,16 @@ for n in $EXITS; do
     "$((rss_kb / 1024))" "$((rss_kb / n))" "$stored" "$failed" "$tokens" "$echoed" \
     "$tunnels" "$max_open" "$audit_cpu" "$echo_cpu" "$sim_cpu" >>"$TABLE"
   say "$n exits: ${wall} s, peak RSS $((rss_kb / 1024)) MB, $stored probes stored ($failed failed)"
+  expected=$((n * SAMPLES))
+  # The echo's rows include the baseline's request.
+  if [ "$status" != 0 ] || [ "$stored" != "$expected" ] || [ "$failed" != 0 ] ||
+    [ "$tokens" != "$expected" ] || [ "$echoed" != "$((expected + 1))" ] ||
+    [ "$tunnels" != "$expected" ] || [ "$max_open" != 1 ]; then
+    say "$n exits: counts off (expected $expected probes, tunnels and tokens, one tunnel per exit at once)"
+    BAD=1
+  fi
 done
 
 cat "$TABLE"
 say "results in $OUT"
+[ -z "$BAD" ] || die "some counts were off (see above)"
