@@ -42,7 +42,7 @@ enum Command {
     Exits(ExitsArgs),
 }
 
-/// The exits, their password, and where they are.
+/// The exits and their password.
 #[derive(Debug, clap::Args)]
 struct Common {
     /// Exits simulated: user names `exit-0` to `exit-<N-1>`.

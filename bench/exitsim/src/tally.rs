@@ -46,7 +46,8 @@ pub struct Snapshot {
     pub in_flight: u64,
     /// The most tunnels one exit ever had open at once (the largest per-exit maximum).
     pub max_in_flight_per_exit: u32,
-    /// Connections refused: bad request, unknown exit or password, target not on loopback.
+    /// Connections that became no tunnel: bad request, unknown exit or password, target off
+    /// loopback or not answering, and failed accepts.
     pub refused: u64,
     /// Per exit, in exit-number order: `[tunnels opened, most open at once]` (only with
     /// `?exits=1`: 10,000 exits make 150 KB of JSON).

@@ -6,7 +6,6 @@
 pub const USER_PREFIX: &str = "exit-";
 
 /// The credentials the simulator accepts.
-#[derive(Clone)]
 pub struct Users {
     exits: usize,
     password: String,
