@@ -9,13 +9,15 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use exitvoice_schema::{LabelsDoc, ProbeRecord};
+use exitvoice_schema::LabelsDoc;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+
+use crate::schedule::Outcomes;
 
 /// What the runs so far said, for the next scrape.
 #[derive(Clone, Debug, Default)]
@@ -37,21 +39,11 @@ pub struct AuditMetrics {
 
 impl AuditMetrics {
     /// Folds a finished run in: its probes (the baseline's too), its labels and how long it took.
-    pub fn record_run(
-        &self,
-        probes: &[ProbeRecord],
-        labels: &LabelsDoc,
-        took: Duration,
-        end_unix: i64,
-    ) {
+    pub fn record_run(&self, probes: &Outcomes, labels: &LabelsDoc, took: Duration, end_unix: i64) {
         let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
         snapshot.runs += 1;
-        for probe in probes {
-            let outcome = probe
-                .error
-                .as_ref()
-                .map_or_else(|| "ok".to_owned(), |error| error.class.clone());
-            *snapshot.probes.entry(outcome).or_default() += 1;
+        for (outcome, count) in probes.iter() {
+            *snapshot.probes.entry(outcome.to_owned()).or_default() += count;
         }
         snapshot.exits.clear();
         for exit in &labels.exits {
@@ -200,7 +192,7 @@ impl Collector for AuditCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use exitvoice_schema::ProbeFailure;
+    use exitvoice_schema::{ProbeFailure, ProbeRecord};
 
     fn probe(error: Option<&str>) -> ProbeRecord {
         let json = serde_json::json!({
@@ -224,9 +216,24 @@ mod tests {
             "schema_version": 2, "generated_at": "2026-01-01T00:00:00Z", "exits": [],
         }))
         .expect("an empty labels document");
+        let outcomes = |records: &[ProbeRecord]| {
+            let mut outcomes = Outcomes::default();
+            records.iter().for_each(|record| outcomes.count(record));
+            outcomes
+        };
         let probes = [probe(None), probe(Some("connect_refused")), probe(None)];
-        metrics.record_run(&probes, &labels, Duration::from_millis(1500), 1_700_000_000);
-        metrics.record_run(&probes[..1], &labels, Duration::from_secs(2), 1_700_003_600);
+        metrics.record_run(
+            &outcomes(&probes),
+            &labels,
+            Duration::from_millis(1500),
+            1_700_000_000,
+        );
+        metrics.record_run(
+            &outcomes(&probes[..1]),
+            &labels,
+            Duration::from_secs(2),
+            1_700_003_600,
+        );
         let text = metrics.encode().expect("encode");
         assert!(text.contains("exitvoice_audit_runs_total 2\n"), "{text}");
         assert!(

@@ -173,9 +173,15 @@ fn init_logs() {
 }
 
 fn write_labels(doc: &LabelsDoc, path: &std::path::Path) -> anyhow::Result<()> {
-    let json = serde_json::to_vec_pretty(doc)?;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, json).with_context(|| format!("writing {}", tmp.display()))?;
+    // Streamed to the file: at 10,000 exits the pretty JSON is tens of MB, no need for a copy.
+    let write = || -> anyhow::Result<()> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        serde_json::to_writer_pretty(&mut out, doc)?;
+        std::io::Write::flush(&mut out)?;
+        Ok(())
+    };
+    write().with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
@@ -333,7 +339,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut exits = file.exits;
     let mut minter = SessionMinter::new();
-    let mut previous = store.latest_labels_of(&config.persona()).await?;
+    // Only `--every` compares one run's labels with the last; a single run does not hold the
+    // stored snapshot beside its own (at 10,000 exits each is tens of MB).
+    let mut previous = match args.every {
+        Some(_) => store.latest_labels_of(&config.persona()).await?,
+        None => None,
+    };
     // `None`: a full run; `Some(names)`: a re-check of the exits whose label just changed.
     let mut recheck: Option<Vec<String>> = None;
     let mut next_full = tokio::time::Instant::now();
@@ -363,7 +374,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         let report = result?;
         metrics.record_run(
-            &report.records,
+            &report.outcomes,
             &report.labels,
             started.elapsed(),
             std::time::SystemTime::now()
@@ -372,7 +383,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
         tracing::info!(
             run = %report.run_id,
-            probes = report.records.len(),
+            probes = report.outcomes.total(),
             violations = report.violations,
             recheck = recheck.is_some(),
             "audit run finished"

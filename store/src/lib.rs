@@ -84,7 +84,9 @@ impl Store {
                         Box::pin(async move {
                             // WAL lets readers (the API) run beside the writer; NORMAL syncs at
                             // checkpoints only, which WAL keeps consistent across a crash.
-                            for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"] {
+                            for pragma in
+                                ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"]
+                            {
                                 conn.execute(pragma).await?;
                             }
                             Ok(())

@@ -2,7 +2,13 @@
 
 use sqlx::Row;
 
+use crate::values::placeholders;
 use crate::{Store, StoreError};
+
+/// Probe columns.
+const PROBE_COLUMNS: usize = 10;
+/// Probe rows per INSERT statement (probes are few per commit; this bounds the statement).
+const PROBES_PER_STATEMENT: usize = 64;
 use exitvoice_schema::label::LabelsDoc;
 use exitvoice_schema::probe::ProbeRecord;
 
@@ -12,32 +18,55 @@ impl Store {
     /// # Errors
     /// Database or JSON encoding failures.
     pub async fn insert_probe(&self, record: &ProbeRecord) -> Result<(), StoreError> {
-        let json = serde_json::to_string(record)?;
-        let sample = record.sample.as_ref();
-        sqlx::query(
-            "INSERT INTO probes (run_id, exit_name, token, persona, started_at, error_class, \
-             tls_voice, http_voice, bucket, record) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .bind(&record.run_id)
-        .bind(&record.exit)
-        .bind(&record.token)
-        .bind(&record.persona)
-        .bind(&record.started_at)
-        .bind(record.error.as_ref().map(|e| e.class.as_str()))
-        .bind(
-            sample
-                .and_then(|s| s.tls_voice.as_ref())
-                .map(|v| v.0.as_str()),
-        )
-        .bind(
-            sample
-                .and_then(|s| s.h2_voice.as_ref().or(s.h1_voice.as_ref()))
-                .map(|v| v.0.as_str()),
-        )
-        .bind(sample.and_then(|s| s.bucket).map(|b| b.to_string()))
-        .bind(json)
-        .execute(self.pool())
-        .await?;
+        self.insert_probes(std::slice::from_ref(record)).await
+    }
+
+    /// Stores probe records in one statement: what an auditor's writer has queued at once (a
+    /// commit per record would cost more than the record).
+    ///
+    /// # Errors
+    /// Database or JSON encoding failures; then none of `records` is stored.
+    pub async fn insert_probes(&self, records: &[ProbeRecord]) -> Result<(), StoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool().begin().await?;
+        for chunk in records.chunks(PROBES_PER_STATEMENT) {
+            let json = chunk
+                .iter()
+                .map(serde_json::to_string)
+                .collect::<Result<Vec<_>, _>>()?;
+            let sql = format!(
+                "INSERT INTO probes (run_id, exit_name, token, persona, started_at, error_class, \
+                 tls_voice, http_voice, bucket, record) VALUES {}",
+                placeholders(chunk.len(), PROBE_COLUMNS)
+            );
+            let mut insert = sqlx::query(&sql);
+            for (record, json) in chunk.iter().zip(json) {
+                let sample = record.sample.as_ref();
+                insert = insert
+                    .bind(&record.run_id)
+                    .bind(&record.exit)
+                    .bind(&record.token)
+                    .bind(&record.persona)
+                    .bind(&record.started_at)
+                    .bind(record.error.as_ref().map(|e| e.class.as_str()))
+                    .bind(
+                        sample
+                            .and_then(|s| s.tls_voice.as_ref())
+                            .map(|v| v.0.as_str()),
+                    )
+                    .bind(
+                        sample
+                            .and_then(|s| s.h2_voice.as_ref().or(s.h1_voice.as_ref()))
+                            .map(|v| v.0.as_str()),
+                    )
+                    .bind(sample.and_then(|s| s.bucket).map(|b| b.to_string()))
+                    .bind(json);
+            }
+            insert.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
         Ok(())
     }
 
@@ -171,7 +200,7 @@ mod tests {
                     .unwrap();
             }
             store
-                .insert_probe(&record(Some("y"), "p", "d"))
+                .insert_probes(&[record(Some("y"), "p", "d"), record(Some("y"), "p", "d2")])
                 .await
                 .unwrap();
             store
@@ -199,7 +228,7 @@ mod tests {
                 ["base"]
             );
             let back = store.recent_probes(Some("y"), "p", 1).await.unwrap();
-            assert_eq!(back, vec![record(Some("y"), "p", "d")]);
+            assert_eq!(back, vec![record(Some("y"), "p", "d2")], "a batch keeps its order");
             let found = store.probe_by_token("d").await.unwrap();
             assert_eq!(found, Some(record(Some("y"), "p", "d")));
             assert!(store.probe_by_token("nope").await.unwrap().is_none());

@@ -154,6 +154,11 @@ impl EchoServer {
     /// Starts the echo server on `127.0.0.1:0` (the kernel picks a free port, so parallel tests
     /// cannot collide) and waits for its address and pin lines.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`EchoServer::start`] with `extra` flags for `exitvoice serve`.
+    pub fn start_with(extra: &[&str]) -> Self {
         use std::io::BufRead;
         let dir = tempfile::Builder::new()
             .prefix("exitvoice-echo-")
@@ -165,6 +170,7 @@ impl EchoServer {
             .arg("127.0.0.1:0")
             .arg("--db")
             .arg(dir.path().join("echo.db"))
+            .args(extra)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()

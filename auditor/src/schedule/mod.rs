@@ -9,8 +9,14 @@
 //! - Transient failures (timeouts, resets, DNS) are retried with exponential backoff, at most
 //!   [`RunConfig::retries`] times; auth, refusals, TLS and bad echoes are not.
 //! - A gateway session that fails gets a fresh session id; the failed id is never used again.
+//! - Records go to the store as their probes finish ([`sink`]); a run keeps per exit only the
+//!   exit itself, and the labels are computed afterwards from each exit's stored window, one
+//!   exit at a time, so memory grows with the exits by what a label needs, not by the probes.
 
-use std::collections::HashSet;
+mod outcomes;
+mod sink;
+
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,6 +35,8 @@ use crate::pool;
 use crate::probe::chromium::ChromiumConfig;
 use crate::probe::{self, H2Profile, ProbeOutcome};
 use crate::record::{self, now_rfc3339, ProbeContext};
+
+pub use outcomes::Outcomes;
 
 /// Tunables of a run.
 #[derive(Clone, Debug)]
@@ -114,8 +122,8 @@ pub struct RunReport {
     pub run_id: String,
     /// The baseline probe.
     pub baseline: ProbeRecord,
-    /// Every exit probe of the run, exit by exit.
-    pub records: Vec<ProbeRecord>,
+    /// The run's exit probes by outcome (the records themselves are in the store).
+    pub outcomes: Outcomes,
     /// Times two probes were in flight through the same exit or session. Must be 0.
     pub violations: u64,
     /// The labels after the run.
@@ -262,11 +270,16 @@ pub async fn run_some(
 /// The exits whose label changed since `previous`: a new exit, another drift state, another
 /// route, or coherence kept or lost. Under `--every` they are probed again after `--recheck` until they settle.
 pub fn unsettled(previous: Option<&LabelsDoc>, current: &LabelsDoc) -> Vec<String> {
+    let before: HashMap<&str, &ExitLabel> = previous
+        .iter()
+        .flat_map(|doc| &doc.exits)
+        .map(|label| (label.name.as_str(), label))
+        .collect();
     current
         .exits
         .iter()
         .filter(|label| {
-            let before = previous.and_then(|doc| doc.exits.iter().find(|l| l.name == label.name));
+            let before = before.get(label.name.as_str());
             let kept = |l: &ExitLabel| l.coherence.as_ref().map(|c| c.kept);
             before.is_none_or(|b| {
                 b.state != label.state || b.route != label.route || kept(b) != kept(label)
@@ -312,87 +325,38 @@ async fn run(
         None,
     );
     store.insert_probe(&baseline).await?;
-    let baseline_sample: Option<Arc<Sample>> = baseline.sample.clone().map(Arc::new);
 
     let semaphore = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let in_flight = Arc::new(InFlight::default());
     let shared_minter = Arc::new(Mutex::new(std::mem::take(minter)));
-    let mut tasks = Vec::new();
+    let (sink, writer) = sink::spawn(store.clone(), config.concurrency.max(1));
+    // One copy of what every exit's task reads: a task holds only its exit and these handles.
+    let shared = Arc::new(Shared {
+        echo: echo.clone(),
+        config: config.clone(),
+        run_id: run_id.clone(),
+        persona: persona.clone(),
+        baseline: baseline.sample.clone(),
+    });
+    let mut tasks = Vec::with_capacity(selected.len());
     for exit in selected.iter().filter_map(|&i| exits.get(i)) {
-        let mut exit = exit.clone();
-        let echo = echo.clone();
-        let config = config.clone();
-        let run_id = run_id.clone();
-        let persona = persona.clone();
-        let baseline = baseline_sample.clone();
-        let semaphore = semaphore.clone();
-        let in_flight = in_flight.clone();
-        let minter = shared_minter.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut records = Vec::new();
-            for sample in 0..config.samples {
-                if sample > 0 {
-                    tokio::time::sleep(jittered(config.spacing, config.jitter)).await;
-                }
-                let Ok(_permit) = semaphore.acquire().await else {
-                    break;
-                };
-                let token = probe::new_token();
-                let started_at = now_rfc3339();
-                let outcome = {
-                    let _guard = in_flight.enter(in_flight_key(&exit));
-                    probe_with_retries(Some(&exit), &echo, &config, &token).await
-                };
-                config.progress.done.fetch_add(1, Ordering::Relaxed);
-                let failed = match &outcome {
-                    Ok(_) => {
-                        tracing::info!(exit = %exit.name, sample, "probe ok");
-                        false
-                    }
-                    Err(error) => {
-                        tracing::warn!(
-                            exit = %exit.name,
-                            url = %exit.redacted_url(),
-                            sample,
-                            class = %error.class(),
-                            error = %error,
-                            "probe failed"
-                        );
-                        true
-                    }
-                };
-                records.push(record::record(
-                    ProbeContext {
-                        run_id: &run_id,
-                        exit: Some(&exit),
-                        token: &token,
-                        persona: &persona,
-                        started_at,
-                    },
-                    outcome,
-                    baseline.as_deref(),
-                ));
-                // A failed gateway session is retired; the slot gets a fresh id.
-                if failed {
-                    if let Ok(mut minter) = minter.lock() {
-                        minter.rotate(&mut exit);
-                    }
-                }
-            }
-            (exit, records)
-        }));
+        tasks.push(tokio::spawn(sample_exit(
+            exit.clone(),
+            shared.clone(),
+            semaphore.clone(),
+            in_flight.clone(),
+            shared_minter.clone(),
+            sink.clone(),
+        )));
     }
-    let mut records = Vec::new();
+    drop(sink);
     for (&index, task) in selected.iter().zip(tasks) {
-        let (exit, exit_records) = task.await.map_err(|_| RunError::Task)?;
+        let exit = task.await.map_err(|_| RunError::Task)?;
         if let Some(slot) = exits.get_mut(index) {
             *slot = exit;
         }
-        for record in &exit_records {
-            store.insert_probe(record).await?;
-        }
-        records.extend(exit_records);
     }
+    let outcomes = writer.finish().await?;
     if let Ok(mut shared) = shared_minter.lock() {
         *minter = std::mem::take(&mut *shared);
     }
@@ -401,10 +365,93 @@ async fn run(
     Ok(RunReport {
         run_id,
         baseline,
-        records,
+        outcomes,
         violations: in_flight.violations.load(Ordering::Relaxed),
         labels,
     })
+}
+
+/// What every exit's task of a run reads.
+struct Shared {
+    echo: EchoTarget,
+    config: RunConfig,
+    run_id: String,
+    persona: String,
+    baseline: Option<Sample>,
+}
+
+/// The samples of one exit, one after another, each record handed to the store's writer as
+/// soon as it is made. Returns the exit (its gateway session rotated after failures).
+async fn sample_exit(
+    mut exit: Exit,
+    shared: Arc<Shared>,
+    semaphore: Arc<Semaphore>,
+    in_flight: Arc<InFlight>,
+    minter: Arc<Mutex<SessionMinter>>,
+    sink: sink::Sink,
+) -> Exit {
+    let config = &shared.config;
+    for sample in 0..config.samples {
+        if sample > 0 {
+            tokio::time::sleep(jittered(config.spacing, config.jitter)).await;
+        }
+        let Ok(_permit) = semaphore.acquire().await else {
+            break;
+        };
+        let token = probe::new_token();
+        let started_at = now_rfc3339();
+        let outcome = {
+            let _guard = in_flight.enter(in_flight_key(&exit));
+            // Boxed: a probe's state (TLS client, HTTP/2 writer, buffers) exists only while the
+            // probe runs, instead of inside each of the run's many waiting tasks.
+            Box::pin(probe_with_retries(
+                Some(&exit),
+                &shared.echo,
+                config,
+                &token,
+            ))
+            .await
+        };
+        config.progress.done.fetch_add(1, Ordering::Relaxed);
+        let failed = match &outcome {
+            Ok(_) => {
+                tracing::info!(exit = %exit.name, sample, "probe ok");
+                false
+            }
+            Err(error) => {
+                tracing::warn!(
+                    exit = %exit.name,
+                    url = %exit.redacted_url(),
+                    sample,
+                    class = %error.class(),
+                    error = %error,
+                    "probe failed"
+                );
+                true
+            }
+        };
+        let record = record::record(
+            ProbeContext {
+                run_id: &shared.run_id,
+                exit: Some(&exit),
+                token: &token,
+                persona: &shared.persona,
+                started_at,
+            },
+            outcome,
+            shared.baseline.as_ref(),
+        );
+        if !sink.store(record).await {
+            break;
+        }
+        // A failed gateway session is retired; the slot gets a fresh id.
+        if failed {
+            if let Ok(mut minter) = minter.lock() {
+                minter.rotate(&mut exit);
+            }
+        }
+    }
+    exit
 }
 
 /// Labels of `exits` from the stored history (the last `drift.window` probes of each, more for
@@ -433,6 +480,11 @@ pub async fn compute_labels(
         .find(|r| r.sample.is_some());
     let baseline_sample = baseline_record.as_ref().and_then(|r| r.sample.as_ref());
     let previous = store.latest_labels_of(&persona).await?;
+    let previous: HashMap<&str, &ExitLabel> = previous
+        .iter()
+        .flat_map(|doc| &doc.exits)
+        .map(|label| (label.name.as_str(), label))
+        .collect();
     let mut out = Vec::with_capacity(exits.len());
     for exit in exits {
         let records = store
@@ -446,9 +498,7 @@ pub async fn compute_labels(
         };
         let prior = Prior {
             baseline: baseline_sample,
-            previous: previous
-                .as_ref()
-                .and_then(|doc| doc.exits.iter().find(|l| l.name == exit.name)),
+            previous: previous.get(exit.name.as_str()).copied(),
         };
         out.push(labels::label(
             &info,

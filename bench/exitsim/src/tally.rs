@@ -1,0 +1,138 @@
+//! Per-exit counters: tunnels opened, tunnels open now, and the most ever open at once.
+//!
+//! One fixed slot per exit, indexed by the exit's number, with atomics only: counting costs no
+//! lock and no allocation on the tunnel path, and 10,000 exits take 160 KB.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// The counters of every exit, and the connections refused before they reached one.
+#[derive(Debug)]
+pub struct Tally {
+    exits: Vec<ExitCounters>,
+    refused: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct ExitCounters {
+    tunnels: AtomicU64,
+    in_flight: AtomicU32,
+    max_in_flight: AtomicU32,
+}
+
+/// One open tunnel of one exit; closing it (dropping) takes it off the exit's in-flight count.
+#[derive(Debug)]
+pub struct Open<'a> {
+    counters: &'a ExitCounters,
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// What the counters say, for the stats endpoint and the line printed at shutdown.
+#[derive(Debug, Serialize)]
+pub struct Snapshot {
+    /// Exits simulated.
+    pub exits: usize,
+    /// Exits that carried at least one tunnel.
+    pub exits_used: usize,
+    /// Tunnels opened, over all exits.
+    pub tunnels: u64,
+    /// Tunnels open now, over all exits.
+    pub in_flight: u64,
+    /// The most tunnels one exit ever had open at once (the largest per-exit maximum).
+    pub max_in_flight_per_exit: u32,
+    /// Connections that became no tunnel: bad request, unknown exit or password, target off
+    /// loopback or not answering, and failed accepts.
+    pub refused: u64,
+    /// Per exit, in exit-number order: `[tunnels opened, most open at once]` (only with
+    /// `?exits=1`: 10,000 exits make 150 KB of JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_exit: Option<Vec<[u64; 2]>>,
+}
+
+impl Tally {
+    /// Zeroed counters for `exits` exits.
+    pub fn new(exits: usize) -> Self {
+        Self {
+            exits: (0..exits).map(|_| ExitCounters::default()).collect(),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a tunnel of exit `index` as open until the returned guard drops; `None` if there
+    /// is no such exit.
+    pub fn open(&self, index: usize) -> Option<Open<'_>> {
+        let counters = self.exits.get(index)?;
+        counters.tunnels.fetch_add(1, Ordering::Relaxed);
+        let now = counters.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        counters.max_in_flight.fetch_max(now, Ordering::AcqRel);
+        Some(Open { counters })
+    }
+
+    /// Counts a connection refused before it became a tunnel.
+    pub fn refuse(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters now, with the per-exit list when `per_exit` is set.
+    pub fn snapshot(&self, per_exit: bool) -> Snapshot {
+        let load = |c: &ExitCounters| {
+            (
+                c.tunnels.load(Ordering::Relaxed),
+                c.in_flight.load(Ordering::Relaxed),
+                c.max_in_flight.load(Ordering::Relaxed),
+            )
+        };
+        let mut snapshot = Snapshot {
+            exits: self.exits.len(),
+            exits_used: 0,
+            tunnels: 0,
+            in_flight: 0,
+            max_in_flight_per_exit: 0,
+            refused: self.refused.load(Ordering::Relaxed),
+            per_exit: per_exit.then(|| Vec::with_capacity(self.exits.len())),
+        };
+        for counters in &self.exits {
+            let (tunnels, in_flight, max) = load(counters);
+            snapshot.exits_used += usize::from(tunnels > 0);
+            snapshot.tunnels += tunnels;
+            snapshot.in_flight += u64::from(in_flight);
+            snapshot.max_in_flight_per_exit = snapshot.max_in_flight_per_exit.max(max);
+            if let Some(list) = &mut snapshot.per_exit {
+                list.push([tunnels, u64::from(max)]);
+            }
+        }
+        snapshot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_overlap_per_exit_only() {
+        let tally = Tally::new(2);
+        {
+            let _a = tally.open(0).unwrap();
+            let _b = tally.open(1).unwrap();
+        }
+        let _c = tally.open(0).unwrap();
+        assert_eq!(tally.snapshot(false).max_in_flight_per_exit, 1);
+        let _d = tally.open(0).unwrap();
+        assert!(tally.open(2).is_none());
+        tally.refuse();
+        let snapshot = tally.snapshot(true);
+        assert_eq!(snapshot.max_in_flight_per_exit, 2);
+        assert_eq!(snapshot.tunnels, 4);
+        assert_eq!(snapshot.in_flight, 2);
+        assert_eq!(snapshot.exits_used, 2);
+        assert_eq!(snapshot.refused, 1);
+        assert_eq!(snapshot.per_exit.unwrap(), [[3, 2], [1, 1]]);
+    }
+}
