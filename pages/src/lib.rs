@@ -1,0 +1,14 @@
+//! exitvoice pages for people: server-rendered HTML, readable without JavaScript.
+//!
+//! - [`fingerprint`]: the page a browser gets from the echo server, rendered from the same
+//!   [`exitvoice_schema::Echo`] that `/api/all` answers for the request.
+//!
+//! Pages share one small stylesheet and one progressive-enhancement script ([`assets`]), served by
+//! the binary itself: a page loads nothing from anywhere else.
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
+
+pub mod assets;
+pub mod fingerprint;
+mod layout;
+pub mod negotiate;
