@@ -280,18 +280,14 @@ pub(super) async fn all(
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived
-/// (`capture/arrival.rs`). A client that prefers HTML gets the fingerprint page of the same echo.
+/// (`capture/arrival.rs`). Always JSON, like `/api/…`: it is the auditor's route, and its
+/// personas send a browser's `Accept`.
 pub(super) async fn probe(
-    State(state): State<ApiState>,
+    state: State<ApiState>,
     ctx: Ctx,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let html = prefers_html(request.headers());
-    let seen = observe(&state, ctx, request).await?;
-    if html {
-        return page::fingerprint(&state, &seen, StatusCode::OK);
-    }
-    Ok(Json(seen.echo(&state.metrics)).into_response())
+    all(state, ctx, request).await
 }
 
 /// `/api/tls`: the TLS layer.
@@ -448,8 +444,8 @@ struct NotFound<'a> {
 }
 
 /// Every path without a route: for a client that prefers HTML, the fingerprint page (`200` at
-/// `/`, `404` elsewhere); for any other, the JSON 404 with the clean summary. `/api/…` paths are
-/// always JSON.
+/// `/`, `404` elsewhere); for any other, the JSON 404 with the clean summary. Paths under
+/// `/api/` and `/probe/` are always JSON.
 pub(super) async fn not_found(
     State(state): State<ApiState>,
     ctx: Ctx,
@@ -461,7 +457,9 @@ pub(super) async fn not_found(
     } else {
         StatusCode::NOT_FOUND
     };
-    let html = !path.starts_with("/api/") && prefers_html(request.headers());
+    let html = !path.starts_with("/api/")
+        && !path.starts_with("/probe/")
+        && prefers_html(request.headers());
     let seen = observe(&state, ctx, request).await?;
     if html {
         return page::fingerprint(&state, &seen, status);
