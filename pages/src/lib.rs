@@ -2,13 +2,16 @@
 //!
 //! - [`fingerprint`]: the page a browser gets from the echo server, rendered from the same
 //!   [`exitvoice_schema::Echo`] that `/api/all` answers for the request.
+//! - [`dashboard`]: `exitvoice dashboard`, the audited exits of an auditor's database behind a
+//!   token: the pool, each exit with its voice timeline, and the labels export.
 //!
-//! Pages share one small stylesheet and one progressive-enhancement script ([`assets`]), served by
+//! Both share one small stylesheet and one progressive-enhancement script ([`assets`]), served by
 //! the binary itself: a page loads nothing from anywhere else.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
 pub mod assets;
+pub mod dashboard;
 pub mod fingerprint;
 mod layout;
 pub mod negotiate;
