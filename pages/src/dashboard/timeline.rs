@@ -12,6 +12,8 @@ const SLOT_W: usize = 18;
 const LANE_H: usize = 26;
 /// Characters of a voice shown as its lane's label (the whole voice is in the table below).
 const LABEL_CHARS: usize = 16;
+/// Slots drawn at least, so a short history keeps a readable scale and its axis labels apart.
+const MIN_SLOTS: usize = 16;
 
 /// The distinct voices of `history`, first-seen order.
 pub(crate) fn lanes(history: &[HistoryEntry]) -> Vec<&str> {
@@ -35,12 +37,12 @@ fn short(voice: &str) -> String {
 pub(crate) fn svg(history: &[HistoryEntry]) -> Markup {
     let lanes = lanes(history);
     let height = LANE_H * lanes.len().max(1) + 20;
-    let width = LABEL_W + SLOT_W * history.len().max(1) + 10;
+    let width = LABEL_W + SLOT_W * history.len().max(MIN_SLOTS) + 10;
     let x = |i: usize| LABEL_W + SLOT_W * i + SLOT_W / 2;
     html! {
         svg #timeline xmlns="http://www.w3.org/2000/svg" role="img"
             aria-labelledby="timeline-title"
-            viewBox={ "0 0 " (width) " " (height) } width="100%" {
+            viewBox={ "0 0 " (width) " " (height) } width=(width) height=(height) {
             title #timeline-title {
                 "Voice timeline: " (history.len()) " probes, " (lanes.len()) " voices"
             }
