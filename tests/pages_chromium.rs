@@ -113,6 +113,14 @@ fn the_fingerprint_page_shows_what_api_all_says_to_the_same_browser() {
     // Scripts keep JSON: `*/*` at / is the JSON 404, /api/* is JSON even when HTML is asked.
     let (status, kind, body) = curl(&[&format!("{base}/")]);
     assert_eq!((status, kind.as_str()), (404, "application/json"), "{body}");
+    // An HTTP/1.1 client that asks for HTML gets the page with its request head.
+    let (status, _, h1) = curl(&["--http1.1", "-H", "Accept: text/html", &format!("{base}/")]);
+    assert_eq!(status, 200);
+    assert_eq!(
+        text_by_id(&h1, "request_line").as_deref(),
+        Some("GET / HTTP/1.1")
+    );
+    assert!(h1.contains("id=\"http1_header_order\""), "{h1}");
     let (status, kind, _) = curl(&["-H", "Accept: text/html", &format!("{base}/api/all")]);
     assert_eq!((status, kind.as_str()), (200, "application/json"));
     // The auditor's route stays JSON: its personas send a browser's Accept.
@@ -209,6 +217,9 @@ fn the_dashboard_shows_every_exit_of_a_real_audit_run() {
     let (status, _, body) = curl(&[&format!("{base}/exits")]);
     assert_eq!(status, 401);
     assert!(!body.contains(TOKEN));
+    // The stylesheet needs no token: a page's assets load without a second challenge.
+    let (status, kind, _) = curl(&[&format!("{base}/assets/exitvoice.css")]);
+    assert_eq!((status, kind.as_str()), (200, "text/css; charset=utf-8"));
     let wrong = "Authorization: Bearer dash-T0ken-for-the-tesT";
     assert_eq!(curl(&["-H", wrong, &format!("{base}/exits.json")]).0, 401);
     let bearer = format!("Authorization: Bearer {TOKEN}");

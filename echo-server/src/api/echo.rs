@@ -470,7 +470,13 @@ pub(super) async fn not_found(
         path: &seen.record.path,
         fingerprint: Clean::new(&seen.analysis(&state.metrics).facts, &seen.record),
     };
-    Ok((StatusCode::NOT_FOUND, Json(body)).into_response())
+    // The same URL answers HTML to browsers (RFC 9110 section 12.5.5).
+    Ok((
+        StatusCode::NOT_FOUND,
+        [(axum::http::header::VARY, "Accept")],
+        Json(body),
+    )
+        .into_response())
 }
 
 #[cfg(test)]

@@ -103,3 +103,58 @@ fn route_rank(label: &ExitLabel) -> u8 {
 pub(crate) fn error_count(label: &ExitLabel) -> u32 {
     label.errors.values().sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A label with only what the filters read set.
+    fn label(name: &str, state: &str, route: &str, bucket: Option<&str>, p95: u64) -> ExitLabel {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "url": "http://127.0.0.1:1", "tags": {"region": name},
+            "egress_ips": [], "state": state, "changed_at": null, "bucket": bucket,
+            "flags": {"tls_preserved": false, "h2_preserved": false, "tls_intercepted": false},
+            "voices": [], "route": route, "route_reason": "", "samples": 0, "errors": {},
+            "latency": {"p50_ms": null, "p95_ms": p95}, "last_probe_at": null, "history": [],
+        }))
+        .expect("a label")
+    }
+
+    fn names(query: &ExitQuery, labels: &[ExitLabel]) -> Vec<String> {
+        query.apply(labels).iter().map(|l| l.name.clone()).collect()
+    }
+
+    #[test]
+    fn filters_and_sorting_by_query() {
+        let labels = [
+            label("eu", "stable", "identity", Some("A"), 80),
+            label("us", "mutating", "stateless", Some("B"), 20),
+            label("ap", "unknown", "quarantine", None, 50),
+        ];
+        let query = |text: &str| -> ExitQuery {
+            serde_json::from_value(serde_json::Value::Object(
+                text.split('&')
+                    .filter_map(|pair| pair.split_once('='))
+                    .map(|(k, v)| (k.to_owned(), serde_json::Value::from(v)))
+                    .collect(),
+            ))
+            .expect("a query")
+        };
+        assert_eq!(names(&query(""), &labels), ["eu", "us", "ap"]);
+        assert_eq!(names(&query("state=stable"), &labels), ["eu"]);
+        assert_eq!(names(&query("route=quarantine"), &labels), ["ap"]);
+        assert_eq!(names(&query("bucket=none"), &labels), ["ap"]);
+        assert_eq!(names(&query("bucket=B&route=stateless"), &labels), ["us"]);
+        assert!(names(&query("bucket=B&route=identity"), &labels).is_empty());
+        assert_eq!(names(&query("tag=region"), &labels).len(), 3);
+        assert_eq!(names(&query("tag=region=us"), &labels), ["us"]);
+        assert_eq!(names(&query("sort=p95"), &labels), ["us", "ap", "eu"]);
+        assert_eq!(
+            names(&query("sort=p95&order=desc"), &labels),
+            ["eu", "ap", "us"]
+        );
+        assert_eq!(names(&query("sort=route"), &labels), ["eu", "us", "ap"]);
+        assert_eq!(names(&query("sort=name"), &labels), ["ap", "eu", "us"]);
+        assert_eq!(names(&query("sort=nonsense"), &labels), ["eu", "us", "ap"]);
+    }
+}
