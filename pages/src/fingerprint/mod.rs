@@ -196,3 +196,46 @@ fn unseen(page: &FingerprintPage<'_>) -> Markup {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An echo with an unreadable ClientHello and nothing spoken still renders, and says what
+    /// the server could not see; values from the wire are escaped.
+    #[test]
+    fn a_bare_echo_renders_what_is_missing() {
+        let echo: Echo = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "time": "2026-12-01T00:00:00.000Z",
+            "peer": {"ip": "192.0.2.1", "port": 1}, "token": null, "method": "GET",
+            "path": "/<script>", "alpn": {"offered": ["h2"], "negotiated": null, "spoken": "unknown"},
+            "tls": null, "http2": null, "http1": null,
+            "request": {"stream_id": null, "index": 1}, "bucket": null, "profile": null,
+        }))
+        .expect("an echo");
+        let unseen = ["The tls layer did not parse: truncated.".to_owned()];
+        let html = render(&FingerprintPage {
+            echo: &echo,
+            json: r#"{"path":"/<script>"}"#,
+            bucket_rule: "no bucket",
+            unseen: &unseen,
+        });
+        assert!(html.contains("The ClientHello could not be read"), "{html}");
+        assert!(
+            html.contains("Nothing recognisable as HTTP was spoken"),
+            "{html}"
+        );
+        assert!(
+            html.contains("The tls layer did not parse: truncated."),
+            "{html}"
+        );
+        assert!(
+            html.contains("&lt;script&gt;") && !html.contains("<script>\"}"),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"<span class="badge">none</span>"#),
+            "{html}"
+        );
+    }
+}
