@@ -300,3 +300,37 @@ fn the_dashboard_shows_every_exit_of_a_real_audit_run() {
     screenshots(&format!("{authed}/exits"), "exits");
     screenshots(&format!("{authed}/exits/tinyproxy"), "exit");
 }
+
+#[test]
+fn the_dashboard_refuses_what_it_cannot_serve() {
+    let work = tempfile::tempdir().unwrap();
+    let missing = work.path().join("missing.db");
+    let run = |db: &Path, token: &str| {
+        Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+            .args(["dashboard", "--listen", "127.0.0.1:0", "--database"])
+            .arg(db)
+            .env("EXITVOICE_DASHBOARD_TOKEN", token)
+            .output()
+            .expect("run exitvoice dashboard")
+    };
+    // No database: an error, and no empty database created in its place.
+    let out = run(&missing, "t0ken");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such database"));
+    assert!(!missing.exists());
+    // An empty token would open the dashboard to anyone.
+    let empty = work.path().join("empty.db");
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(exitvoice_schema::Store::open(&empty))
+        .expect("an empty store");
+    let out = run(&empty, "");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must not be empty"));
+    // A database without labels yet: the dashboard says so.
+    let dashboard = Dashboard::start(&empty, "t0ken");
+    let url = format!("http://127.0.0.1:{}/exits", dashboard.port);
+    let (status, kind, body) = curl(&["-H", "Authorization: Bearer t0ken", &url]);
+    assert_eq!((status, kind.as_str()), (404, "text/html; charset=utf-8"));
+    assert!(body.contains("no labels yet"), "{body}");
+}
