@@ -42,6 +42,20 @@ fn load(url: &str) -> String {
     page.dom
 }
 
+/// Every stylesheet and script `dom` loads (`/assets/…`) answers 200 from `base`: a failed
+/// subresource shows in Chromium's DevTools console but not in its log, so it is checked here.
+fn assert_assets_load(dom: &str, base: &str) {
+    let assets: Vec<&str> = dom
+        .split(['"', '\''])
+        .filter(|part| part.starts_with("/assets/"))
+        .collect();
+    assert_eq!(assets.len(), 2, "a stylesheet and a script: {assets:?}");
+    for asset in assets {
+        let (status, _, _) = curl(&[&format!("{base}{asset}")]);
+        assert_eq!(status, 200, "{asset}");
+    }
+}
+
 /// `curl -sk` with extra args: (HTTP status, content type, body).
 fn curl(args: &[&str]) -> (u16, String, String) {
     let output = Command::new("curl")
@@ -131,6 +145,7 @@ fn the_fingerprint_page_shows_what_api_all_says_to_the_same_browser() {
     let (status, kind, css) = curl(&[&format!("{base}/assets/exitvoice.css")]);
     assert_eq!((status, kind.as_str()), (200, "text/css; charset=utf-8"));
     assert!(css.contains("@media"));
+    assert_assets_load(&page, &base);
 
     screenshots(&format!("{base}/"), "fingerprint");
 }
@@ -246,6 +261,7 @@ fn the_dashboard_shows_every_exit_of_a_real_audit_run() {
     assert_eq!(run.exit("dead")["route"], "quarantine");
     assert_eq!(list.matches("<tr data-exit=").count(), 3);
     assert!(list.contains("id=\"chart-buckets\"") && list.contains("id=\"chart-routes\""));
+    assert_assets_load(&list, &base);
 
     // Filters and sorting are query parameters.
     let quarantined = load(&format!("{authed}/exits?route=quarantine"));
