@@ -11,6 +11,7 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use exitvoice_pages::negotiate::prefers_html;
 use exitvoice_schema::{
     rfc3339_ms, Alpn, Bucket, ConnectionFacts, FirstRequest, Http1Echo, Peer, PeerPolicy, RawJson,
     RequestPosition, RequestRecord, Spoken, VoiceId, ECHO_SCHEMA_VERSION,
@@ -19,7 +20,6 @@ use http_body_util::BodyExt as _;
 use serde::Serialize;
 
 use super::{page, ApiError, ApiState};
-use exitvoice_pages::negotiate::prefers_html;
 use time::OffsetDateTime;
 
 use crate::analysis::{self, Analysis, EchoJson};
