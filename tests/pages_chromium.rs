@@ -56,6 +56,22 @@ fn assert_assets_load(dom: &str, base: &str) {
     }
 }
 
+/// The value of header `name` in the answer to `curl -sk` with `args`.
+fn header(args: &[&str], name: &str) -> Option<String> {
+    let output = Command::new("curl")
+        .args(["-sk", "-o", "/dev/null", "-D", "-"])
+        .args(args)
+        .output()
+        .expect("run curl");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.eq_ignore_ascii_case(name)
+                .then(|| value.trim().to_owned())
+        })
+}
+
 /// `curl -sk` with extra args: (HTTP status, content type, body).
 fn curl(args: &[&str]) -> (u16, String, String) {
     let output = Command::new("curl")
@@ -146,6 +162,13 @@ fn the_fingerprint_page_shows_what_api_all_says_to_the_same_browser() {
     assert_eq!((status, kind.as_str()), (200, "text/css; charset=utf-8"));
     assert!(css.contains("@media"));
     assert_assets_load(&page, &base);
+    // The browser itself refuses anything from elsewhere (a violation would be a console
+    // message, which fails the loads above).
+    let csp = header(
+        &["-H", "Accept: text/html", &format!("{base}/")],
+        "content-security-policy",
+    );
+    assert!(csp.is_some_and(|p| p.starts_with("default-src 'none'")));
 
     screenshots(&format!("{base}/"), "fingerprint");
 }
@@ -262,6 +285,11 @@ fn the_dashboard_shows_every_exit_of_a_real_audit_run() {
     assert_eq!(list.matches("<tr data-exit=").count(), 3);
     assert!(list.contains("id=\"chart-buckets\"") && list.contains("id=\"chart-routes\""));
     assert_assets_load(&list, &base);
+    let csp = header(
+        &["-H", &bearer, &format!("{base}/exits")],
+        "content-security-policy",
+    );
+    assert!(csp.is_some_and(|p| p.starts_with("default-src 'none'")));
 
     // Filters and sorting are query parameters.
     let quarantined = load(&format!("{authed}/exits?route=quarantine"));

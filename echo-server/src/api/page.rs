@@ -5,7 +5,7 @@
 //! view serialized once, then read back as the schema's [`Echo`], so the page cannot show a
 //! value `/api/all` would not.
 
-use axum::http::header::{CONTENT_TYPE, VARY};
+use axum::http::header::{CONTENT_SECURITY_POLICY, CONTENT_TYPE, VARY};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use exitvoice_pages::fingerprint::{render, FingerprintPage};
@@ -33,6 +33,10 @@ pub(super) fn fingerprint(
         status,
         [
             (CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                CONTENT_SECURITY_POLICY,
+                exitvoice_pages::CONTENT_SECURITY_POLICY,
+            ),
             // The same URL answers JSON to other clients (RFC 9110 section 12.5.5).
             (VARY, "Accept"),
         ],

@@ -21,7 +21,8 @@ mod timeline;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::header::CONTENT_SECURITY_POLICY;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -54,7 +55,19 @@ pub fn router(store: Store, token: DashboardToken) -> Router {
             state.clone(),
             auth::require_token,
         ));
-    guarded.merge(crate::assets::router()).with_state(state)
+    guarded
+        .merge(crate::assets::router())
+        .layer(axum::middleware::map_response(content_security_policy))
+        .with_state(state)
+}
+
+/// Every answer of the dashboard carries the pages' [`crate::CONTENT_SECURITY_POLICY`].
+async fn content_security_policy(mut response: Response) -> Response {
+    response.headers_mut().insert(
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(crate::CONTENT_SECURITY_POLICY),
+    );
+    response
 }
 
 /// Why a dashboard page could not be shown.
