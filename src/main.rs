@@ -28,6 +28,8 @@ enum Command {
     /// Show which voice fields differ between two observations (capture files, probe ids or
     /// observation ids).
     Diff(cli::diff::Args),
+    /// Serve the exits dashboard of an auditor's database, behind a token.
+    Dashboard(cli::dashboard::Args),
     /// Check a configuration file (`--config FILE` of `serve` and `audit`).
     Config(cli::config::Args),
 }
@@ -61,6 +63,7 @@ fn main() -> ExitCode {
             Command::Audit(args) => cli::audit::run(*args).await,
             Command::Labels(args) => cli::audit::labels(args).await,
             Command::Diff(args) => cli::diff::run(args).await,
+            Command::Dashboard(args) => cli::dashboard::run(args).await,
             Command::Config(args) => cli::config::run(args, &command),
         }
     });

@@ -15,7 +15,7 @@ use exitvoice_schema::{
     Alpn, Bucket, ConnectionFacts, Http1Echo, Layers, RawJson, Spoken, TlsEcho,
 };
 
-use crate::classify::{self, BucketInput};
+use crate::classify::{self, BucketInput, BucketRule};
 use crate::{h1, h2, tls};
 
 /// The server software as it names itself in records.
@@ -211,8 +211,17 @@ fn analyse_with(input: &ConnectionInput<'_>, detail: bool) -> Analysis {
 
 /// The bucket of request `index` (1 for the first) on a connection with these facts.
 pub fn bucket(facts: &ConnectionFacts, index: u32, earlier_other_probe: bool) -> Option<Bucket> {
+    bucket_decision(facts, index, earlier_other_probe).0
+}
+
+/// [`bucket`], with the rule that decided it.
+pub fn bucket_decision(
+    facts: &ConnectionFacts,
+    index: u32,
+    earlier_other_probe: bool,
+) -> (Option<Bucket>, BucketRule) {
     let http2 = facts.http2.as_ref();
-    classify::bucket(&BucketInput {
+    classify::decide(&BucketInput {
         alpn_offered_h2: facts.alpn.offered.iter().any(|p| p == "h2"),
         alpn_negotiated_h2: facts.alpn.negotiated.as_deref() == Some("h2"),
         spoken: facts.alpn.spoken,

@@ -1,6 +1,6 @@
 //! Bucket rules (DESIGN.md) and profile matching on fixtures.
 
-use exitvoice_echo::classify::{browser_profile, bucket, BucketInput};
+use exitvoice_echo::classify::{browser_profile, bucket, decide, BucketInput, BucketRule};
 use exitvoice_echo::h2::parse_prefix;
 use exitvoice_schema::{Bucket, Spoken};
 
@@ -95,4 +95,67 @@ fn chrome_profile_needs_every_defining_field() {
     let mut b = bin;
     b[24 + 9 + 12 + 5] ^= 1;
     assert!(browser_profile(&parse_prefix(&b).expect("parses")).is_none());
+}
+
+/// Issue 17: the fingerprint page names the rule that decided the bucket; each rule is named
+/// for the inputs it decides, and agrees with `bucket`.
+#[test]
+fn each_bucket_names_its_rule() {
+    let cases = [
+        (
+            BucketInput {
+                alpn_offered_h2: false,
+                ..base()
+            },
+            BucketRule::NotOffered,
+        ),
+        (
+            BucketInput {
+                spoken: Spoken::Http1,
+                ..base()
+            },
+            BucketRule::Downgrade,
+        ),
+        (
+            BucketInput {
+                alpn_negotiated_h2: false,
+                ..base()
+            },
+            BucketRule::NoHttp2,
+        ),
+        (
+            BucketInput {
+                request_index: 2,
+                earlier_other_probe: true,
+                ..base()
+            },
+            BucketRule::Remux,
+        ),
+        (
+            BucketInput {
+                own_preface_and_settings: false,
+                ..base()
+            },
+            BucketRule::NoOwnPreface,
+        ),
+        (
+            BucketInput {
+                browser_profile: true,
+                ..base()
+            },
+            BucketRule::BrowserProfile,
+        ),
+        (base(), BucketRule::Library),
+    ];
+    for (input, rule) in cases {
+        let (decided, named) = decide(&input);
+        assert_eq!(named, rule, "{input:?}");
+        assert_eq!(decided, bucket(&input), "{input:?}");
+        let letter = decided.map_or("no bucket".to_owned(), |b| format!("{b} ("));
+        assert!(
+            rule.explain().contains(&letter),
+            "{rule:?}: {}",
+            rule.explain()
+        );
+    }
 }

@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod config;
+pub mod dashboard;
 pub mod diff;
 mod duration;
 pub mod inspect;

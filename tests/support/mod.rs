@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bound_exit;
+pub mod browser;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,7 @@ use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use exitvoice_pages::negotiate::prefers_html;
 use exitvoice_schema::{
     rfc3339_ms, Alpn, Bucket, ConnectionFacts, FirstRequest, Http1Echo, Peer, PeerPolicy, RawJson,
     RequestPosition, RequestRecord, Spoken, VoiceId, ECHO_SCHEMA_VERSION,
@@ -18,11 +19,12 @@ use exitvoice_schema::{
 use http_body_util::BodyExt as _;
 use serde::Serialize;
 
-use super::{ApiError, ApiState};
+use super::{page, ApiError, ApiState};
 use time::OffsetDateTime;
 
 use crate::analysis::{self, Analysis, EchoJson};
 use crate::capture::{Arrival, Connection};
+use crate::classify::BucketRule;
 use crate::writer::{unix_ms, Job};
 use serde_json::value::RawValue;
 
@@ -93,11 +95,35 @@ async fn drain_body(mut body: axum::body::Body, cap: usize) -> Result<(), ApiErr
 pub(super) struct Observed {
     conn: Arc<Connection>,
     record: Arc<RequestRecord>,
+    /// The rule that decided `record.bucket`.
+    bucket_rule: BucketRule,
 }
 
 impl Observed {
     fn analysis(&self, metrics: &crate::metrics::Metrics) -> &Analysis {
         self.conn.analysis(metrics)
+    }
+
+    /// The rule that decided the request's bucket.
+    pub(super) fn bucket_rule(&self) -> BucketRule {
+        self.bucket_rule
+    }
+
+    /// What the analysis could not read: each layer that did not parse, and why.
+    pub(super) fn layer_errors(&self, metrics: &crate::metrics::Metrics) -> Vec<String> {
+        self.analysis(metrics)
+            .errors
+            .iter()
+            .map(|e| format!("The {} layer did not parse: {}.", e.layer, e.message))
+            .collect()
+    }
+
+    /// The full echo of the request as `/api/all` answers it, as JSON text.
+    pub(super) fn echo_json(
+        &self,
+        metrics: &crate::metrics::Metrics,
+    ) -> serde_json::Result<String> {
+        serde_json::to_string_pretty(&self.echo(metrics))
     }
 
     /// The full echo of the request, as the client itself sees it (its own full address).
@@ -125,6 +151,8 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+    let (bucket, bucket_rule) =
+        analysis::bucket_decision(facts, index, ctx.arrival.earlier_other_probe);
     let record = RequestRecord {
         conn_id: conn.id.clone(),
         index,
@@ -133,7 +161,7 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
         method: parts.method.to_string(),
         path,
         stream_id: head.stream_id,
-        bucket: analysis::bucket(facts, index, ctx.arrival.earlier_other_probe),
+        bucket,
         pseudo_header_order: head.pseudo_header_order,
         header_order: head.header_order,
         http1: head.http1,
@@ -151,7 +179,11 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
     }
     let record = Arc::new(record);
     state.writer.submit(Job::Request(Arc::clone(&record)));
-    Ok(Observed { conn, record })
+    Ok(Observed {
+        conn,
+        record,
+        bucket_rule,
+    })
 }
 
 /// The full echo, borrowed from the connection's facts and the request's record: serialized as
@@ -248,7 +280,8 @@ pub(super) async fn all(
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived
-/// (`capture/arrival.rs`).
+/// (`capture/arrival.rs`). Always JSON, like `/api/…`: it is the auditor's route, and its
+/// personas send a browser's `Accept`.
 pub(super) async fn probe(
     state: State<ApiState>,
     ctx: Ctx,
@@ -410,19 +443,40 @@ struct NotFound<'a> {
     fingerprint: Clean<'a>,
 }
 
+/// Every path without a route: for a client that prefers HTML, the fingerprint page (`200` at
+/// `/`, `404` elsewhere); for any other, the JSON 404 with the clean summary. Paths under
+/// `/api/` and `/probe/` are always JSON.
 pub(super) async fn not_found(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let path = request.uri().path();
+    let status = if path == "/" {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    let html = !path.starts_with("/api/")
+        && !path.starts_with("/probe/")
+        && prefers_html(request.headers());
     let seen = observe(&state, ctx, request).await?;
+    if html {
+        return page::fingerprint(&state, &seen, status);
+    }
     let body = NotFound {
         api_version: super::API_VERSION,
         error: "not_found",
         path: &seen.record.path,
         fingerprint: Clean::new(&seen.analysis(&state.metrics).facts, &seen.record),
     };
-    Ok((StatusCode::NOT_FOUND, Json(body)).into_response())
+    // The same URL answers HTML to browsers (RFC 9110 section 12.5.5).
+    Ok((
+        StatusCode::NOT_FOUND,
+        [(axum::http::header::VARY, "Accept")],
+        Json(body),
+    )
+        .into_response())
 }
 
 #[cfg(test)]

@@ -39,6 +39,9 @@ pub enum ApiError {
     /// The store failed.
     #[error("store error")]
     Store,
+    /// The fingerprint page could not be written (the echo did not read back as an `Echo`).
+    #[error("the page could not be written")]
+    Page,
 }
 
 impl ApiError {
@@ -52,6 +55,7 @@ impl ApiError {
             Self::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
             Self::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Store => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
+            Self::Page => (StatusCode::INTERNAL_SERVER_ERROR, "page_failed"),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! The HTTP API: routes, the per-connection capture extractor, JSON echo, errors as responses.
 //!
-//! Every route answers JSON. The echo routes describe the request's own connection, which the
+//! Every route answers JSON, except for browsers at `/` (or any path without a route): a client
+//! whose `Accept` prefers `text/html` gets the fingerprint page of its echo there. `/api/…` and
+//! `/probe/…` are always JSON (the auditor's personas send a browser's `Accept`). The echo routes describe the request's own connection, which the
 //! connection task hands in as request extensions ([`crate::capture::Connection`] and
 //! [`crate::capture::Arrival`]), and queue the request's observation. `/healthz` and
 //! `/api/observations` only read.
@@ -14,6 +16,8 @@
 //! | `GET /api/http1` | `schema_version, time, alpn, http1, request, bucket` |
 //! | `GET /api/clean` | hashes and ids only: `ja3_hash, ja3n_hash, ja4, tls_voice_id, order_id, akamai_fingerprint_hash, http2_voice_id, http1_voice_id, spoken, stream_id, index, bucket, profile` |
 //! | any other path | 404 `{api_version, error: "not_found", path, fingerprint: <clean>}` |
+//! | `GET /` and any other path without a route (not under `/api/` or `/probe/`), when `Accept` prefers `text/html` | the fingerprint page of the request's echo (`page.rs`; 404 on paths other than `/`) |
+//! | `GET /assets/exitvoice.css`, `/assets/copy.js` | the page's stylesheet and copy-button script (not observed) |
 //! | `GET /api/observations?token=&since=&limit=&raw=` | `{schema_version, observations: [StoredObservation]}`, oldest first; `since` is RFC 3339 or Unix ms; `limit` ≤ 1000 (default 100); `hello`/`prefix` hex only with `raw=true`; the bearer `--api-token` (every row) or a capability `token` of ≥ 16 characters of `A-Za-z0-9-_` (its own rows only); else 403 (401 with `--api-token`) |
 //! | `GET /healthz` | `{api_version, status ("ok" / "degraded" while the store refuses writes), server, uptime_s, queue {depth, capacity, bytes}, connections {open, accepted, rejected_max_connections, rejected_per_ip, rejected_rate, rejected_penalty, strikes, penalties, idle_closed, request_timeouts}, handshakes {completed, failures {reason: n}}, parse_errors {tls/h2/h1: n}, requests, observations {queued, queue_drops, written, write_failures, store_failing, record_failures}}` |
 //!
@@ -24,6 +28,7 @@ mod echo;
 mod error;
 mod health;
 mod observations;
+mod page;
 
 use std::sync::Arc;
 
@@ -66,6 +71,7 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/api/observations", get(observations::list))
         .route("/probe/{token}", get(echo::probe).post(echo::probe))
         .route("/healthz", get(health::healthz))
+        .merge(exitvoice_pages::assets::router())
         .fallback(echo::not_found)
         .with_state(state)
 }

@@ -31,24 +31,75 @@ pub struct BucketInput {
     pub browser_profile: bool,
 }
 
+/// Which of the rules above decided a bucket, so a reader can be shown why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BucketRule {
+    /// Rule 1: h2 not offered.
+    NotOffered,
+    /// Rule 2: h2 negotiated, HTTP/1.x spoken.
+    Downgrade,
+    /// Rule 3: h2 offered but not negotiated, or nothing recognisable spoken.
+    NoHttp2,
+    /// Rule 4: after another probe's request on the same connection.
+    Remux,
+    /// Rule 4: no preface and SETTINGS of its own.
+    NoOwnPreface,
+    /// Rule 5: a browser profile matched.
+    BrowserProfile,
+    /// Rule 6: h2 without a browser profile.
+    Library,
+}
+
+impl BucketRule {
+    /// The rule in a sentence.
+    pub fn explain(self) -> &'static str {
+        match self {
+            Self::NotOffered => "the client did not offer h2 in ALPN: no bucket",
+            Self::Downgrade => {
+                "ALPN negotiated h2 but the client spoke HTTP/1.x: D (silent downgrade)"
+            }
+            Self::NoHttp2 => {
+                "h2 was offered but not negotiated, or nothing recognisable was spoken: no bucket"
+            }
+            Self::Remux => {
+                "the request came after another probe's request on the same connection: \
+                 C (gateway re-mux)"
+            }
+            Self::NoOwnPreface => {
+                "the connection had no preface and SETTINGS of its own: C (gateway re-mux)"
+            }
+            Self::BrowserProfile => "the HTTP/2 prefix matches a browser profile: A (browser h2)",
+            Self::Library => "h2 was spoken and no browser profile matched: B (library h2)",
+        }
+    }
+}
+
 /// The bucket of one request, or `None` when the client did not offer (or did not get) h2.
 pub fn bucket(input: &BucketInput) -> Option<Bucket> {
+    decide(input).0
+}
+
+/// The bucket of one request and the rule that decided it.
+pub fn decide(input: &BucketInput) -> (Option<Bucket>, BucketRule) {
     if !input.alpn_offered_h2 {
-        return None;
+        return (None, BucketRule::NotOffered);
     }
     if input.alpn_negotiated_h2 && input.spoken == Spoken::Http1 {
-        return Some(Bucket::D);
+        return (Some(Bucket::D), BucketRule::Downgrade);
     }
     if !input.alpn_negotiated_h2 || input.spoken != Spoken::H2 {
-        return None;
+        return (None, BucketRule::NoHttp2);
     }
-    let remux = input.request_index > 1 && input.earlier_other_probe;
-    if remux || !input.own_preface_and_settings {
-        return Some(Bucket::C);
+    if input.request_index > 1 && input.earlier_other_probe {
+        return (Some(Bucket::C), BucketRule::Remux);
+    }
+    if !input.own_preface_and_settings {
+        return (Some(Bucket::C), BucketRule::NoOwnPreface);
     }
     if input.browser_profile {
-        Some(Bucket::A)
+        (Some(Bucket::A), BucketRule::BrowserProfile)
     } else {
-        Some(Bucket::B)
+        (Some(Bucket::B), BucketRule::Library)
     }
 }

@@ -5,6 +5,6 @@ mod bucket;
 mod profile;
 mod sniff;
 
-pub use bucket::{bucket, BucketInput};
+pub use bucket::{bucket, decide, BucketInput, BucketRule};
 pub use profile::{browser_profile, BrowserProfile, HeadersPriority, PROFILES};
 pub use sniff::sniff;

@@ -1,14 +1,16 @@
 //! SETTINGS (RFC 9113 section 6.5): every id/value pair in wire order, unknown and GREASE ids
 //! and duplicates included.
 
-use serde::Serialize;
+use serde::ser::SerializeStruct;
+use serde::{Serialize, Serializer};
 
 use super::FLAG_ACK;
 use crate::codec::Reader;
 use crate::h2::error::H2ErrorKind;
 
-/// One setting as sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+/// One setting as sent. Serialized as `{"id": n, "value": n, "name": "…"}`, like the TLS code
+/// points: `name` is the registry name, `GREASE` for a reserved GREASE id, omitted when unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Setting {
     /// The identifier on the wire (RFC 9113 section 6.5.2; RFC 8441; RFC 9218; or unknown).
     pub id: u16,
@@ -39,6 +41,36 @@ impl Setting {
     pub fn is_grease(&self) -> bool {
         self.id & 0x0f0f == 0x0a0a
     }
+
+    /// The name of the id in the HTTP/2 settings registry (without the `SETTINGS_` prefix),
+    /// `GREASE` for a GREASE id, `None` when unknown.
+    pub fn name(&self) -> Option<&'static str> {
+        match self.id {
+            Self::HEADER_TABLE_SIZE => Some("HEADER_TABLE_SIZE"),
+            Self::ENABLE_PUSH => Some("ENABLE_PUSH"),
+            Self::MAX_CONCURRENT_STREAMS => Some("MAX_CONCURRENT_STREAMS"),
+            Self::INITIAL_WINDOW_SIZE => Some("INITIAL_WINDOW_SIZE"),
+            Self::MAX_FRAME_SIZE => Some("MAX_FRAME_SIZE"),
+            Self::MAX_HEADER_LIST_SIZE => Some("MAX_HEADER_LIST_SIZE"),
+            Self::ENABLE_CONNECT_PROTOCOL => Some("ENABLE_CONNECT_PROTOCOL"),
+            Self::NO_RFC7540_PRIORITIES => Some("NO_RFC7540_PRIORITIES"),
+            _ if self.is_grease() => Some("GREASE"),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for Setting {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let name = self.name();
+        let mut s = serializer.serialize_struct("Setting", if name.is_some() { 3 } else { 2 })?;
+        s.serialize_field("id", &self.id)?;
+        s.serialize_field("value", &self.value)?;
+        if let Some(name) = name {
+            s.serialize_field("name", name)?;
+        }
+        s.end()
+    }
 }
 
 /// A SETTINGS frame.
@@ -67,5 +99,25 @@ impl Settings {
             entries.push(Setting { id, value });
         }
         Ok(Self { ack, entries })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Setting;
+
+    #[test]
+    fn settings_serialize_with_their_registry_name() {
+        let json = |id, value| serde_json::to_string(&Setting { id, value }).expect("json");
+        assert_eq!(
+            json(0x4, 6_291_456),
+            r#"{"id":4,"value":6291456,"name":"INITIAL_WINDOW_SIZE"}"#
+        );
+        assert_eq!(
+            json(0x9, 1),
+            r#"{"id":9,"value":1,"name":"NO_RFC7540_PRIORITIES"}"#
+        );
+        assert_eq!(json(0x1a1a, 0), r#"{"id":6682,"value":0,"name":"GREASE"}"#);
+        assert_eq!(json(0x77, 5), r#"{"id":119,"value":5}"#);
     }
 }

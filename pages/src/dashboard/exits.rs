@@ -1,0 +1,206 @@
+//! `/exits`: the pool at a glance (bucket and route charts), then every exit as a table row,
+//! filtered and sorted by the query.
+
+use axum::extract::{Query, State};
+use axum::response::Html;
+use exitvoice_schema::{ExitLabel, Flags, LabelsDoc};
+use maud::{html, Markup};
+
+use super::filter::{bucket_name, error_count, ExitQuery, SORT_KEYS};
+use super::{charts, latest, path_segment, DashboardError, DashboardState};
+use crate::layout::document;
+
+const STATES: [&str; 4] = ["stable", "alternating", "mutating", "unknown"];
+const ROUTES: [&str; 4] = ["identity", "anonymous", "stateless", "quarantine"];
+const BUCKETS: [&str; 5] = ["A", "B", "C", "D", "none"];
+
+pub(super) async fn page(
+    State(state): State<DashboardState>,
+    Query(query): Query<ExitQuery>,
+) -> Result<Html<String>, DashboardError> {
+    let doc = latest(&state).await?;
+    Ok(Html(render(&doc, &query)))
+}
+
+fn render(doc: &LabelsDoc, query: &ExitQuery) -> String {
+    let shown = query.apply(&doc.exits);
+    let lead = html! {
+        "Labels of " (doc.generated_at)
+        @if let Some(persona) = &doc.persona { ", persona " code { (persona) } }
+        ": " (doc.exits.len()) " exits. "
+        a href="/exits.json" { "Labels JSON" }
+    };
+    let body = html! {
+        (pool(doc))
+        section aria-labelledby="exits-heading" {
+            h2 #exits-heading { "Exits" }
+            (filters(doc, query))
+            p #shown { "Showing " (shown.len()) " of " (doc.exits.len()) " exits." }
+            div.scroll { table #exits {
+                caption { "Every audited exit, its verdict and its evidence" }
+                thead { tr {
+                    @for (key, heading) in SORT_KEYS {
+                        th scope="col" { a href=(sort_link(query, key)) { (heading) } }
+                    }
+                    th scope="col" { "Route reasons" }
+                    th scope="col" { "Flags" }
+                    th scope="col" { "Voices" }
+                    th scope="col" { "Error classes" }
+                    th scope="col" { "Tags" }
+                } }
+                tbody { @for label in &shown { (row(label)) } }
+            } }
+        }
+    };
+    document("Exits", lead, body).into_string()
+}
+
+fn pool(doc: &LabelsDoc) -> Markup {
+    let Some(pool) = &doc.pool else {
+        return html! {};
+    };
+    let buckets: Vec<(String, u32, String)> = BUCKETS
+        .iter()
+        .map(|b| {
+            let n = pool.by_bucket.get(*b).copied().unwrap_or(0);
+            ((*b).to_owned(), n, format!("mark-{b}"))
+        })
+        .collect();
+    let routes: Vec<(String, u32, String)> = ROUTES
+        .iter()
+        .map(|r| {
+            (
+                (*r).to_owned(),
+                pool.by_route.get(*r).copied().unwrap_or(0),
+                "bar".to_owned(),
+            )
+        })
+        .collect();
+    html! {
+        section aria-labelledby="pool" {
+            h2 #pool { "The pool" }
+            p {
+                (pool.exits) " exits, " (pool.unique_egress) " distinct egress addresses"
+                @if pool.collapsed_egress { " (all answering exits leave from one address)" }
+                @if let Some(rate) = pool.success_rate {
+                    ", " (format!("{:.0}", rate * 100.0)) " % of probes succeeded"
+                }
+                "."
+            }
+            div.charts {
+                (charts::bars("chart-buckets", "Exits by bucket of their newest sample", &buckets))
+                (charts::bars("chart-routes", "Exits by route", &routes))
+            }
+        }
+    }
+}
+
+/// The filter form: a GET form, so it works without JavaScript.
+fn filters(doc: &LabelsDoc, query: &ExitQuery) -> Markup {
+    let mut tags: Vec<String> = doc
+        .exits
+        .iter()
+        .flat_map(|l| l.tags.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect();
+    tags.sort();
+    tags.dedup();
+    let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+    html! {
+        form.filters method="get" action="/exits" {
+            (select("state", "State", &STATES, &query.state))
+            (select("route", "Route", &ROUTES, &query.route))
+            (select("bucket", "Bucket", &BUCKETS, &query.bucket))
+            (select("tag", "Tag", &tags, &query.tag))
+            input type="hidden" name="sort" value=(query.sort);
+            input type="hidden" name="order" value=(query.order);
+            button type="submit" { "Filter" }
+            a href="/exits" { "Clear" }
+        }
+    }
+}
+
+fn select(name: &str, label: &str, options: &[&str], chosen: &str) -> Markup {
+    html! {
+        label {
+            (label)
+            select name=(name) {
+                option value="" { "any" }
+                @for option in options {
+                    option value=(option) selected[*option == chosen] { (option) }
+                }
+            }
+        }
+    }
+}
+
+/// The link of a column heading: sort by it, ascending, or descending when it is already the
+/// ascending sort; filters kept.
+fn sort_link(query: &ExitQuery, key: &str) -> String {
+    let order = if query.sort == key && !query.descending() {
+        "desc"
+    } else {
+        "asc"
+    };
+    let mut link = format!("/exits?sort={key}&order={order}");
+    for (name, value) in [
+        ("state", &query.state),
+        ("route", &query.route),
+        ("bucket", &query.bucket),
+        ("tag", &query.tag),
+    ] {
+        if !value.is_empty() {
+            link.push_str(&format!("&{name}={}", path_segment(value)));
+        }
+    }
+    link
+}
+
+/// The flags that are set, by name.
+pub(super) fn set_flags(flags: &Flags) -> Vec<&'static str> {
+    [
+        (flags.tls_preserved, "tls_preserved"),
+        (flags.h2_preserved, "h2_preserved"),
+        (flags.alpn_preserved, "alpn_preserved"),
+        (flags.tls_intercepted, "tls_intercepted"),
+        (flags.tls_reoriginated, "tls_reoriginated"),
+        (flags.remuxed, "remuxed"),
+        (flags.not_proxied, "not_proxied"),
+    ]
+    .into_iter()
+    .filter_map(|(set, name)| set.then_some(name))
+    .collect()
+}
+
+pub(super) fn route_badge(label: &ExitLabel) -> Markup {
+    html! { span class={ "badge route-" (label.route) } { (label.route) } }
+}
+
+pub(super) fn bucket_badge(label: &ExitLabel) -> Markup {
+    let bucket = bucket_name(label);
+    html! { span class={ "badge bucket-" (bucket) } { (bucket) } }
+}
+
+fn ms(value: Option<u64>) -> String {
+    value.map_or_else(|| "—".to_owned(), |v| v.to_string())
+}
+
+fn row(label: &ExitLabel) -> Markup {
+    html! {
+        tr data-exit=(label.name) {
+            th scope="row" { a href={ "/exits/" (path_segment(&label.name)) } { (label.name) } }
+            td.state { (label.state) }
+            td.bucket { (bucket_badge(label)) }
+            td.route { (route_badge(label)) }
+            td { (label.samples) }
+            td { (error_count(label)) }
+            td { (ms(label.latency.p50_ms)) }
+            td { (ms(label.latency.p95_ms)) }
+            td { (label.last_probe_at.as_deref().unwrap_or("never")) }
+            td { ul { @for reason in &label.route_reasons { li { (reason) } } } }
+            td { (set_flags(&label.flags).join(", ")) }
+            td { @for voice in &label.voices { code { (voice) } br; } }
+            td { @for (class, n) in &label.errors { (class) ": " (n) br; } }
+            td { @for (k, v) in &label.tags { (k) "=" (v) br; } }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+//! `exitvoice dashboard`: the exits dashboard over an auditor's database (`exitvoice_pages::
+//! dashboard`), on plain HTTP behind a token. Keep it on loopback or a private network, or put a
+//! TLS-terminating reverse proxy in front: the token travels in every request.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use exitvoice_pages::dashboard::{self, DashboardToken};
+use exitvoice_store::Store;
+
+/// Flags of `exitvoice dashboard`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The database `exitvoice audit` wrote (read only; it must exist).
+    #[arg(
+        long,
+        visible_alias = "db",
+        value_name = "FILE",
+        default_value = "exitvoice.db"
+    )]
+    database: PathBuf,
+    /// Where to listen (plain HTTP).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8480")]
+    listen: SocketAddr,
+    /// The token that opens the dashboard: a bearer token, or the password of Basic auth with
+    /// any user name. Never logged; prefer the environment variable, which keeps it out of `ps`.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "EXITVOICE_DASHBOARD_TOKEN",
+        hide_env_values = true
+    )]
+    dashboard_token: String,
+}
+
+/// Runs `exitvoice dashboard` until interrupted.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let Some(token) = DashboardToken::new(args.dashboard_token) else {
+        bail!("--dashboard-token must not be empty");
+    };
+    if !args.database.is_file() {
+        bail!(
+            "{}: no such database (run `exitvoice audit --db {}` first)",
+            args.database.display(),
+            args.database.display()
+        );
+    }
+    let store = Store::open(&args.database)
+        .await
+        .with_context(|| format!("opening {}", args.database.display()))?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    println!("exitvoice dashboard: listening on http://{addr}/exits");
+    axum::serve(listener, dashboard::router(store, token))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("serving the dashboard")?;
+    Ok(ExitCode::SUCCESS)
+}
