@@ -140,8 +140,8 @@ fn unknown_keys_and_bad_values_are_errors_naming_key_and_line() {
             "line 3: `once` must be true or false",
         ),
         (
-            "[serve]\ndb = [\"a.db\", \"b.db\"]\n",
-            "line 2: `db` takes one value, not a list",
+            "[serve]\ndatabase = [\"a.db\", \"b.db\"]\n",
+            "line 2: `database` takes one value, not a list",
         ),
         ("[serve]\nlisten = \n", "not TOML"),
     ];

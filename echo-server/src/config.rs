@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use exitvoice_schema::PeerPolicy;
+use exitvoice_store::Database;
 pub use ipnet::IpNet;
 
 /// Default listen address: loopback only, so a fresh checkout exposes nothing.
@@ -70,8 +71,8 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub struct Config {
     /// Addresses to listen on (IPv4 and IPv6).
     pub listen: Vec<SocketAddr>,
-    /// SQLite database file; a generated certificate is kept beside it.
-    pub db: PathBuf,
+    /// The store: a SQLite file (a generated certificate is kept beside it) or PostgreSQL.
+    pub database: Database,
     /// PEM certificate chain; with `key`, replaces the generated self-signed certificate.
     pub cert: Option<PathBuf>,
     /// PEM private key for `cert`.
@@ -102,7 +103,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: vec![DEFAULT_LISTEN],
-            db: PathBuf::from(DEFAULT_DB),
+            database: Database::sqlite(DEFAULT_DB),
             cert: None,
             key: None,
             record_dir: None,

@@ -105,7 +105,7 @@ impl Server {
                 let identity = cert::load_or_generate(
                     config.cert.as_deref(),
                     config.key.as_deref(),
-                    &config.db,
+                    &config.database.state_base(),
                 )?;
                 let (pin, source) = (identity.pin.clone(), identity.source.clone());
                 let tls =
@@ -117,7 +117,7 @@ impl Server {
         if let Some(dir) = &config.record_dir {
             std::fs::create_dir_all(dir).map_err(ServerError::RecordDir)?;
         }
-        let store = Store::open(&config.db).await?;
+        let store = Store::connect(&config.database).await?;
         let metrics = Arc::new(Metrics::default());
         let (writer, writer_task) = writer::spawn(
             store.clone(),

@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::database::DatabaseArg;
 use anyhow::Context;
 use exitvoice_auditor::dial::Timeouts;
 use exitvoice_auditor::drift::DriftConfig;
@@ -27,7 +28,6 @@ use exitvoice_auditor::probe::chromium::ChromiumConfig;
 use exitvoice_auditor::probe::H2Profile;
 use exitvoice_auditor::schedule::{self, Persona, RunConfig};
 use exitvoice_schema::LabelsDoc;
-use exitvoice_store::Store;
 use rand::Rng;
 
 /// Flags of `exitvoice audit`.
@@ -40,9 +40,9 @@ pub struct Args {
     /// Exits file: TOML (`[echo]`, `[route]`, `[[exits]]`) or one proxy URL per line.
     #[arg(long, value_name = "FILE")]
     exits: PathBuf,
-    /// SQLite database for probes and labels (created if missing).
-    #[arg(long, value_name = "FILE", default_value = "exitvoice.db")]
-    db: PathBuf,
+    /// Where probes and labels are stored.
+    #[command(flatten)]
+    database: DatabaseArg,
     /// Run once and exit (the default).
     #[arg(long, conflicts_with = "every")]
     once: bool,
@@ -141,8 +141,8 @@ const PREFLIGHT_FAILED: u8 = 3;
 #[derive(Debug, clap::Args)]
 pub struct LabelsArgs {
     /// The database `audit` wrote.
-    #[arg(long, value_name = "FILE", default_value = "exitvoice.db")]
-    db: PathBuf,
+    #[command(flatten)]
+    database: DatabaseArg,
     /// Write the JSON here instead of stdout.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -321,9 +321,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         ..RunConfig::default()
     };
-    let store = Store::open(&args.db)
-        .await
-        .with_context(|| format!("opening {}", args.db.display()))?;
+    let store = args.database.open().await?;
     let metrics = Arc::new(AuditMetrics::default());
     if let Some(addr) = args.metrics_listen {
         let (listener, local) = exposition::bind(addr)
@@ -440,9 +438,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Runs `exitvoice labels`.
 pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
-    let store = Store::open(&args.db)
-        .await
-        .with_context(|| format!("opening {}", args.db.display()))?;
+    let store = args.database.open().await?;
     let doc = store
         .latest_labels()
         .await?

@@ -25,6 +25,8 @@ const ENV_PREFIX: &str = "EXITVOICE_";
 const SECTIONS: [&str; 2] = ["serve", "audit"];
 /// Options whose values are never printed (`config check`, `--help`).
 const SECRETS: [&str; 1] = ["api-token"];
+/// The option naming the database, whose URL may carry a password.
+const DATABASE: &str = "database";
 /// The option naming the file itself: not a key of it.
 const CONFIG: &str = "config";
 
@@ -50,6 +52,10 @@ pub fn with_env(command: Command) -> Command {
     SECTIONS.iter().fold(command, |command, section| {
         command.mut_subcommand(section, |sub| {
             sub.mut_args(|arg| {
+                // An option with a variable of its own (`EXITVOICE_DATABASE_URL`) keeps it.
+                if arg.get_env().is_some() {
+                    return arg;
+                }
                 let name = format!("{ENV_PREFIX}{}", arg.get_id().as_str().to_ascii_uppercase());
                 let secret = arg.get_long().is_some_and(|long| SECRETS.contains(&long));
                 arg.env(name).hide_env_values(secret)
@@ -148,7 +154,9 @@ fn effective_line(arg: &Arg, matches: &ArgMatches) -> Option<String> {
     let id = arg.get_id().as_str();
     let source = match matches.value_source(id) {
         Some(ValueSource::DefaultValue) => "default".to_owned(),
-        Some(ValueSource::EnvVariable) => format!("{ENV_PREFIX}{}", id.to_ascii_uppercase()),
+        Some(ValueSource::EnvVariable) => arg
+            .get_env()
+            .map_or_else(String::new, |env| env.to_string_lossy().into_owned()),
         Some(ValueSource::CommandLine) => "file".to_owned(),
         _ => return Some(format!("# {key}: not set")),
     };
@@ -158,6 +166,13 @@ fn effective_line(arg: &Arg, matches: &ArgMatches) -> Option<String> {
         .unwrap_or_default();
     let value = if SECRETS.contains(&key) {
         "\"<redacted>\"".to_owned()
+    } else if key == DATABASE {
+        // A PostgreSQL URL's password is shown as `***`.
+        let shown = values
+            .first()
+            .and_then(|v| super::database::parse(v).ok())
+            .map_or_else(|| "<invalid>".to_owned(), |database| database.to_string());
+        quoted(&shown)
     } else if !arg.get_action().takes_values() {
         // A switch (`--once`): present or not.
         values.first().map_or("false", |v| v.as_str()).to_owned()

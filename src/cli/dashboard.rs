@@ -3,24 +3,18 @@
 //! TLS-terminating reverse proxy in front: the token travels in every request.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::database::DatabaseArg;
 use anyhow::{bail, Context};
 use exitvoice_pages::dashboard::{self, DashboardToken};
-use exitvoice_store::Store;
 
 /// Flags of `exitvoice dashboard`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The database `exitvoice audit` wrote (read only; it must exist).
-    #[arg(
-        long,
-        visible_alias = "db",
-        value_name = "FILE",
-        default_value = "exitvoice.db"
-    )]
-    database: PathBuf,
+    /// The database `exitvoice audit` wrote (read only; a SQLite file must exist).
+    #[command(flatten)]
+    database: DatabaseArg,
     /// Where to listen (plain HTTP).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8480")]
     listen: SocketAddr,
@@ -40,16 +34,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(token) = DashboardToken::new(args.dashboard_token) else {
         bail!("--dashboard-token must not be empty");
     };
-    if !args.database.is_file() {
+    let database = args.database.parse()?;
+    if let Some(path) = database.sqlite_path().filter(|path| !path.is_file()) {
         bail!(
-            "{}: no such database (run `exitvoice audit --db {}` first)",
-            args.database.display(),
-            args.database.display()
+            "{}: no such database (run `exitvoice audit --database {}` first)",
+            path.display(),
+            path.display()
         );
     }
-    let store = Store::open(&args.database)
-        .await
-        .with_context(|| format!("opening {}", args.database.display()))?;
+    let store = super::database::open(&database).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;

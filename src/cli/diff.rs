@@ -12,14 +12,14 @@
 //! Prints a table (or `--json`: the `changes` list of the labels, the same shape). The exit code
 //! follows diff(1): 0 when nothing differs, 1 when something does, 2 on trouble.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
+use super::database::DatabaseArg;
 use anyhow::{bail, Context};
 use exitvoice_auditor::changes::{self, VoiceView};
 use exitvoice_schema::observation::Summary;
 use exitvoice_schema::{Alpn, Change, Http1Echo, Http2Echo, ObservationQuery, Spoken, TlsEcho};
-use exitvoice_store::Store;
 use serde_json::Value;
 
 /// Flags of `exitvoice diff`.
@@ -32,11 +32,11 @@ pub struct Args {
     #[arg(value_name = "B")]
     b: String,
     /// The auditor's database, for probe ids.
-    #[arg(long, value_name = "FILE", default_value = "exitvoice.db")]
-    db: PathBuf,
-    /// The echo server's database, for observation ids.
+    #[command(flatten)]
+    database: DatabaseArg,
+    /// The echo server's database (a path or URL, as --database), for observation ids.
     #[arg(long, value_name = "FILE")]
-    echo_db: Option<PathBuf>,
+    echo_db: Option<String>,
     /// Print the changes as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -76,10 +76,10 @@ async fn view(operand: &str, args: &Args) -> anyhow::Result<VoiceView> {
         let analysed = super::inspect::connection_of_files(&parts)?;
         return of_inspect(&analysed).with_context(|| operand.to_owned());
     }
-    if args.db.is_file() {
-        let store = Store::open(&args.db)
-            .await
-            .with_context(|| format!("opening {}", args.db.display()))?;
+    let database = args.database.parse()?;
+    // A SQLite file that does not exist is not created for a look-up.
+    if database.sqlite_path().is_none_or(Path::is_file) {
+        let store = super::database::open(&database).await?;
         if let Some(record) = store.probe_by_token(operand).await? {
             let sample = record
                 .sample
@@ -88,9 +88,7 @@ async fn view(operand: &str, args: &Args) -> anyhow::Result<VoiceView> {
         }
     }
     if let Some(echo_db) = &args.echo_db {
-        let store = Store::open(echo_db)
-            .await
-            .with_context(|| format!("opening {}", echo_db.display()))?;
+        let store = super::database::open(&super::database::parse(echo_db)?).await?;
         let query = ObservationQuery {
             token: Some(operand.to_owned()),
             limit: 1,
@@ -105,10 +103,7 @@ async fn view(operand: &str, args: &Args) -> anyhow::Result<VoiceView> {
             }
         }
     }
-    bail!(
-        "{operand}: not a file, nor a probe id in {}",
-        args.db.display()
-    )
+    bail!("{operand}: not a file, nor a probe id in {database}")
 }
 
 /// The voice of `exitvoice inspect`'s JSON for one connection.

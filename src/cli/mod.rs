@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod config;
 pub mod dashboard;
+pub mod database;
 pub mod diff;
 mod duration;
 pub mod inspect;

@@ -15,6 +15,8 @@ use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, IpNet, Limits, Wri
 use exitvoice_echo::{Config, Server};
 use exitvoice_schema::PeerPolicy;
 
+use super::database::DatabaseArg;
+
 /// Flags of `exitvoice serve`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -25,9 +27,10 @@ pub struct Args {
     /// Address to listen on, IPv4 or IPv6 (`[::1]:8443`); repeat for several.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
     listen: Vec<SocketAddr>,
-    /// SQLite database file (created if missing); a generated certificate is kept beside it.
-    #[arg(long, value_name = "FILE", default_value = config::DEFAULT_DB)]
-    db: PathBuf,
+    /// A generated certificate is kept beside a SQLite file (for PostgreSQL: `exitvoice.pg.*`
+    /// in the working directory).
+    #[command(flatten)]
+    database: DatabaseArg,
     /// PEM certificate chain (leaf first); needs --key. Without both, a self-signed certificate
     /// is generated on first start and reused.
     #[arg(long, value_name = "FILE", requires = "key")]
@@ -135,7 +138,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_retention)]
     retain: Duration,
     /// While the stored rows take more than this, the oldest are pruned (`10GiB`, `500MiB`,
-    /// `2000000`; `0`: no cap). Freed pages are reused, the file does not shrink.
+    /// `2000000`; `0`: no cap). Freed pages are reused, the file does not shrink. SQLite only:
+    /// on PostgreSQL only --retain prunes.
     #[arg(long, value_name = "BYTES", default_value = "10GiB", value_parser = parse_bytes)]
     max_db_size: u64,
     /// Time open connections get to finish after SIGINT/SIGTERM before the queue is drained.
@@ -187,11 +191,15 @@ fn acme_cache(db: &std::path::Path) -> PathBuf {
 }
 
 impl Args {
-    fn into_config(self) -> Config {
-        let acme_cache = acme_cache(&self.db);
-        Config {
+    fn into_config(self) -> anyhow::Result<Config> {
+        let database = self.database.parse()?;
+        // The size cap reads SQLite's free pages; PostgreSQL's space is its operators' to size
+        // (pruning by age applies to both).
+        let size_cap = database.sqlite_path().is_some() && self.max_db_size > 0;
+        let acme_cache = acme_cache(&database.state_base());
+        Ok(Config {
             listen: self.listen,
-            db: self.db,
+            database,
             cert: self.cert,
             key: self.key,
             record_dir: self.record_dir,
@@ -233,10 +241,10 @@ impl Args {
                 batch_size: self.batch_size,
                 flush_interval: self.flush_interval,
                 retain: (!self.retain.is_zero()).then_some(self.retain),
-                max_db_bytes: (self.max_db_size > 0).then_some(self.max_db_size),
+                max_db_bytes: size_cap.then_some(self.max_db_size),
             },
             shutdown_grace: self.shutdown_grace,
-        }
+        })
     }
 }
 
@@ -254,7 +262,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.config {
         println!("exitvoice serve: config {}", path.display());
     }
-    let server = Server::bind(args.into_config()).await?;
+    let server = Server::bind(args.into_config()?).await?;
     // stdout carries the facts a user (or a test) needs, one per line.
     for addr in server.local_addrs() {
         println!("exitvoice serve: listening on https://{addr}");

@@ -160,20 +160,32 @@ impl EchoServer {
 
     /// [`EchoServer::start`] with `extra` flags for `exitvoice serve`.
     pub fn start_with(extra: &[&str]) -> Self {
+        Self::start_on(None, extra)
+    }
+
+    /// [`EchoServer::start_with`] on `database` (given as `EXITVOICE_DATABASE_URL`, as a
+    /// password should be), or on `echo.db` in its directory. It runs in its directory, where
+    /// a server on PostgreSQL keeps its generated certificate.
+    pub fn start_on(database: Option<&str>, extra: &[&str]) -> Self {
         use std::io::BufRead;
         let dir = tempfile::Builder::new()
             .prefix("exitvoice-echo-")
             .tempdir()
             .expect("tempdir");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_exitvoice"));
+        command
+            .current_dir(dir.path())
             .arg("serve")
             .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--db")
-            .arg(dir.path().join("echo.db"))
+            .arg("127.0.0.1:0");
+        match database {
+            Some(url) => command.env("EXITVOICE_DATABASE_URL", url),
+            None => command.arg("--db").arg(dir.path().join("echo.db")),
+        };
+        let mut child = command
             .args(extra)
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("serve.log")).expect("log file"))
             .spawn()
             .expect("spawn exitvoice serve");
         let stdout = child.stdout.take().expect("stdout");
@@ -195,6 +207,13 @@ impl EchoServer {
             child,
             dir,
         }
+    }
+}
+
+impl EchoServer {
+    /// What the server logged (its stderr) so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("serve.log")).unwrap_or_default()
     }
 }
 
