@@ -26,7 +26,7 @@ APT_PACKAGES=(
   tshark libnss3-tools sqlite3
   chromium firefox-esr nghttp2-client golang-go
   squid apache2-utils tinyproxy dante-server haproxy
-  prometheus systemd pebble
+  prometheus systemd pebble postgresql
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
