@@ -53,6 +53,11 @@ pub struct Args {
     /// again after DURATION, until they settle, instead of waiting for the next full run.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     recheck: Duration,
+    /// Auditors sharing one database split the exits: each exit is claimed by one auditor at a
+    /// time (and, with --every, once per period). A claim lasts DURATION unless renewed (a live
+    /// auditor renews every third of it), so a dead auditor's exits are taken after that.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    lease_ttl: Duration,
     /// With --every: serve Prometheus metrics (OpenMetrics text, plain HTTP) at
     /// http://ADDR/metrics: runs, probes by outcome, the latest run's exits by state, bucket and
     /// route, its duration. Off by default; not authenticated.
@@ -294,6 +299,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }),
         other => anyhow::bail!("unknown persona {other:?} (rustls, chromium)"),
     };
+    if args.lease_ttl < Duration::from_secs(1) {
+        anyhow::bail!("--lease-ttl must be at least 1s");
+    }
     let config = RunConfig {
         persona,
         samples: args
@@ -319,6 +327,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             recover_after: args.recover_after.unwrap_or(file.route.recover_after),
             ..file.route.clone()
         },
+        lease_ttl: args.lease_ttl,
+        period: args.every,
         ..RunConfig::default()
     };
     let store = args.database.open().await?;

@@ -10,6 +10,7 @@
 mod test_engines;
 
 mod database;
+mod leases;
 mod legacy;
 mod observations;
 mod probes;

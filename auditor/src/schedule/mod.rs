@@ -13,6 +13,7 @@
 //!   exit itself, and the labels are computed afterwards from each exit's stored window, one
 //!   exit at a time, so memory grows with the exits by what a label needs, not by the probes.
 
+mod lease;
 mod outcomes;
 mod sink;
 
@@ -65,6 +66,12 @@ pub struct RunConfig {
     pub route: RouteRule,
     /// Probe counters a progress display can read while the run goes on.
     pub progress: Arc<Progress>,
+    /// How long an auditor's claim on an exit lasts unless renewed (a live run renews its
+    /// claims every third of it): how soon another auditor takes the exits of one that died.
+    pub lease_ttl: Duration,
+    /// With `--every`, the period: an exit probed (by any auditor on the database) in the last
+    /// 80 % of it is not probed again. Without, every exit is probed.
+    pub period: Option<Duration>,
 }
 
 /// Counters of the current run: probes planned and finished (baseline included).
@@ -91,6 +98,8 @@ impl Default for RunConfig {
             drift: DriftConfig::default(),
             route: RouteRule::default(),
             progress: Arc::default(),
+            lease_ttl: Duration::from_secs(60),
+            period: None,
         }
     }
 }
@@ -326,6 +335,16 @@ async fn run(
     );
     store.insert_probe(&baseline).await?;
 
+    // A re-check probes its exits again whenever they were last probed.
+    let period = if only.is_some() { None } else { config.period };
+    let leases = lease::Leases::new(
+        store.clone(),
+        run_id.clone(),
+        persona.clone(),
+        config.lease_ttl,
+        period,
+    );
+    let _keep_alive = AbortOnDrop(leases.keep_alive());
     let semaphore = Arc::new(Semaphore::new(config.concurrency.max(1)));
     let in_flight = Arc::new(InFlight::default());
     let shared_minter = Arc::new(Mutex::new(std::mem::take(minter)));
@@ -337,31 +356,63 @@ async fn run(
         run_id: run_id.clone(),
         persona: persona.clone(),
         baseline: baseline.sample.clone(),
+        leases: leases.clone(),
     });
-    let mut tasks = Vec::with_capacity(selected.len());
-    for exit in selected.iter().filter_map(|&i| exits.get(i)) {
-        tasks.push(tokio::spawn(sample_exit(
-            exit.clone(),
-            shared.clone(),
-            semaphore.clone(),
-            in_flight.clone(),
-            shared_minter.clone(),
-            sink.clone(),
-        )));
-    }
-    drop(sink);
-    for (&index, task) in selected.iter().zip(tasks) {
-        let exit = task.await.map_err(|_| RunError::Task)?;
-        if let Some(slot) = exits.get_mut(index) {
-            *slot = exit;
+    // Rounds until every exit is done in this period, by this run or another auditor: an exit
+    // another auditor holds is tried again once that auditor finishes it (then it is done) or
+    // dies (then its lease expires and this run takes it).
+    let mut pending = selected;
+    loop {
+        let names: Vec<String> = pending
+            .iter()
+            .filter_map(|&i| exits.get(i).map(|e| e.name.clone()))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let left: HashSet<String> = leases
+            .not_done(&names)
+            .await?
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        pending.retain(|&i| exits.get(i).is_some_and(|e| left.contains(&e.name)));
+        if pending.is_empty() {
+            break;
+        }
+        let mut tasks = Vec::with_capacity(pending.len());
+        for exit in pending.iter().filter_map(|&i| exits.get(i)) {
+            tasks.push(tokio::spawn(sample_exit(
+                exit.clone(),
+                shared.clone(),
+                semaphore.clone(),
+                in_flight.clone(),
+                shared_minter.clone(),
+                sink.clone(),
+            )));
+        }
+        let mut claimed_any = false;
+        for (&index, task) in pending.iter().zip(tasks) {
+            let (exit, claimed) = task.await.map_err(|_| RunError::Task)?;
+            claimed_any |= claimed;
+            if let Some(slot) = exits.get_mut(index) {
+                *slot = exit;
+            }
+        }
+        if !claimed_any {
+            // Everything left is another auditor's for now.
+            tokio::time::sleep(LEASE_POLL).await;
         }
     }
+    drop(sink);
     let outcomes = writer.finish().await?;
     if let Ok(mut shared) = shared_minter.lock() {
         *minter = std::mem::take(&mut *shared);
     }
     let labels = compute_labels(exits, config, store).await?;
-    store.insert_labels(&labels).await?;
+    // Of the auditors sharing the database, one stores the period's snapshot.
+    let names: Vec<&str> = exits.iter().map(|e| e.name.as_str()).collect();
+    if leases.take_labels(&names).await? {
+        store.insert_labels(&labels).await?;
+    }
     Ok(RunReport {
         run_id,
         baseline,
@@ -378,10 +429,25 @@ struct Shared {
     run_id: String,
     persona: String,
     baseline: Option<Sample>,
+    leases: lease::Leases,
+}
+
+/// How often a run looks again at exits another auditor holds.
+const LEASE_POLL: Duration = Duration::from_millis(500);
+
+/// Aborts a background task when the run ends, however it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The samples of one exit, one after another, each record handed to the store's writer as
-/// soon as it is made. Returns the exit (its gateway session rotated after failures).
+/// soon as it is made, if this run can claim the exit (no other auditor holds it, and it was
+/// not done in this period). Returns the exit (its gateway session rotated after failures)
+/// and whether it was claimed.
 async fn sample_exit(
     mut exit: Exit,
     shared: Arc<Shared>,
@@ -389,7 +455,7 @@ async fn sample_exit(
     in_flight: Arc<InFlight>,
     minter: Arc<Mutex<SessionMinter>>,
     sink: sink::Sink,
-) -> Exit {
+) -> (Exit, bool) {
     let config = &shared.config;
     for sample in 0..config.samples {
         if sample > 0 {
@@ -398,6 +464,18 @@ async fn sample_exit(
         let Ok(_permit) = semaphore.acquire().await else {
             break;
         };
+        // Claimed once a probe slot is free, not before: a run does not hold exits it is not
+        // probing yet, which other auditors could be.
+        if sample == 0 {
+            match shared.leases.claim_exit(&exit.name).await {
+                Ok(true) => {}
+                Ok(false) => return (exit, false),
+                Err(error) => {
+                    tracing::warn!(exit = %exit.name, %error, "claiming the exit failed");
+                    return (exit, false);
+                }
+            }
+        }
         let token = probe::new_token();
         let started_at = now_rfc3339();
         let outcome = {
@@ -451,7 +529,10 @@ async fn sample_exit(
             }
         }
     }
-    exit
+    if let Err(error) = shared.leases.finish_exit(&exit.name).await {
+        tracing::warn!(exit = %exit.name, %error, "marking the exit done failed");
+    }
+    (exit, true)
 }
 
 /// Labels of `exits` from the stored history (the last `drift.window` probes of each, more for

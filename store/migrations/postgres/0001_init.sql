@@ -1,5 +1,5 @@
 -- The PostgreSQL schema: the same tables and columns as the SQLite migrations leave
--- (../sqlite/0001 to 0006), in PostgreSQL's types. See those files for what each column holds.
+-- (../sqlite/0001 to 0006; 0007 is 0002 here), in PostgreSQL's types. See those files for what each column holds.
 CREATE TABLE IF NOT EXISTS exitvoice_meta (
     key   TEXT PRIMARY KEY NOT NULL,
     value TEXT NOT NULL

@@ -1,0 +1,173 @@
+//! Leases: how several auditors on one database split the work of a period. A key (an exit as
+//! probed by one persona, or one persona's labels snapshot) is claimed by one holder until its
+//! lease expires; the holder renews its leases while it works and marks a key done when it has
+//! finished. A key is claimable when no live lease holds it and it was not done since the
+//! period began, so each exit is probed by one auditor at a time and once per period, and a
+//! crashed auditor's keys are taken by another once their leases expire.
+//!
+//! A claim is one `INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING` statement: on
+//! PostgreSQL the conflicting row is locked, so of two concurrent claims the second sees the
+//! first's lease and fails; SQLite runs one writer at a time.
+
+use std::time::Duration;
+
+use crate::{Store, StoreError};
+
+/// Milliseconds of `duration`, saturating.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+impl Store {
+    /// Claims `key` for `holder` until `now_unix_ms + ttl`, unless another holder's lease on it
+    /// is live or it was done at or after `fresh_after_unix_ms`. Whether it was claimed.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn claim(
+        &self,
+        key: &str,
+        holder: &str,
+        ttl: Duration,
+        now_unix_ms: i64,
+        fresh_after_unix_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let claimed: Option<String> = sqlx::query_scalar(
+            "INSERT INTO leases (lease_key, holder, expires_unix_ms, done_unix_ms) \
+             VALUES ($1, $2, $3, NULL) \
+             ON CONFLICT (lease_key) DO UPDATE SET holder = excluded.holder, \
+             expires_unix_ms = excluded.expires_unix_ms \
+             WHERE (leases.expires_unix_ms < $4 OR leases.holder = excluded.holder) \
+             AND (leases.done_unix_ms IS NULL OR leases.done_unix_ms < $5) \
+             RETURNING lease_key",
+        )
+        .bind(key)
+        .bind(holder)
+        .bind(now_unix_ms.saturating_add(millis(ttl)))
+        .bind(now_unix_ms)
+        .bind(fresh_after_unix_ms)
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(claimed.is_some())
+    }
+
+    /// Extends every live lease of `holder` to `now_unix_ms + ttl`. How many it holds.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn renew(
+        &self,
+        holder: &str,
+        ttl: Duration,
+        now_unix_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let renewed = sqlx::query(
+            "UPDATE leases SET expires_unix_ms = $1 WHERE holder = $2 AND expires_unix_ms >= $3",
+        )
+        .bind(now_unix_ms.saturating_add(millis(ttl)))
+        .bind(holder)
+        .bind(now_unix_ms)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(renewed)
+    }
+
+    /// Marks `key` done at `now_unix_ms` and ends `holder`'s lease on it. Whether `holder`
+    /// still held it (a lease that expired and was taken is not touched).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn finish(
+        &self,
+        key: &str,
+        holder: &str,
+        now_unix_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let finished = sqlx::query(
+            "UPDATE leases SET expires_unix_ms = 0, done_unix_ms = $1 \
+             WHERE lease_key = $2 AND holder = $3",
+        )
+        .bind(now_unix_ms)
+        .bind(key)
+        .bind(holder)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(finished == 1)
+    }
+
+    /// Of `keys`, those not done at or after `fresh_after_unix_ms`: the period's work left,
+    /// whether someone holds it now or not.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn not_done(
+        &self,
+        keys: &[String],
+        fresh_after_unix_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        let mut left = Vec::new();
+        // Chunks keep each statement's parameters far below both engines' limits.
+        for chunk in keys.chunks(500) {
+            let list = (2..chunk.len() + 2)
+                .map(|n| format!("${n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "SELECT lease_key FROM leases WHERE lease_key IN ({list}) \
+                 AND done_unix_ms >= $1"
+            );
+            let mut query = sqlx::query_scalar::<_, String>(&sql).bind(fresh_after_unix_ms);
+            for key in chunk {
+                query = query.bind(key);
+            }
+            let done: std::collections::HashSet<String> =
+                query.fetch_all(self.pool()).await?.into_iter().collect();
+            left.extend(chunk.iter().filter(|k| !done.contains(*k)).cloned());
+        }
+        Ok(left)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(10);
+
+    on_both_engines! {
+        async fn a_key_is_held_by_one_holder_until_its_lease_expires(store: Store) {
+            assert!(store.claim("exit:a", "one", TTL, 1_000, 0).await.unwrap());
+            assert!(
+                !store.claim("exit:a", "two", TTL, 2_000, 0).await.unwrap(),
+                "a live lease is not taken"
+            );
+            assert!(store.claim("exit:a", "one", TTL, 2_000, 0).await.unwrap(), "held again");
+            // Renewed at 9 000 until 19 000: still held at 15 000.
+            assert_eq!(store.renew("one", TTL, 9_000).await.unwrap(), 1);
+            assert!(!store.claim("exit:a", "two", TTL, 15_000, 0).await.unwrap());
+            // The holder went silent: at 19 001 its lease has expired and is taken.
+            assert!(store.claim("exit:a", "two", TTL, 19_001, 0).await.unwrap());
+            assert!(
+                !store.finish("exit:a", "one", 20_000).await.unwrap(),
+                "a lost lease is not finished by its old holder"
+            );
+            assert_eq!(store.renew("one", TTL, 20_000).await.unwrap(), 0);
+        }
+
+        async fn a_key_done_in_the_period_is_not_claimed_again(store: Store) {
+            let keys = vec!["exit:a".to_owned(), "exit:b".to_owned()];
+            assert!(store.claim("exit:a", "one", TTL, 1_000, 500).await.unwrap());
+            assert!(store.finish("exit:a", "one", 3_000).await.unwrap());
+            assert_eq!(store.not_done(&keys, 500).await.unwrap(), ["exit:b"]);
+            assert!(
+                !store.claim("exit:a", "two", TTL, 4_000, 500).await.unwrap(),
+                "done at 3 000, in the period that began at 500"
+            );
+            // The next period begins at 3 500.
+            assert!(store.claim("exit:a", "two", TTL, 5_000, 3_500).await.unwrap());
+            assert_eq!(store.not_done(&keys, 3_500).await.unwrap(), keys);
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! Auditors that cooperate through leases in one PostgreSQL database (a throwaway cluster):
+//! three `exitvoice audit --once` on the same exits file at once, one killed with SIGKILL
+//! mid-run. Afterwards no exit was ever probed by two auditors at once (the exit simulator's
+//! own per-exit count of open tunnels, and the probe rows' start and end times), every exit
+//! was audited in full by exactly one surviving auditor or by the dead one before it died, and
+//! one labels snapshot was written.
+
+mod support;
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use exitvoice_exitsim::{exits_file, Simulator};
+use support::EchoServer;
+
+const EXITS: usize = 24;
+const SAMPLES: usize = 3;
+const EXIT_PASSWORD: &str = "lease-exit-pw";
+
+fn auditor(exits: &std::path::Path, url: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .arg("audit")
+        .arg("--exits")
+        .arg(exits)
+        .arg("--once")
+        .args(["--samples", &SAMPLES.to_string(), "--concurrency", "3"])
+        .args([
+            "--spacing",
+            "150ms",
+            "--jitter",
+            "50ms",
+            "--lease-ttl",
+            "2s",
+        ])
+        .env("EXITVOICE_DATABASE_URL", url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn exitvoice audit")
+}
+
+#[test]
+fn three_auditors_split_the_exits_and_survive_one_killed() {
+    let url = exitvoice_pgtest::fresh_database("leases");
+    let echo = EchoServer::start_with(&[
+        "--per-ip-rate",
+        "0",
+        "--per-ip-connections",
+        "100000",
+        "--max-connections",
+        "100000",
+        "--penalty-strikes",
+        "0",
+    ]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let sim = runtime
+        .block_on(Simulator::start(
+            EXITS,
+            EXIT_PASSWORD.to_owned(),
+            "127.0.0.1:0".parse().unwrap(),
+            None,
+        ))
+        .expect("start the exit simulator");
+    let work = tempfile::tempdir().unwrap();
+    let exits = work.path().join("exits.toml");
+    let mut text = Vec::new();
+    exits_file::write(
+        &mut text,
+        &exits_file::Spec {
+            exits: EXITS,
+            http: Some(sim.http),
+            socks: None,
+            password: EXIT_PASSWORD,
+            echo_url: &format!("https://127.0.0.1:{}", echo.port),
+            echo_pin: &echo.pin,
+        },
+    )
+    .expect("exits file");
+    std::fs::write(&exits, text).expect("write exits");
+
+    let mut auditors: Vec<Child> = (0..3).map(|_| auditor(&exits, &url)).collect();
+    // Mid-run: the run takes several seconds (24 exits × 3 samples 150 ms apart, 3 at a time
+    // per auditor).
+    std::thread::sleep(Duration::from_millis(1_500));
+    let killed = auditors.remove(0);
+    let killed_pid = killed.id();
+    let mut killed = killed;
+    killed.kill().expect("SIGKILL the first auditor");
+    let _ = killed.wait();
+    for child in auditors {
+        let output = child.wait_with_output().expect("auditor output");
+        assert!(
+            output.status.success(),
+            "a surviving auditor failed:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    // The simulator's own count: never two tunnels of one exit open at once.
+    let stats = sim.snapshot(true);
+    assert!(
+        stats.max_in_flight_per_exit <= 1,
+        "an exit carried two probes at once: {stats:?}"
+    );
+
+    let (rows, overlaps, snapshots) = runtime.block_on(async {
+        let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+        let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+            "SELECT exit_name, run_id, error_class FROM probes WHERE exit_name IS NOT NULL",
+        )
+        .fetch_all(&pool)
+        .await
+        .expect("probes");
+        // A probe runs from its start for its latency: two probes of one exit that overlap.
+        let overlaps: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM (SELECT started_at::timestamptz AS s, \
+             lag(started_at::timestamptz + make_interval(secs => \
+             coalesce((record::jsonb->>'latency_ms')::float8, 0) / 1000)) \
+             OVER (PARTITION BY exit_name ORDER BY started_at::timestamptz) AS previous_end \
+             FROM probes WHERE exit_name IS NOT NULL) p WHERE previous_end > s",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("overlaps");
+        let snapshots: i64 = sqlx::query_scalar("SELECT count(*) FROM label_snapshots")
+            .fetch_one(&pool)
+            .await
+            .expect("snapshots");
+        (rows, overlaps, snapshots)
+    });
+    assert_eq!(overlaps, 0, "probe rows of one exit overlap in time");
+    assert_eq!(snapshots, 1, "one labels snapshot for the period");
+
+    // Per exit, the probes of each run: one run probed it in full; any other run is the killed
+    // one, cut off mid-exit (its lease expired and a survivor took the exit).
+    let mut per_exit: HashMap<&str, HashMap<&str, usize>> = HashMap::new();
+    for (exit, run, error) in &rows {
+        assert_eq!(error, &None, "probe of {exit} failed");
+        *per_exit.entry(exit).or_default().entry(run).or_default() += 1;
+    }
+    assert_eq!(per_exit.len(), EXITS, "every exit audited: {per_exit:?}");
+    let mut runs: HashMap<&str, usize> = HashMap::new();
+    for (exit, by_run) in &per_exit {
+        let full: Vec<_> = by_run.iter().filter(|(_, &n)| n == SAMPLES).collect();
+        assert_eq!(full.len(), 1, "{exit} audited in full once: {by_run:?}");
+        assert!(
+            by_run.values().all(|&n| n <= SAMPLES),
+            "{exit} probed more than once by one run: {by_run:?}"
+        );
+        assert!(by_run.len() <= 2, "{exit}: {by_run:?}");
+        *runs.entry(full[0].0).or_default() += 1;
+    }
+    assert!(
+        runs.len() >= 2,
+        "the exits were split between the auditors: {runs:?} (killed pid {killed_pid})"
+    );
+}
