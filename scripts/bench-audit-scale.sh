@@ -9,7 +9,8 @@
 #   1. `exitsim serve --exits N`: N exits on one HTTP CONNECT port and one SOCKS5 port (user
 #      name `exit-<n>` picks the exit; even exits are HTTP, odd ones socks5h), each really
 #      tunnelling to the echo server, and the exits file for them;
-#   2. `/usr/bin/time -v exitvoice audit --once` on a fresh SQLite database, --samples per exit,
+#   2. `/usr/bin/time -v exitvoice audit --once` on a fresh SQLite database (or, with --postgres,
+#      a fresh database of a throwaway PostgreSQL cluster), --samples per exit,
 #      --concurrency probes at once (the other flags at their defaults: 200 ms + up to 300 ms
 #      between two samples of an exit, 2 retries);
 #   3. reads the wall time and the auditor's peak RSS (time -v), the probes stored (all, failed,
@@ -30,10 +31,13 @@
 #   --quick             smoke preset: --exits 200 (under 30 s once built)
 #   --debug             build and run the dev profile (checks the harness; figures mean nothing)
 #   --no-build          use the binaries already built
+#   --postgres          the auditor's database on PostgreSQL: a throwaway cluster (Debian's
+#                       server binaries, run as `postgres` when root) on a free loopback port,
+#                       default settings, one fresh database per N; stopped at the end
 #   --out DIR           results folder (default $CARGO_TARGET_DIR or target, then
 #                       bench/audit-scale-YYYYmmdd-HHMMSS)
 #
-# Needs sqlite3, curl and GNU time (/usr/bin/time). Other work on the machine disturbs the
+# Needs sqlite3 (psql with --postgres), curl and GNU time (/usr/bin/time). Other work on the machine disturbs the
 # figures: check `uptime` first (the load average is recorded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,12 +46,13 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"; }
 die() { echo "bench-audit-scale: $*" >&2; exit 1; }
 say() { echo "[bench-audit-scale $(date +%H:%M:%S)] $*" >&2; }
 
-EXITS="400 2000 10000" SAMPLES=4 CONCURRENCY=64 PROFILE=release BUILD=1 OUT= BAD=
+EXITS="400 2000 10000" SAMPLES=4 CONCURRENCY=64 PROFILE=release BUILD=1 OUT= BAD= PG=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) EXITS=200; shift; continue ;;
     --debug) PROFILE=debug; shift; continue ;;
     --no-build) BUILD=; shift; continue ;;
+    --postgres) PG=1; shift; continue ;;
     -h | --help) usage; exit 0 ;;
   esac
   [ $# -ge 2 ] || die "$1 needs a value (see --help)"
@@ -77,11 +82,29 @@ fi
 [ -x "$BIN/exitvoice" ] && [ -x "$BIN/exitsim" ] || die "no binaries in $BIN (drop --no-build)"
 
 PIDS=()
+PGDIR= PGRUN=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  if [ -n "$PGDIR" ]; then
+    "${PGRUN[@]}" "$PGBIN/pg_ctl" -D "$PGDIR/data" -m fast stop >/dev/null 2>&1 || true
+    rm -rf "$PGDIR"
+  fi
 }
 trap cleanup EXIT
+
+if [ -n "$PG" ]; then
+  PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  [ -x "$PGBIN/initdb" ] || die "--postgres needs PostgreSQL's server (apt-get install postgresql)"
+  PGDIR=$(mktemp -d /tmp/exitvoice-bench-pg.XXXXXX)
+  # initdb refuses root: the cluster runs as Debian's `postgres` user then.
+  if [ "$(id -u)" = 0 ]; then chown postgres: "$PGDIR"; PGRUN=(runuser -u postgres --); fi
+  "${PGRUN[@]}" "$PGBIN/initdb" -D "$PGDIR/data" -U exitvoice --auth=trust >/dev/null
+  PGPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${PGRUN[@]}" "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w \
+    -o "-p $PGPORT -k $PGDIR -c listen_addresses=127.0.0.1" start >/dev/null
+  say "PostgreSQL on 127.0.0.1:$PGPORT"
+fi
 
 # Waits until FILE has a line matching PATTERN (the process started) or gives up after 20 s.
 await_line() {
@@ -114,7 +137,7 @@ PASSWORD=bench-$RANDOM$RANDOM
 
 TABLE=$OUT/results.md
 {
-  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); samples $SAMPLES, concurrency $CONCURRENCY, profile $PROFILE"
+  echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); samples $SAMPLES, concurrency $CONCURRENCY, profile $PROFILE, auditor's database $([ -n "$PG" ] && echo PostgreSQL || echo SQLite)"
   echo
   echo "| exits | wall s | peak RSS MB | RSS per exit KB | probes stored | failed | distinct tokens | echo requests | tunnels | max tunnels on one exit | CPU s auditor / echo / exitsim |"
   echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -135,10 +158,18 @@ for n in $EXITS; do
   echo_cpu_before=$(cpu_seconds "$ECHO_PID")
   sim_cpu_before=$(cpu_seconds "$sim")
 
+  if [ -n "$PG" ]; then
+    "$PGBIN/createdb" -h "$PGDIR" -p "$PGPORT" -U exitvoice "audit_n$n"
+    DB=postgres://exitvoice@127.0.0.1:$PGPORT/audit_n$n
+    query() { psql -At -F' ' "$DB" -c "$1"; }
+  else
+    DB=$dir/audit.db
+    query() { sqlite3 -separator ' ' "$DB" "$1"; }
+  fi
   say "$n exits: audit ($SAMPLES samples, concurrency $CONCURRENCY)"
   status=0
   /usr/bin/time -v -o "$dir/time.txt" "$BIN/exitvoice" audit --exits "$dir/exits.toml" \
-    --db "$dir/audit.db" --once --labels-out "$dir/labels.json" --samples "$SAMPLES" \
+    --database "$DB" --once --labels-out "$dir/labels.json" --samples "$SAMPLES" \
     --concurrency "$CONCURRENCY" >"$dir/audit.out" 2>"$dir/audit.log" || status=$?
   [ "$status" = 0 ] || say "$n exits: audit exited $status (see $dir/audit.log)"
 
@@ -148,7 +179,7 @@ for n in $EXITS; do
   audit_cpu=$(awk -F': ' '/User time|System time/ { s += $2 } END { printf "%.1f", s }' "$dir/time.txt")
   echo_cpu=$(awk -v a="$(cpu_seconds "$ECHO_PID")" -v b="$echo_cpu_before" 'BEGIN { printf "%.1f", a - b }')
   sim_cpu=$(awk -v a="$(cpu_seconds "$sim")" -v b="$sim_cpu_before" 'BEGIN { printf "%.1f", a - b }')
-  read -r stored failed tokens < <(sqlite3 -separator ' ' "$dir/audit.db" \
+  read -r stored failed tokens < <(query \
     "SELECT count(*), count(error_class), count(DISTINCT token) FROM probes WHERE exit_name IS NOT NULL")
   # The echo's writer batches: give it a moment to store the last requests.
   sleep 1
