@@ -42,7 +42,7 @@ async fn locked_database_drops_observations_instead_of_stalling_connections() {
     }
     let took = start.elapsed();
     // A wide bound: an echo waiting for a queue slot would wait for the writer, which holds each
-    // attempt for the store's busy timeout (5 s, schema/src/store) while the lock is held; 18
+    // attempt for the store's busy timeout (5 s, store/src/lib.rs) while the lock is held; 18
     // such echoes would take 90 s. 20 curls take about a second here, more under load.
     assert!(
         took < Duration::from_secs(45),

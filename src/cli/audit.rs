@@ -9,7 +9,7 @@
 //! JSON lines otherwise. Passwords never reach logs, labels or the database (exit URLs are
 //! redacted everywhere).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -455,7 +455,17 @@ pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
         .context("no labels yet: run `exitvoice audit` first")?;
     match &args.out {
         Some(path) => write_labels(&doc, path)?,
-        None => println!("{}", serde_json::to_string_pretty(&doc)?),
+        None => {
+            // A reader that stops early (`| head`) is not an error of ours.
+            let json = serde_json::to_string_pretty(&doc)?;
+            let mut out = std::io::stdout().lock();
+            match writeln!(out, "{json}") {
+                Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+                    return Err(error.into())
+                }
+                _ => {}
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
