@@ -11,3 +11,8 @@ cargo test --workspace --all-targets --no-fail-fast
 # does not build other packages' executables): it checks that the harness works end to end and
 # asserts no speed (figures: docs/benchmarks.md).
 scripts/bench.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-bench-smoke.XXXXXX)"
+# The same for the audit-scale harness: 200 simulated exits, on SQLite and on a throwaway
+# PostgreSQL cluster; it fails on any count that is off (probes stored, tunnels, tokens).
+scripts/bench-audit-scale.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-scale-smoke.XXXXXX)"
+scripts/bench-audit-scale.sh --quick --debug --no-build --postgres \
+  --out "$(mktemp -d /tmp/exitvoice-scale-smoke.XXXXXX)"

@@ -29,6 +29,11 @@ struct Snapshot {
     exits: BTreeMap<(&'static str, String), i64>,
     last_run_seconds: f64,
     last_run_end_unix: i64,
+    /// Exits this auditor claimed and probed, over all runs.
+    exits_claimed: u64,
+    /// Exits of its runs that other auditors on the database probed (or had probed in the
+    /// period), over all runs.
+    exits_left_to_others: u64,
 }
 
 /// The audit's figures, shared by the scheduler (which records runs) and the scrape handler.
@@ -60,6 +65,13 @@ impl AuditMetrics {
         }
         snapshot.last_run_seconds = took.as_secs_f64();
         snapshot.last_run_end_unix = end_unix;
+    }
+
+    /// Folds in how a run's exits were shared with other auditors on the database.
+    pub fn record_claims(&self, claimed: u64, left_to_others: u64) {
+        let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
+        snapshot.exits_claimed += claimed;
+        snapshot.exits_left_to_others += left_to_others;
     }
 
     /// The OpenMetrics text of everything recorded so far.
@@ -176,6 +188,18 @@ impl Collector for AuditCollector {
         }
         single(
             e,
+            "exits_claimed",
+            "Exits this auditor claimed and probed (auditors on one database split the exits).",
+            &ConstCounter::new(snapshot.exits_claimed),
+        )?;
+        single(
+            e,
+            "exits_left_to_others",
+            "Exits of this auditor's runs that other auditors on the database probed.",
+            &ConstCounter::new(snapshot.exits_left_to_others),
+        )?;
+        single(
+            e,
             "last_run_seconds",
             "How long the latest run took.",
             &ConstGauge::new(snapshot.last_run_seconds),
@@ -234,8 +258,15 @@ mod tests {
             Duration::from_secs(2),
             1_700_003_600,
         );
+        metrics.record_claims(3, 1);
+        metrics.record_claims(2, 0);
         let text = metrics.encode().expect("encode");
         assert!(text.contains("exitvoice_audit_runs_total 2\n"), "{text}");
+        assert!(
+            text.contains("exitvoice_audit_exits_claimed_total 5\n")
+                && text.contains("exitvoice_audit_exits_left_to_others_total 1\n"),
+            "{text}"
+        );
         assert!(
             text.contains("exitvoice_audit_probes_total{outcome=\"ok\"} 3\n"),
             "{text}"

@@ -389,9 +389,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
         );
+        metrics.record_claims(report.claimed, report.left_to_others);
         tracing::info!(
             run = %report.run_id,
             probes = report.outcomes.total(),
+            exits_claimed = report.claimed,
+            exits_left_to_others = report.left_to_others,
             violations = report.violations,
             recheck = recheck.is_some(),
             "audit run finished"

@@ -135,6 +135,11 @@ pub struct RunReport {
     pub outcomes: Outcomes,
     /// Times two probes were in flight through the same exit or session. Must be 0.
     pub violations: u64,
+    /// Exits this run claimed and probed.
+    pub claimed: u64,
+    /// Exits of the run that other auditors on the database probed (or had probed in the
+    /// period) instead.
+    pub left_to_others: u64,
     /// The labels after the run.
     pub labels: LabelsDoc,
 }
@@ -361,6 +366,8 @@ async fn run(
     // Rounds until every exit is done in this period, by this run or another auditor: an exit
     // another auditor holds is tried again once that auditor finishes it (then it is done) or
     // dies (then its lease expires and this run takes it).
+    let selected_count = u64::try_from(selected.len()).unwrap_or(u64::MAX);
+    let mut claimed_count = 0_u64;
     let mut pending = selected;
     loop {
         let names: Vec<String> = pending
@@ -393,6 +400,7 @@ async fn run(
         for (&index, task) in pending.iter().zip(tasks) {
             let (exit, claimed) = task.await.map_err(|_| RunError::Task)?;
             claimed_any |= claimed;
+            claimed_count += u64::from(claimed);
             if let Some(slot) = exits.get_mut(index) {
                 *slot = exit;
             }
@@ -418,6 +426,8 @@ async fn run(
         baseline,
         outcomes,
         violations: in_flight.violations.load(Ordering::Relaxed),
+        claimed: claimed_count,
+        left_to_others: selected_count.saturating_sub(claimed_count),
         labels,
     })
 }
