@@ -67,7 +67,7 @@ fn known(id: u64) -> Option<(&'static str, bool)> {
 
 /// Whether `id` is a reserved (GREASE) transport parameter id (RFC 9000 section 18.1).
 pub fn is_grease_parameter(id: u64) -> bool {
-    id >= 27 && (id - 27) % 31 == 0
+    id >= 27 && (id - 27).is_multiple_of(31)
 }
 
 /// Decodes a `quic_transport_parameters` extension body.
