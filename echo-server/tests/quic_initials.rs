@@ -231,3 +231,146 @@ mod properties {
         }
     }
 }
+
+/// Client Initials built for the tests, protected by rustls (the client side of the same
+/// Initial keys), carrying the RFC's ClientHello split into CRYPTO frames at chosen offsets.
+mod built {
+    use rustls::quic::{Keys, Version as RustlsVersion};
+    use rustls::Side;
+
+    const DCID: [u8; 8] = [0x83, 0x94, 0xc8, 0xf0, 0x3e, 0x51, 0x57, 0x08];
+
+    fn client_keys() -> Keys {
+        rustls::crypto::aws_lc_rs::cipher_suite::TLS13_AES_128_GCM_SHA256
+            .tls13()
+            .and_then(|suite| suite.quic_suite())
+            .expect("AES-128-GCM has a QUIC suite")
+            .keys(&DCID, Side::Client, RustlsVersion::V1)
+    }
+
+    /// One protected v1 Initial with packet number `pn` (4-byte field) whose payload is
+    /// `frames` then PADDING up to `payload_len`.
+    pub(super) fn initial(pn: u32, frames: &[u8], payload_len: usize) -> Vec<u8> {
+        let keys = client_keys();
+        let mut payload = frames.to_vec();
+        payload.resize(payload_len, 0x00);
+        let length = u16::try_from(4 + payload.len() + 16).expect("short") | 0x4000;
+        let mut header = vec![0xc3, 0, 0, 0, 1, 8];
+        header.extend_from_slice(&DCID);
+        header.extend_from_slice(&[0, 0]); // no SCID, no token
+        header.extend_from_slice(&length.to_be_bytes());
+        header.extend_from_slice(&pn.to_be_bytes());
+        let tag = keys
+            .local
+            .packet
+            .encrypt_in_place(u64::from(pn), &header, &mut payload)
+            .expect("encrypts");
+        payload.extend_from_slice(tag.as_ref());
+        let sample = payload[..16].to_vec();
+        let (first, rest) = header.split_first_mut().expect("a header");
+        let pn_start = rest.len() - 4;
+        keys.local
+            .header
+            .encrypt_in_place(&sample, first, &mut rest[pn_start..])
+            .expect("masks");
+        header.extend_from_slice(&payload);
+        header
+    }
+
+    /// A CRYPTO frame (RFC 9000 section 19.6) with 2-byte varints for offset and length.
+    pub(super) fn crypto(offset: usize, data: &[u8]) -> Vec<u8> {
+        let mut frame = vec![0x06];
+        frame.extend_from_slice(&(u16::try_from(offset).expect("small") | 0x4000).to_be_bytes());
+        frame
+            .extend_from_slice(&(u16::try_from(data.len()).expect("small") | 0x4000).to_be_bytes());
+        frame.extend_from_slice(data);
+        frame
+    }
+}
+
+/// Firefox's layout (spec section 1.7): the hello cut in two Initials, in two datagrams, the
+/// second half sent first.
+#[test]
+fn a_hello_split_over_two_datagrams_in_reverse_order_is_reassembled() {
+    let hello = rfc_client_hello();
+    let (head, tail) = hello.split_at(100);
+    let first = built::initial(0, &built::crypto(100, tail), 1162);
+    let second = built::initial(1, &built::crypto(0, head), 1162);
+    let mut initials = ClientInitials::start(&first).expect("opens");
+    assert_eq!(initials.client_hello(), None, "half a hello");
+    initials.push(&second).expect("opens");
+    assert_eq!(initials.client_hello(), Some(&hello[..]));
+    assert_eq!(initials.datagram_sizes(), &[1200, 1200]);
+    let numbers: Vec<u64> = initials.packets().iter().map(|p| p.packet_number).collect();
+    assert_eq!(numbers, vec![0, 1]);
+}
+
+/// Two Initials coalesced in one datagram, Chrome-style shuffled and overlapping frames with
+/// PING and PADDING between them.
+#[test]
+fn coalesced_initials_with_shuffled_overlapping_frames_are_reassembled() {
+    let hello = rfc_client_hello();
+    let mut frames_a = built::crypto(150, &hello[150..]);
+    frames_a.extend_from_slice(&[0x01, 0x00, 0x00]);
+    frames_a.extend(built::crypto(40, &hello[40..160]));
+    let mut frames_b = built::crypto(0, &hello[..50]);
+    frames_b.push(0x01);
+    let mut datagram = built::initial(5, &frames_a, 400);
+    datagram.extend(built::initial(6, &frames_b, 700));
+    datagram.resize(1200, 0x00);
+    let initials = ClientInitials::start(&datagram).expect("opens");
+    assert_eq!(initials.client_hello(), Some(&hello[..]));
+    let packets = initials.packets();
+    assert_eq!(packets.len(), 2);
+    assert_eq!(packets[0].frames, vec![0x06, 0x01, 0x00, 0x06, 0x00]);
+    assert_eq!(packets[1].crypto_frames, 1);
+}
+
+/// A retransmission that disagrees with what was received is a conflict, and a CRYPTO frame
+/// past the 16 KiB cap is refused.
+#[test]
+fn conflicting_and_oversized_crypto_data_are_typed_errors() {
+    let hello = rfc_client_hello();
+    let mut other = hello[..50].to_vec();
+    other[10] ^= 0xff;
+    let mut frames = built::crypto(0, &hello[..50]);
+    frames.extend(built::crypto(0, &other));
+    assert_eq!(
+        ClientInitials::start(&built::initial(0, &frames, 1162)).map(|_| ()),
+        Err(QuicError::CryptoConflict(10))
+    );
+    let far = built::crypto(16_380, &[0x01; 10]);
+    assert_eq!(
+        ClientInitials::start(&built::initial(0, &far, 1162)).map(|_| ()),
+        Err(QuicError::CryptoBeyondCap {
+            end: 16_390,
+            cap: exitvoice_echo::quic::MAX_CRYPTO_BYTES
+        })
+    );
+}
+
+/// A STREAM frame inside an Initial is a protocol violation (RFC 9000 section 12.4).
+#[test]
+fn a_stream_frame_in_an_initial_is_refused() {
+    let frames = [0x08, 0x00, 0x01, 0xaa];
+    assert_eq!(
+        ClientInitials::start(&built::initial(0, &frames, 1162)).map(|_| ()),
+        Err(QuicError::UnexpectedFrame(0x08))
+    );
+}
+
+/// Past 8 datagrams without a complete hello, the attempt stops.
+#[test]
+fn an_attempt_that_never_completes_is_capped() {
+    let ping = built::initial(0, &[0x01], 1162);
+    let mut initials = ClientInitials::start(&ping).expect("opens");
+    for _ in 1..exitvoice_echo::quic::MAX_INITIAL_PACKETS {
+        initials.push(&ping).expect("under the cap");
+    }
+    assert_eq!(
+        initials.push(&ping),
+        Err(QuicError::TooManyPackets(
+            exitvoice_echo::quic::MAX_INITIAL_PACKETS
+        ))
+    );
+}
