@@ -8,6 +8,8 @@
 #   h1_head       captures/*/conn1.prefix.bin starting with an HTTP/1 request line
 #   pcap          the small (< 4 KiB) FoxIO pcap/pcapng files + one recorded capture with its
 #                 TLS secrets block (captures/curl-h2/capture.pcapng)
+#   quic_initials byte 0 (0: one datagram) + the client Initials of RFC 9001 and RFC 9369
+#                 Appendix A.2 (echo-server/tests/data/quic/*-client-initial.hex)
 #   connect_reply, socks5_reply, exits_file: written here from the RFCs and the replies of
 #                 the proxies in the auditor's tests (squid, tinyproxy, dante).
 # Seeds are named after their source. Idempotent; needs python3 for the jsonl vectors.
@@ -15,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 C=fuzz/corpus
 rm -rf "$C"
-mkdir -p "$C"/{client_hello,h2_prefix,h1_head,pcap,connect_reply,socks5_reply,exits_file}
+mkdir -p "$C"/{client_hello,h2_prefix,h1_head,pcap,quic_initials,connect_reply,socks5_reply,exits_file}
 
 for dir in captures/*/; do
   client=$(basename "$dir")
@@ -50,6 +52,13 @@ for f in echo-server/tests/data/ja4/pcap/*.pcap echo-server/tests/data/ja4/pcap/
   [ "$(stat -c %s "$f")" -lt 4096 ] && cp "$f" "$C/pcap/foxio-$(basename "$f")"
 done
 [ -f captures/curl-h2/capture.pcapng ] && cp captures/curl-h2/capture.pcapng "$C/pcap/capture-curl-h2.pcapng"
+
+# quic_initials: byte 0 = where to split into two datagrams (0: one datagram), then the RFC
+# Initials.
+for f in echo-server/tests/data/quic/*-client-initial.hex; do
+  python3 -c 'import sys; sys.stdout.buffer.write(b"\x00" + bytes.fromhex("".join(open(sys.argv[1]).read().split())))' \
+    "$f" > "$C/quic_initials/$(basename "$f" .hex)"
+done
 
 # connect_reply: byte 0 = read size (0: as asked), then the proxy's reply.
 w() { printf "$2" > "$1"; }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 const EXE: &str = env!("CARGO_BIN_EXE_exitvoice");
 const AKAMAI: &str = "1:65536;2:0;3:1000;4:6291456;6:262144|15663105|0|m,a,s,p";
@@ -311,4 +311,66 @@ fn keylog_flag_decrypts_a_recording() {
         .collect();
     got.sort();
     assert_eq!(got, want);
+}
+
+/// `inspect` finds QUIC client Initials in UDP and reports the JA4 `q…` FoxIO's Rust tool
+/// publishes for them (`ja4__insta@quic-tls-handshake.pcapng.snap`, copied in
+/// `expected-quic.jsonl`), with the Initial's layout and the transport parameters in wire order.
+#[test]
+fn quic_initials_in_a_capture_give_foxios_quic_ja4() {
+    let out = inspect_ok(&[data("quic-tls-handshake.pcapng").as_os_str()]);
+    let conns = out.as_array().expect("an array of connections");
+    let quic: Vec<&Value> = conns.iter().filter(|c| c["transport"] == "quic").collect();
+    assert_eq!(quic.len(), 1, "one QUIC client");
+    let conn = quic[0];
+    assert_eq!(conn["tls"]["ja4"], "q13d0310h3_55b375c5d22e_cd85d2d88918");
+    assert_eq!(conn["tls"]["sni"], "www.google.com");
+    assert_eq!(conn["client"], "192.168.1.168:59102");
+    assert_eq!(conn["server"], "142.251.163.147:443");
+    assert_eq!(conn["quic"]["version"], "0x00000001");
+    assert_eq!(conn["quic"]["client_hello_complete"], true);
+    let params = conn["quic"]["transport_parameters"]
+        .as_array()
+        .expect("extension 0x39 decoded");
+    // What the extension carries in wire order: the ids JA4's extension list does not show.
+    let ids: Vec<u64> = params.iter().filter_map(|p| p["id"].as_u64()).collect();
+    assert_eq!(ids.len(), params.len(), "every id is a number");
+    assert!(ids.contains(&0x01) && ids.contains(&0x0f));
+    assert_eq!(params.iter().filter(|p| p["grease"] == true).count(), 1);
+    // Chrome 107-116's values as `specs/quic.md` section 2.1 lists them for the FoxIO pcaps.
+    let value = |id: u64| {
+        params
+            .iter()
+            .find(|p| p["id"] == id)
+            .map(|p| p["value"].clone())
+    };
+    assert_eq!(value(0x01), Some(json!(30_000)));
+    assert_eq!(value(0x03), Some(json!(1472)));
+    assert_eq!(value(0x04), Some(json!(15_728_640)));
+    assert_eq!(value(0x09), Some(json!(103)));
+    assert_eq!(value(0x20), Some(json!(65_536)));
+    assert_eq!(value(0x4752), Some(json!("00000001")));
+    assert_eq!(value(0x3128), Some(json!(hex_encode(b"RVCM"))));
+    // The frame layout of that Initial as the spec reads it: `PADDING PING PADDING PING PING
+    // PADDING C C C C C C PADDING C …` (PADDING runs collapsed).
+    let frames: Vec<u64> = conn["quic"]["initial_packets"][0]["frames"]
+        .as_array()
+        .expect("frame types")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert_eq!(frames[..14], [0, 1, 0, 1, 1, 0, 6, 6, 6, 6, 6, 6, 0, 6]);
+}
+
+fn hex_encode(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Each TCP connection says its transport too, and a TCP-only capture has no QUIC entry.
+#[test]
+fn tcp_connections_are_marked_tcp() {
+    let out = inspect_ok(&[data("badcurveball.pcap").as_os_str()]);
+    let conns = out.as_array().expect("an array");
+    assert_eq!(conns.len(), 1);
+    assert_eq!(conns[0]["transport"], "tcp");
 }

@@ -51,6 +51,19 @@ impl<'a> Reader<'a> {
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    /// A QUIC variable-length integer (RFC 9000 section 16): the top two bits of the first
+    /// byte give the length, 1, 2, 4 or 8 bytes.
+    pub(crate) fn varint(&mut self) -> Option<u64> {
+        let first = *self.buf.first()?;
+        let bytes = self.take(1 << (first >> 6))?;
+        Some(
+            bytes
+                .iter()
+                .skip(1)
+                .fold(u64::from(first & 0x3f), |acc, b| acc << 8 | u64::from(*b)),
+        )
+    }
+
     /// A sub-reader over the next `len` bytes.
     pub(crate) fn sub(&mut self, len: usize) -> Option<Reader<'a>> {
         self.take(len).map(Reader::new)
@@ -96,6 +109,28 @@ mod tests {
         assert_eq!(r.u16(), None);
         assert_eq!(r.u8(), Some(3));
         assert!(r.is_empty());
+    }
+
+    /// The four examples of RFC 9000 Appendix A.1.
+    #[test]
+    fn varints_of_rfc_9000_appendix_a1() {
+        for (bytes, value) in [
+            (
+                &[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c][..],
+                151_288_809_941_952_652,
+            ),
+            (&[0x9d, 0x7f, 0x3e, 0x7d][..], 494_878_333),
+            (&[0x7b, 0xbd][..], 15_293),
+            (&[0x25][..], 37),
+            (&[0x40, 0x25][..], 37),
+        ] {
+            let mut r = Reader::new(bytes);
+            assert_eq!(r.varint(), Some(value));
+            assert!(r.is_empty());
+        }
+        let mut short = Reader::new(&[0x9d, 0x7f, 0x3e]);
+        assert_eq!(short.varint(), None);
+        assert_eq!(short.remaining(), 3, "nothing consumed");
     }
 
     #[test]

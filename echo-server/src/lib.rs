@@ -19,6 +19,7 @@ pub mod h1;
 pub mod h2;
 mod metrics;
 pub mod pcap;
+pub mod quic;
 mod server;
 pub mod tls;
 mod writer;

@@ -1,9 +1,10 @@
 //! A capture file → `pcap::read` (pcap/pcapng, link, IP, TCP reassembly, key log, decryption)
 //! → each connection's ClientHellos and client bytes through the TLS, HTTP/2 and HTTP/1
-//! parsers, as `exitvoice inspect` runs them.
+//! parsers, and each QUIC client's reassembled ClientHello through the TLS parser, as
+//! `exitvoice inspect` runs them.
 #![no_main]
 
-use exitvoice_echo::{h1, h2, pcap, tls};
+use exitvoice_echo::{h1, h2, pcap, quic, tls};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -12,6 +13,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(capture.connections.len() <= capture.frames);
+    assert!(capture.quic.len() <= capture.frames);
+    for conn in &capture.quic {
+        if let Some(hello) = conn.client_hello.as_deref().and_then(|h| tls::parse_client_hello(h).ok()) {
+            let _ = hello.fingerprints();
+            let _ = quic::transport_parameters(&hello);
+        }
+    }
     for conn in &capture.connections {
         for hello in &conn.client_hellos {
             if let Ok(hello) = tls::parse_client_hello(hello) {

@@ -3,7 +3,10 @@
 //! What an input is, is told by its content, never by its file name:
 //! - a pcap or pcapng capture (magic number): one JSON object per TCP connection that carried a
 //!   ClientHello or plain HTTP, with the client's HTTP/2 or HTTP/1 bytes when the capture is
-//!   cleartext or carries TLS keys (pcapng Decryption Secrets Block, or `--keylog`);
+//!   cleartext or carries TLS keys (pcapng Decryption Secrets Block, or `--keylog`); then one
+//!   per QUIC client whose Initials were found in UDP (`"transport": "quic"`), its ClientHello
+//!   through the same TLS analysis (JA4 `q…`) and a `quic` object (version, Initial packets,
+//!   transport parameters in wire order);
 //! - TLS records (first byte 0x16) or a bare ClientHello handshake message (0x01);
 //! - a decrypted client prefix: the HTTP/2 connection preface or an HTTP/1 request line;
 //! - any of the above written as hex (whitespace allowed).
@@ -20,8 +23,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use exitvoice_echo::analysis::{self, ConnectionInput, Follower};
 use exitvoice_echo::classify;
-use exitvoice_echo::pcap::{self, ClientData, PcapConnection};
-use exitvoice_echo::{h1, tls};
+use exitvoice_echo::pcap::{self, ClientData, PcapConnection, QuicConnection};
+use exitvoice_echo::{h1, quic, tls};
 use exitvoice_schema::{ConnectionFacts, Http2Echo, Spoken};
 use serde_json::{json, Map, Value};
 
@@ -400,6 +403,7 @@ fn capture(
         }
         all.push(capture_connection(conn));
     }
+    all.extend(capture.quic.iter().map(quic_connection));
     Ok(Value::Array(all))
 }
 
@@ -430,6 +434,7 @@ fn capture_connection(conn: &PcapConnection) -> Value {
     let Value::Object(map) = &mut value else {
         return value;
     };
+    map.insert("transport".into(), json!("tcp"));
     map.insert("client".into(), json!(conn.client.to_string()));
     map.insert("server".into(), json!(conn.server.to_string()));
     map.insert("first_frame".into(), json!(conn.first_frame));
@@ -469,5 +474,41 @@ fn capture_connection(conn: &PcapConnection) -> Value {
             .and_then(|h| serde_json::to_value(h.fingerprints()).ok());
         map.insert("retry_tls".into(), retry_tls.unwrap_or(Value::Null));
     }
+    value
+}
+
+/// A QUIC client of a capture: its reassembled ClientHello through the same analysis as a TCP
+/// one, and what its Initials looked like.
+fn quic_connection(conn: &QuicConnection) -> Value {
+    let hello = conn.client_hello.as_deref();
+    let mut value = connection(hello, None, None);
+    let Value::Object(map) = &mut value else {
+        return value;
+    };
+    map.insert("transport".into(), json!("quic"));
+    map.insert("client".into(), json!(conn.client.to_string()));
+    map.insert("server".into(), json!(conn.server.to_string()));
+    map.insert("first_frame".into(), json!(conn.first_frame));
+    let parameters = hello
+        .and_then(|h| tls::parse_client_hello(h).ok())
+        .and_then(|h| quic::transport_parameters(&h));
+    let (parameters, parameters_error) = match parameters {
+        Some(Ok(list)) => (json!(list), Value::Null),
+        Some(Err(error)) => (Value::Null, json!(error.to_string())),
+        None => (Value::Null, Value::Null),
+    };
+    map.insert(
+        "quic".into(),
+        json!({
+            "version": conn.version,
+            "first_dcid_len": conn.first_dcid_len,
+            "datagram_sizes": conn.datagram_sizes,
+            "initial_packets": conn.packets,
+            "client_hello_complete": hello.is_some(),
+            "error": conn.error.as_ref().map(ToString::to_string),
+            "transport_parameters": parameters,
+            "transport_parameters_error": parameters_error,
+        }),
+    );
     value
 }

@@ -1,6 +1,6 @@
-//! IPv4 and IPv6: from an IP packet to the TCP segment inside it.
+//! IPv4 and IPv6: from an IP packet to the TCP segment or UDP datagram inside it.
 //!
-//! Only unfragmented TCP is followed. IPv4 fragments other than a complete first fragment, and
+//! Only unfragmented TCP and UDP are followed. IPv4 fragments other than a complete first fragment, and
 //! IPv6 packets with a Fragment header, are skipped (TLS and HTTP clients set DF and fit segments
 //! to the path MTU, so fragmented TCP is rare enough not to be worth a reassembly buffer).
 
@@ -10,6 +10,8 @@ use crate::codec::Reader;
 
 /// IP protocol number of TCP.
 const TCP: u8 = 6;
+/// IP protocol number of UDP.
+const UDP: u8 = 17;
 /// IPv6 extension headers we step over (RFC 8200 section 4): Hop-by-Hop Options, Routing,
 /// Destination Options. The Fragment header (44) is not in the list: such packets are skipped.
 const IPV6_SKIPPABLE: [u8; 3] = [0, 43, 60];
@@ -18,29 +20,39 @@ const IPV6_AH: u8 = 51;
 /// Most IPv6 extension headers we walk before giving up on a packet.
 const MAX_IPV6_EXTENSIONS: usize = 8;
 
-/// A TCP segment with the addresses of its IP packet.
+/// A TCP segment or UDP datagram with the addresses of its IP packet.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct TcpPacket<'a> {
+pub(crate) struct IpPayload<'a> {
     /// Source address.
     pub(crate) src: IpAddr,
     /// Destination address.
     pub(crate) dst: IpAddr,
-    /// The TCP header and payload.
+    /// The TCP or UDP header and payload.
     pub(crate) segment: &'a [u8],
 }
 
 /// The TCP segment in `packet`, or `None` for other protocols, fragments and short packets.
-pub(crate) fn tcp_packet(packet: &[u8]) -> Option<TcpPacket<'_>> {
+pub(crate) fn tcp_packet(packet: &[u8]) -> Option<IpPayload<'_>> {
+    transport(packet, TCP)
+}
+
+/// The UDP datagram (header included) in `packet`, or `None` for other protocols, fragments
+/// and short packets.
+pub(crate) fn udp_packet(packet: &[u8]) -> Option<IpPayload<'_>> {
+    transport(packet, UDP)
+}
+
+fn transport(packet: &[u8], protocol: u8) -> Option<IpPayload<'_>> {
     let version = packet.first()? >> 4;
     match version {
-        4 => ipv4(packet),
-        6 => ipv6(packet),
+        4 => ipv4(packet, protocol),
+        6 => ipv6(packet, protocol),
         _ => None,
     }
 }
 
 /// RFC 791 section 3.1.
-fn ipv4(packet: &[u8]) -> Option<TcpPacket<'_>> {
+fn ipv4(packet: &[u8], wanted: u8) -> Option<IpPayload<'_>> {
     let mut r = Reader::new(packet);
     let header_len = usize::from(r.u8()? & 0x0f) * 4;
     r.u8()?; // DSCP, ECN
@@ -56,7 +68,7 @@ fn ipv4(packet: &[u8]) -> Option<TcpPacket<'_>> {
     r.u16()?; // checksum
     let src = Ipv4Addr::from(r.u32()?);
     let dst = Ipv4Addr::from(r.u32()?);
-    if protocol != TCP || header_len < 20 || total_len < header_len {
+    if protocol != wanted || header_len < 20 || total_len < header_len {
         return None;
     }
     // Trim link-layer padding after the datagram; keep a truncated capture as it is (TSO
@@ -67,7 +79,7 @@ fn ipv4(packet: &[u8]) -> Option<TcpPacket<'_>> {
         total_len.min(packet.len())
     };
     let segment = packet.get(header_len..end)?;
-    Some(TcpPacket {
+    Some(IpPayload {
         src: IpAddr::V4(src),
         dst: IpAddr::V4(dst),
         segment,
@@ -75,7 +87,7 @@ fn ipv4(packet: &[u8]) -> Option<TcpPacket<'_>> {
 }
 
 /// RFC 8200 sections 3 and 4.
-fn ipv6(packet: &[u8]) -> Option<TcpPacket<'_>> {
+fn ipv6(packet: &[u8], wanted: u8) -> Option<IpPayload<'_>> {
     let mut r = Reader::new(packet);
     r.u32()?; // version, traffic class, flow label
     let payload_len = usize::from(r.u16()?);
@@ -91,8 +103,8 @@ fn ipv6(packet: &[u8]) -> Option<TcpPacket<'_>> {
         rest.get(..payload_len).unwrap_or(rest)
     };
     for _ in 0..MAX_IPV6_EXTENSIONS {
-        if next == TCP {
-            return Some(TcpPacket {
+        if next == wanted {
+            return Some(IpPayload {
                 src: IpAddr::V6(src),
                 dst: IpAddr::V6(dst),
                 segment: payload,

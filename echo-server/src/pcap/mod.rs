@@ -8,7 +8,9 @@
 //! secrets. Nothing here parses the ClientHello's fields or HTTP: the result is
 //! the client's raw bytes, for the TLS, HTTP/2 and HTTP/1 parsers.
 //!
-//! Not read: QUIC and other UDP traffic, tunnels (GRE, VXLAN), fragmented IP, TLS 1.3 early
+//! QUIC client Initials in UDP are followed too (`quic`): each client's ClientHello is
+//! reassembled from its Initial packets, for the same TLS analysis. Not read: other UDP
+//! traffic, QUIC after the Initials, tunnels (GRE, VXLAN), fragmented IP, TLS 1.3 early
 //! data, and CBC cipher suites.
 //!
 //! Hostile files end in a typed error ([`PcapError`]) when the file header is unreadable, and in a
@@ -19,6 +21,7 @@ mod handshake;
 mod ip;
 mod keylog;
 mod link;
+mod quic;
 mod reader;
 mod tcp;
 
@@ -26,6 +29,7 @@ use std::net::SocketAddr;
 
 pub use decrypt::DecryptError;
 pub use keylog::KeyLog;
+pub use quic::QuicConnection;
 
 /// Most client bytes kept per connection: cleartext, or decrypted application data.
 pub const MAX_CLIENT_BYTES: usize = 1 << 20;
@@ -138,11 +142,14 @@ pub struct Capture {
     /// TCP connections with a ClientHello or plain HTTP from the client, in order of their first
     /// frame.
     pub connections: Vec<PcapConnection>,
+    /// Clients whose QUIC Initials were found in UDP, in order of their first Initial.
+    pub quic: Vec<QuicConnection>,
     /// Frames read.
     pub frames: usize,
     /// Connections with secrets in the key logs (embedded and given).
     pub key_log_connections: usize,
-    /// The capture held more than 65,536 TCP connections; the later ones were not followed.
+    /// The capture held more than 65,536 TCP connections, or more than 65,536 QUIC attempts;
+    /// the later ones were not followed.
     pub connections_capped: bool,
     /// Why reading stopped before the end of the file, if it did: the connections are those of
     /// the frames before that point.
@@ -182,8 +189,16 @@ pub fn read(file_bytes: &[u8], extra_keylog: Option<&str>) -> Result<Capture, Pc
         keys.extend(text);
     }
     let mut tracker = tcp::Tracker::default();
+    let mut quic_tracker = quic::Tracker::default();
     for (index, &(link, frame)) in contents.frames.iter().enumerate() {
-        let Some(packet) = link::ip_packet(link, frame).and_then(ip::tcp_packet) else {
+        let Some(ip_packet) = link::ip_packet(link, frame) else {
+            continue;
+        };
+        if let Some(datagram) = ip::udp_packet(ip_packet) {
+            quic_tracker.add(datagram.src, datagram.dst, datagram.segment, index + 1);
+            continue;
+        }
+        let Some(packet) = ip::tcp_packet(ip_packet) else {
             continue;
         };
         let Some(segment) = tcp::Segment::parse(packet.segment) else {
@@ -191,7 +206,7 @@ pub fn read(file_bytes: &[u8], extra_keylog: Option<&str>) -> Result<Capture, Pc
         };
         tracker.add(packet.src, packet.dst, segment, index + 1);
     }
-    let connections_capped = tracker.capped;
+    let connections_capped = tracker.capped || quic_tracker.capped;
     let connections = tracker
         .into_flows()
         .iter()
@@ -199,6 +214,7 @@ pub fn read(file_bytes: &[u8], extra_keylog: Option<&str>) -> Result<Capture, Pc
         .collect();
     Ok(Capture {
         connections,
+        quic: quic_tracker.into_connections(),
         frames: contents.frames.len(),
         key_log_connections: keys.len(),
         connections_capped,

@@ -378,24 +378,14 @@ pub struct QuicParameters<'a> {
     raw: &'a [u8],
 }
 
-/// Reads a QUIC variable-length integer (RFC 9000 section 16).
-fn varint(r: &mut Reader<'_>) -> Option<u64> {
-    let first = r.u8()?;
-    let extra = (1usize << (first >> 6)) - 1;
-    let rest = r.take(extra)?;
-    Some(
-        rest.iter()
-            .fold(u64::from(first & 0x3f), |acc, b| acc << 8 | u64::from(*b)),
-    )
-}
-
 impl<'a> QuicParameters<'a> {
     /// Takes all of `r` as the parameter list.
     pub(crate) fn read(r: Reader<'a>) -> Result<Self, TlsError> {
         let mut check = r.clone();
         while !check.is_empty() {
-            let ok = varint(&mut check)
-                .and_then(|_| varint(&mut check))
+            let ok = check
+                .varint()
+                .and_then(|_| check.varint())
                 .and_then(|len| usize::try_from(len).ok())
                 .and_then(|len| check.take(len));
             if ok.is_none() {
@@ -412,8 +402,8 @@ impl<'a> QuicParameters<'a> {
     pub fn ids(&self) -> impl Iterator<Item = u64> + Clone + 'a {
         let mut r = Reader::new(self.raw);
         std::iter::from_fn(move || {
-            let id = varint(&mut r)?;
-            let len = usize::try_from(varint(&mut r)?).ok()?;
+            let id = r.varint()?;
+            let len = usize::try_from(r.varint()?).ok()?;
             r.take(len)?;
             Some(id)
         })
