@@ -154,6 +154,11 @@ pub struct Pool {
     pub by_bucket: BTreeMap<String, u32>,
     /// Exits by route.
     pub by_route: BTreeMap<String, u32>,
+    /// Exits by the client families of their newest sample's coherence, `tls+http` (`-` for a
+    /// side with no known family, as `rustls+chrome` or `openssl+-`; `none` without a coherence).
+    /// Empty in snapshots written before it.
+    #[serde(default)]
+    pub by_family: BTreeMap<String, u32>,
     /// Successful share of the probes in the exits' windows; `None` without probes.
     pub success_rate: Option<f64>,
     /// Distinct egress addresses over every exit's window.

@@ -1,5 +1,6 @@
-//! exitvoice data contract: voice, observation, probe and label types and their JSON shapes.
-//! The store that keeps them is the `exitvoice-store` crate.
+//! exitvoice data contract: voice, observation, probe and label types and their JSON shapes, and
+//! the coherence rules both sides judge by ([`coherence`]). The store that keeps them is the
+//! `exitvoice-store` crate.
 //!
 //! Both the echo server and the auditor depend on this crate and on nothing of each other.
 #![forbid(unsafe_code)]
