@@ -1,17 +1,37 @@
 //! Issue 15 §1: the family table recognises every recorded client in `captures/` (analysed by
-//! `exitvoice inspect`, the echo's own analysis), exactly, and finds each one coherent.
+//! `exitvoice inspect`, the echo's own analysis), exactly, and finds each one coherent; and the
+//! echo server, judging the same bytes from its own parser's model, finds the same families.
 
 use std::path::Path;
 use std::process::Command;
 
 use exitvoice_auditor::coherence;
+use exitvoice_echo::analysis;
 use exitvoice_schema::{Alpn, Http2Echo, Spoken, TlsEcho};
 use serde_json::Value;
 
-fn inspect(client: &str) -> Value {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+fn capture(client: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("captures")
-        .join(client);
+        .join(client)
+}
+
+/// The families the echo server finds in a capture's bytes, as a live `/api/all` would.
+fn echo_families(client: &str) -> exitvoice_schema::Families {
+    let dir = capture(client);
+    let hello = std::fs::read(dir.join("conn1.hello.bin")).unwrap();
+    let prefix = std::fs::read(dir.join("conn1.prefix.bin")).unwrap();
+    let analysis = analysis::analyse(&analysis::ConnectionInput {
+        hello: &hello,
+        prefix: &prefix,
+        alpn_negotiated: Some("h2"),
+        ..analysis::ConnectionInput::default()
+    });
+    analysis.json(&hello, &prefix).families.clone()
+}
+
+fn inspect(client: &str) -> Value {
+    let dir = capture(client);
     let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
         .arg("inspect")
         .arg("--compact")
@@ -63,6 +83,12 @@ fn every_recorded_client_is_its_own_family_and_coherent() {
             (1.0, 0),
             "{client}: {:?}",
             c.reasons
+        );
+        let echo = echo_families(client);
+        assert_eq!(
+            (echo.tls, echo.http),
+            (c.tls_family, c.http_family),
+            "{client}: the echo and the auditor agree"
         );
     }
 }

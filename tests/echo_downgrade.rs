@@ -1,5 +1,6 @@
 //! Bucket D: a client that negotiates ALPN `h2` and then speaks HTTP/1.1 still gets an HTTP/1.1
-//! answer, and its echo says so. The client is rustls (curl cannot be made to do this).
+//! answer, and its echo says so, bucket and coherence. The client is rustls (curl cannot be made
+//! to do this).
 //!
 //! Run with `cargo test --test echo_downgrade`.
 
@@ -34,6 +35,17 @@ async fn alpn_h2_then_http1_is_answered_in_http1_and_reported_as_bucket_d() {
         "GET /api/all?token=downgrade HTTP/1.1"
     );
     assert!(echo["http2"].is_null());
+    // Coherence (issue 15 §1): the one reason is the downgrade. The client is rustls (its
+    // TLS 1.3 suites AES-256 first) and names no known client (`exitvoice-test`).
+    let coherence = &echo["coherence"];
+    assert_eq!(coherence["tls_family"]["name"], "rustls", "{coherence}");
+    assert_eq!(coherence["http_family"], serde_json::Value::Null);
+    assert!(coherence.get("ua_family").is_none(), "{coherence}");
+    assert_eq!(
+        coherence["reasons"],
+        serde_json::json!(["alpn_h2_spoke_http1"])
+    );
+    assert_eq!(coherence["score"], 0.5);
 
     let rows = server.rows_until(|rows| !rows.is_empty()).await;
     assert_eq!(

@@ -30,6 +30,17 @@ fn the_schema_holds_the_contract() {
     assert_eq!(label["route"], "quarantine");
     assert_eq!(label["url"], format!("http://u:***@127.0.0.1:{port}"));
 
+    // A dead exit has no coherence: its family pair is `none`.
+    assert_eq!(
+        run.labels["pool"]["by_family"],
+        serde_json::json!({"none": 1})
+    );
+    let mut odd_family = run.labels.clone();
+    odd_family["pool"]["by_family"] = serde_json::json!({"Chrome 131": 1});
+    assert!(
+        !errors(&odd_family).is_empty(),
+        "a family pair is `tls+http`"
+    );
     let mut unknown = run.labels.clone();
     unknown["exits"][0]["undocumented"] = serde_json::json!(1);
     assert!(!errors(&unknown).is_empty(), "an unknown field is refused");

@@ -283,7 +283,7 @@ fn present(yes: bool) -> String {
 }
 
 /// RFC 8701 section 2: GREASE values are `0x?a?a` with both bytes equal.
-pub(crate) fn is_grease(value: u64) -> bool {
+fn is_grease(value: u64) -> bool {
     value & 0x0f0f == 0x0a0a && value >> 8 == value & 0xff
 }
 

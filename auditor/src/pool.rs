@@ -1,10 +1,10 @@
-//! The pool as a whole, from its exits' labels: how many in each state, bucket and route, the
-//! success rate, and how many egress addresses the exits really leave from (25 exits behind one
-//! egress are one exit: `collapsed_egress`).
+//! The pool as a whole, from its exits' labels: how many in each state, bucket, route and
+//! client family pair, the success rate, and how many egress addresses the exits really leave
+//! from (25 exits behind one egress are one exit: `collapsed_egress`).
 
 use std::collections::BTreeMap;
 
-use exitvoice_schema::{ExitLabel, Pool};
+use exitvoice_schema::{ExitCoherence, ExitLabel, Family, Pool};
 
 /// The pool summary of `labels`.
 pub fn summary(labels: &[ExitLabel]) -> Pool {
@@ -23,6 +23,7 @@ pub fn summary(labels: &[ExitLabel]) -> Pool {
             label.bucket.map_or("none".to_owned(), |b| b.to_string()),
         );
         count(&mut pool.by_route, label.route.to_string());
+        count(&mut pool.by_family, family_pair(label.coherence.as_ref()));
         successes += u64::from(label.samples);
         probes +=
             u64::from(label.samples) + label.errors.values().map(|&n| u64::from(n)).sum::<u64>();
@@ -44,6 +45,17 @@ pub fn summary(labels: &[ExitLabel]) -> Pool {
     pool
 }
 
+/// An exit's families as `tls+http` (`-` for an unknown side), `none` without a coherence.
+fn family_pair(coherence: Option<&ExitCoherence>) -> String {
+    fn name(family: &Option<Family>) -> &str {
+        family.as_ref().map_or("-", |f| f.name.as_str())
+    }
+    coherence.map_or_else(
+        || "none".to_owned(),
+        |c| format!("{}+{}", name(&c.tls_family), name(&c.http_family)),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,20 +75,35 @@ mod tests {
 
     #[test]
     fn counts_rates_and_collapsed_egress() {
+        let family = |name: &str| Family {
+            name: name.into(),
+            exact: false,
+        };
+        let coherent = |tls: &str, http: Option<&str>| ExitCoherence {
+            score: 1.0,
+            reasons: vec![],
+            tls_family: Some(family(tls)),
+            http_family: http.map(family),
+            baseline_score: None,
+            kept: true,
+        };
+        let mut a = label("a", &["10.0.0.1"], 4, 0);
+        a.coherence = Some(coherent("rustls", Some("chrome")));
+        let mut b = label("b", &["10.0.0.2"], 3, 1);
+        b.coherence = Some(coherent("openssl", None));
         let mut failing = label("c", &[], 0, 4);
         failing.route = Route::Quarantine;
         failing.state = DriftState::Unknown;
         failing.bucket = None;
-        let pool = summary(&[
-            label("a", &["10.0.0.1"], 4, 0),
-            label("b", &["10.0.0.2"], 3, 1),
-            failing,
-        ]);
+        let pool = summary(&[a, b, failing]);
         assert_eq!(pool.exits, 3);
         assert_eq!(pool.by_route.get("identity"), Some(&2));
         assert_eq!(pool.by_route.get("quarantine"), Some(&1));
         assert_eq!(pool.by_bucket.get("none"), Some(&1));
         assert_eq!(pool.by_state.get("unknown"), Some(&1));
+        assert_eq!(pool.by_family.get("rustls+chrome"), Some(&1));
+        assert_eq!(pool.by_family.get("openssl+-"), Some(&1));
+        assert_eq!(pool.by_family.get("none"), Some(&1));
         assert_eq!(pool.success_rate, Some(7.0 / 12.0));
         assert_eq!(pool.unique_egress, 2);
         assert!(!pool.collapsed_egress);

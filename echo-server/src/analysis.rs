@@ -11,8 +11,9 @@
 
 use std::sync::{Arc, OnceLock};
 
+use exitvoice_schema::coherence::{self, HelloShape};
 use exitvoice_schema::{
-    Alpn, Bucket, ConnectionFacts, Http1Echo, Layers, RawJson, Spoken, TlsEcho,
+    Alpn, Bucket, ConnectionFacts, Families, Http1Echo, Layers, RawJson, Spoken, TlsEcho,
 };
 
 use crate::classify::{self, BucketInput, BucketRule};
@@ -71,6 +72,9 @@ pub struct EchoJson {
     pub tls: Option<RawJson>,
     /// `http2.detail` (the frame log and what is read from it); `null` without HTTP/2.
     pub http2_detail: RawJson,
+    /// The TLS and HTTP/2 families the connection looks like (no User-Agent: that is each
+    /// request's), for the coherence of its `/api/all` answers.
+    pub families: Families,
 }
 
 impl Analysis {
@@ -80,6 +84,21 @@ impl Analysis {
         self.json.get_or_init(|| {
             let prefix = prefix.get(..self.prefix_len).unwrap_or(prefix);
             let details = details(hello, prefix, self.facts.alpn.spoken);
+            let families = Families {
+                tls: details.tls_shape.and_then(|shape| {
+                    coherence::tls_family(&HelloShape {
+                        cipher_suites: &shape.cipher_suites,
+                        extensions: &shape.extensions,
+                        ja4: self.facts.tls.as_ref().map_or("", |tls| tls.ja4.as_str()),
+                    })
+                }),
+                http: self
+                    .facts
+                    .http2
+                    .as_ref()
+                    .and_then(|h2| coherence::http_family(&h2.akamai_fingerprint)),
+                ua: None,
+            };
             EchoJson {
                 tls: self.facts.tls.as_ref().map(|tls| {
                     RawJson::of(&TlsEcho {
@@ -88,24 +107,42 @@ impl Analysis {
                     })
                 }),
                 http2_detail: details.http2,
+                families,
             }
         })
     }
 }
 
 /// The parsers' detail of a connection's bytes: the decoded ClientHello, and the HTTP/2 frame
-/// log when it spoke h2 (`null` where absent).
+/// log when it spoke h2 (`null` where absent); and the hello's code points for its TLS family.
 struct Details {
     tls: RawJson,
     http2: RawJson,
+    tls_shape: Option<TlsShape>,
+}
+
+/// A ClientHello's cipher suite and extension type code points, wire order, GREASE kept.
+struct TlsShape {
+    cipher_suites: Vec<u16>,
+    extensions: Vec<u16>,
+}
+
+impl TlsShape {
+    fn of(hello: &tls::ClientHello<'_>) -> Self {
+        Self {
+            cipher_suites: hello.cipher_suites().values().collect(),
+            extensions: hello.extensions().map(|e| e.kind.0).collect(),
+        }
+    }
 }
 
 /// The detail of the same bytes [`analyse`] read, written only for a full echo or a reader.
 fn details(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
-    let tls = match hello {
-        [] => RawJson::null(),
-        _ => tls::parse_client_hello(hello).map_or_else(|_| RawJson::null(), |h| tls::detail(&h)),
+    let parsed = match hello {
+        [] => None,
+        _ => tls::parse_client_hello(hello).ok(),
     };
+    let tls = parsed.as_ref().map_or_else(RawJson::null, tls::detail);
     let http2 = match spoken {
         Spoken::H2 => {
             let parsed = h2::parse_prefix(prefix).unwrap_or_else(|error| *error.partial);
@@ -113,7 +150,11 @@ fn details(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
         }
         _ => RawJson::null(),
     };
-    Details { tls, http2 }
+    Details {
+        tls,
+        http2,
+        tls_shape: parsed.as_ref().map(TlsShape::of),
+    }
 }
 
 /// A stored connection's parsed layers, derived again from its ClientHello, the part of its

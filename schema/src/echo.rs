@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::coherence::Coherence;
 use crate::raw_json::RawJson;
 use crate::voice::{Bucket, VoiceId};
 
@@ -43,6 +44,11 @@ pub struct Echo {
     pub bucket: Option<Bucket>,
     /// Name of the known browser profile the HTTP/2 voice matches, if any.
     pub profile: Option<String>,
+    /// How coherent the request's story is ([`crate::coherence`]), with the User-Agent's
+    /// family: in the live `/api/all` and `/probe/<token>` answers only (not stored; absent in
+    /// echoes of older servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coherence: Option<Coherence>,
 }
 
 /// A socket address, split so JSON consumers need not parse it.

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::probe::Family;
+use crate::coherence::Family;
 use crate::voice::Bucket;
 
 /// Version of the labels JSON. Bump when a field changes meaning or is removed.
@@ -154,6 +154,11 @@ pub struct Pool {
     pub by_bucket: BTreeMap<String, u32>,
     /// Exits by route.
     pub by_route: BTreeMap<String, u32>,
+    /// Exits by the client families of their newest sample's coherence, `tls+http` (`-` for a
+    /// side with no known family, as `rustls+chrome` or `openssl+-`; `none` without a coherence).
+    /// Empty in snapshots written before it.
+    #[serde(default)]
+    pub by_family: BTreeMap<String, u32>,
     /// Successful share of the probes in the exits' windows; `None` without probes.
     pub success_rate: Option<f64>,
     /// Distinct egress addresses over every exit's window.

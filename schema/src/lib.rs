@@ -1,10 +1,12 @@
-//! exitvoice data contract: voice, observation, probe and label types and their JSON shapes.
-//! The store that keeps them is the `exitvoice-store` crate.
+//! exitvoice data contract: voice, observation, probe and label types and their JSON shapes, and
+//! the coherence rules both sides judge by ([`coherence`]). The store that keeps them is the
+//! `exitvoice-store` crate.
 //!
 //! Both the echo server and the auditor depend on this crate and on nothing of each other.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
+pub mod coherence;
 pub mod echo;
 pub mod label;
 pub mod observation;
@@ -12,6 +14,7 @@ pub mod probe;
 pub mod raw_json;
 pub mod voice;
 
+pub use coherence::{Coherence, Families, Family};
 pub use echo::{
     Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, PeerPolicy, RequestPosition, Spoken,
     TlsEcho, ECHO_SCHEMA_VERSION,
@@ -25,6 +28,6 @@ pub use observation::{
     Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery, RequestRecord,
     StoredFacts, StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
-pub use probe::{Coherence, Family, ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
+pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
 pub use raw_json::RawJson;
 pub use voice::{Bucket, VoiceId};

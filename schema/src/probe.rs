@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::coherence::Coherence;
 use crate::echo::Echo;
 use crate::voice::{Bucket, VoiceId};
 
@@ -96,32 +97,6 @@ pub struct Sample {
     pub coherence: Option<Coherence>,
     /// The echo as received.
     pub echo: Echo,
-}
-
-/// How coherent an observation's story is: the client families its TLS and HTTP/2 voices look
-/// like, and a score in [0, 1] (1 = coherent) lowered by each named reason (auditor
-/// `coherence`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Coherence {
-    /// 1 minus the weights of the reasons, at least 0.
-    pub score: f64,
-    /// Why the story does not hang together: `alpn_h2_spoke_http1`,
-    /// `tls_family_ne_http_family`, `browser_tls_library_h2`.
-    pub reasons: Vec<String>,
-    /// The family the TLS voice looks like, if any.
-    pub tls_family: Option<Family>,
-    /// The family the HTTP/2 voice looks like, if any.
-    pub http_family: Option<Family>,
-}
-
-/// A client family (`chrome`, `firefox`, `openssl`, `go`, `java`, `rustls`, `nghttp2`, `node`,
-/// `python-h2`, `rust-h2`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Family {
-    /// Family name.
-    pub name: String,
-    /// The fingerprint is one recorded in `captures/`, not only the family's shape.
-    pub exact: bool,
 }
 
 impl Sample {

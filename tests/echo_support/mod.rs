@@ -398,3 +398,13 @@ pub fn http1_body(response: &str) -> Value {
     let (_, body) = response.split_once("\r\n\r\n").expect("head and body");
     serde_json::from_str(body).expect("JSON body")
 }
+
+/// The echo as the store keeps it: a live `/api/all` or `/probe/<token>` answer without its
+/// `coherence`, which is judged for each answer (with the request's User-Agent) and not stored.
+pub fn as_stored(echo: &Value) -> Value {
+    let mut echo = echo.clone();
+    if let Some(fields) = echo.as_object_mut() {
+        fields.remove("coherence");
+    }
+    echo
+}

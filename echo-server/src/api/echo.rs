@@ -7,14 +7,16 @@
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Request, State};
+use axum::http::header::USER_AGENT;
 use axum::http::request::Parts;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use exitvoice_pages::negotiate::prefers_html;
+use exitvoice_schema::coherence;
 use exitvoice_schema::{
-    rfc3339_ms, Alpn, Bucket, ConnectionFacts, FirstRequest, Http1Echo, Peer, PeerPolicy, RawJson,
-    RequestPosition, RequestRecord, Spoken, VoiceId, ECHO_SCHEMA_VERSION,
+    rfc3339_ms, Alpn, Bucket, Coherence, ConnectionFacts, Families, FirstRequest, Http1Echo, Peer,
+    PeerPolicy, RawJson, RequestPosition, RequestRecord, Spoken, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use http_body_util::BodyExt as _;
 use serde::Serialize;
@@ -97,6 +99,9 @@ pub(super) struct Observed {
     record: Arc<RequestRecord>,
     /// The rule that decided `record.bucket`.
     bucket_rule: BucketRule,
+    /// The request's User-Agent header (a shared buffer, not a copy), for the coherence of a
+    /// full echo.
+    user_agent: Option<HeaderValue>,
 }
 
 impl Observed {
@@ -123,7 +128,24 @@ impl Observed {
         &self,
         metrics: &crate::metrics::Metrics,
     ) -> serde_json::Result<String> {
-        serde_json::to_string_pretty(&self.echo(metrics))
+        serde_json::to_string_pretty(&self.full_echo(metrics))
+    }
+
+    /// The full echo with its coherence: `/api/all`'s answer. The connection's TLS and HTTP/2
+    /// families are judged once, with its JSON ([`analysis::EchoJson`]); a request adds only its
+    /// User-Agent's family and the reasons.
+    fn full_echo(&self, metrics: &crate::metrics::Metrics) -> EchoView<'_> {
+        let mut echo = self.echo(metrics);
+        let families = Families {
+            ua: self
+                .user_agent
+                .as_ref()
+                .and_then(|ua| ua.to_str().ok())
+                .and_then(coherence::ua_family),
+            ..self.conn.echo_json(metrics).families.clone()
+        };
+        echo.coherence = Some(coherence::judge(echo.alpn, families));
+        echo
     }
 
     /// The full echo of the request, as the client itself sees it (its own full address).
@@ -183,6 +205,7 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
         conn,
         record,
         bucket_rule,
+        user_agent: parts.headers.get(USER_AGENT).cloned(),
     })
 }
 
@@ -203,6 +226,9 @@ struct EchoView<'a> {
     request: RequestPosition,
     bucket: Option<Bucket>,
     profile: Option<&'a str>,
+    /// Only in `/api/all` answers ([`Observed::full_echo`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    coherence: Option<Coherence>,
 }
 
 /// [`exitvoice_schema::Http2Echo`], borrowed.
@@ -248,6 +274,7 @@ impl<'a> EchoView<'a> {
             },
             bucket: record.bucket,
             profile: facts.http2.as_ref().and_then(|h2| h2.profile.as_deref()),
+            coherence: None,
         }
     }
 }
@@ -276,7 +303,7 @@ pub(super) async fn all(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    Ok(Json(seen.echo(&state.metrics)).into_response())
+    Ok(Json(seen.full_echo(&state.metrics)).into_response())
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived

@@ -1,6 +1,7 @@
 //! The family table: which client stacks a TLS or HTTP/2 voice looks like, built from the
 //! recorded clients in `captures/` (each row names the captures it comes from) and from the
-//! auditor's own rustls persona and `rustls-default` profile.
+//! auditor's own rustls persona and `rustls-default` profile; and which TLS stacks the clients a
+//! User-Agent names are built on.
 //!
 //! A family is recognised by *shape*, not by an exact fingerprint: the traits that stay across
 //! a stack's releases (GREASE, the extensions only that stack sends, the SETTINGS identifiers in
@@ -126,7 +127,7 @@ pub(super) const H2_SHAPES: &[H2Shape] = &[
 pub(super) const BROWSERS: &[&str] = &["chrome", "firefox"];
 
 /// The HTTP/2 families each TLS family speaks with (OpenSSL carries several libraries).
-pub(super) const COMPATIBLE: &[(&str, &[&str])] = &[
+pub(super) const TLS_CARRIES_H2: &[(&str, &[&str])] = &[
     ("chrome", &["chrome"]),
     ("firefox", &["firefox"]),
     ("openssl", &["nghttp2", "node", "python-h2"]),
@@ -134,3 +135,26 @@ pub(super) const COMPATIBLE: &[(&str, &[&str])] = &[
     ("java", &["java"]),
     ("rustls", &["rust-h2"]),
 ];
+
+/// The TLS families the client a User-Agent names is built on. `curl`, Python, Node and nghttp2
+/// as Debian builds them use OpenSSL (captures/curl-h2, captures/python-*, captures/node-*,
+/// captures/nghttp); Safari uses Apple's own stack, which the table does not know, so any known
+/// TLS family under a Safari User-Agent is a mismatch.
+pub(super) const UA_USES_TLS: &[(&str, &[&str])] = &[
+    ("chrome", &["chrome"]),
+    ("curl", &["openssl"]),
+    ("firefox", &["firefox"]),
+    ("go", &["go"]),
+    ("java", &["java"]),
+    ("nghttp2", &["openssl"]),
+    ("node", &["openssl"]),
+    ("python", &["openssl"]),
+    ("safari", &[]),
+];
+
+/// Whether `table` pairs family `from` with family `to`.
+pub(super) fn carries(table: &[(&str, &[&str])], from: &str, to: &str) -> bool {
+    table
+        .iter()
+        .any(|(name, others)| *name == from && others.contains(&to))
+}
