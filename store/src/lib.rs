@@ -53,6 +53,16 @@ pub enum Engine {
     Postgres,
 }
 
+impl Engine {
+    /// The engine behind `conn`.
+    fn of(conn: &sqlx::AnyConnection) -> Self {
+        match conn.backend_name() {
+            "PostgreSQL" => Self::Postgres,
+            _ => Self::Sqlite,
+        }
+    }
+}
+
 /// A handle on the database shared by the echo server and the auditor.
 #[derive(Clone, Debug)]
 pub struct Store {

@@ -9,7 +9,7 @@ use sqlx::AnyConnection;
 use sqlx::{Connection as _, Row as _};
 
 use crate::values::placeholders;
-use crate::{Store, StoreError};
+use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::{Http1Echo, Peer};
 use exitvoice_schema::observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, Failure, LayersFn, Observation,
@@ -345,6 +345,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
     // One multi-row statement per chunk, for connections as for requests: each statement is a
     // round trip to sqlx's SQLite thread, which cost more than the rows themselves
     // (docs/benchmarks.md).
+    let engine = Engine::of(conn);
     let connections = latest_per_connection(&batch.connections);
     for chunk in connections.chunks(CONNECTIONS_PER_STATEMENT) {
         let facts = chunk
@@ -361,7 +362,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
              failure_detail = excluded.failure_detail, requests = excluded.requests, \
              prefix_truncated = excluded.prefix_truncated, facts = excluded.facts, \
              prefix = excluded.prefix, analysed_len = excluded.analysed_len",
-            placeholders(chunk.len(), CONNECTION_COLUMNS)
+            placeholders(engine, chunk.len(), CONNECTION_COLUMNS)
         );
         let mut insert = sqlx::query(&sql);
         for (row, facts) in chunk.iter().zip(facts) {
@@ -391,7 +392,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
         let sql = format!(
             "INSERT INTO requests (conn_id, request_index, time_unix_ms, token, method, path, \
              stream_id, bucket, pseudo_order, header_order, http1) VALUES {}",
-            placeholders(chunk.len(), REQUEST_COLUMNS)
+            placeholders(engine, chunk.len(), REQUEST_COLUMNS)
         );
         let mut insert = sqlx::query(&sql);
         for request in chunk {

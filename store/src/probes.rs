@@ -39,7 +39,7 @@ impl Store {
             let sql = format!(
                 "INSERT INTO probes (run_id, exit_name, token, persona, started_at, error_class, \
                  tls_voice, http_voice, bucket, record) VALUES {}",
-                placeholders(chunk.len(), PROBE_COLUMNS)
+                placeholders(self.engine(), chunk.len(), PROBE_COLUMNS)
             );
             let mut insert = sqlx::query(&sql);
             for (record, json) in chunk.iter().zip(json) {
