@@ -112,7 +112,7 @@ fn the_shipped_configuration_checks() {
         "{text}"
     );
     assert!(
-        text.contains(r#"db = "/var/lib/exitvoice/echo.db"  # file"#),
+        text.contains(r#"database = "/var/lib/exitvoice/echo.db"  # file"#),
         "{text}"
     );
     assert!(
