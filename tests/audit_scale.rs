@@ -12,8 +12,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use exitvoice_exitsim::{exits_file, Simulator};
-use support::{audit, probes, EchoServer};
+use support::{audit, probes, simulated};
 
 const EXITS: usize = 200;
 const SAMPLES: u64 = 3;
@@ -55,41 +54,18 @@ fn echo_tokens(db: &Path, expected: usize) -> HashMap<String, u64> {
 
 #[test]
 fn every_exit_is_probed_k_times_and_every_probe_is_stored_once() {
-    let echo = EchoServer::start_with(&[
-        "--per-ip-rate",
-        "0",
-        "--per-ip-connections",
-        "100000",
-        "--max-connections",
-        "100000",
-        "--penalty-strikes",
-        "0",
-    ]);
+    let echo = simulated::unlimited_echo(None);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let sim = runtime
-        .block_on(Simulator::start(
-            EXITS,
-            PASSWORD.to_owned(),
-            "127.0.0.1:0".parse().unwrap(),
-            Some("127.0.0.1:0".parse().unwrap()),
-        ))
-        .expect("start the exit simulator");
+    let sim = simulated::simulator(&runtime, EXITS, PASSWORD, true);
     let work = tempfile::tempdir().unwrap();
-    let exits = work.path().join("exits.toml");
-    let mut file = std::fs::File::create(&exits).unwrap();
-    exits_file::write(
-        &mut file,
-        &exits_file::Spec {
-            exits: EXITS,
-            http: Some(sim.http),
-            socks: sim.socks,
-            password: PASSWORD,
-            echo_url: &format!("https://127.0.0.1:{}", echo.port),
-            echo_pin: &echo.pin,
-        },
-    )
-    .unwrap();
-    drop(file);
+    let exits = simulated::exits_file(
+        &work.path().join("exits.toml"),
+        "",
+        EXITS,
+        &sim,
+        PASSWORD,
+        &echo,
+    );
 
     let db = work.path().join("audit.db");
     let run = audit(

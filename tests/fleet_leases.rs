@@ -11,8 +11,7 @@ use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use exitvoice_exitsim::{exits_file, Simulator};
-use support::EchoServer;
+use support::simulated;
 
 const EXITS: usize = 24;
 const SAMPLES: usize = 3;
@@ -43,41 +42,18 @@ fn auditor(exits: &std::path::Path, url: &str) -> Child {
 #[test]
 fn three_auditors_split_the_exits_and_survive_one_killed() {
     let url = exitvoice_pgtest::fresh_database("leases");
-    let echo = EchoServer::start_with(&[
-        "--per-ip-rate",
-        "0",
-        "--per-ip-connections",
-        "100000",
-        "--max-connections",
-        "100000",
-        "--penalty-strikes",
-        "0",
-    ]);
+    let echo = simulated::unlimited_echo(None);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let sim = runtime
-        .block_on(Simulator::start(
-            EXITS,
-            EXIT_PASSWORD.to_owned(),
-            "127.0.0.1:0".parse().unwrap(),
-            None,
-        ))
-        .expect("start the exit simulator");
+    let sim = simulated::simulator(&runtime, EXITS, EXIT_PASSWORD, false);
     let work = tempfile::tempdir().unwrap();
-    let exits = work.path().join("exits.toml");
-    let mut text = Vec::new();
-    exits_file::write(
-        &mut text,
-        &exits_file::Spec {
-            exits: EXITS,
-            http: Some(sim.http),
-            socks: None,
-            password: EXIT_PASSWORD,
-            echo_url: &format!("https://127.0.0.1:{}", echo.port),
-            echo_pin: &echo.pin,
-        },
-    )
-    .expect("exits file");
-    std::fs::write(&exits, text).expect("write exits");
+    let exits = simulated::exits_file(
+        &work.path().join("exits.toml"),
+        "",
+        EXITS,
+        &sim,
+        EXIT_PASSWORD,
+        &echo,
+    );
 
     let mut auditors: Vec<Child> = (0..3).map(|_| auditor(&exits, &url)).collect();
     // Mid-run: the run takes several seconds (24 exits × 3 samples 150 ms apart, 3 at a time

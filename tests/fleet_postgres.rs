@@ -12,47 +12,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use exitvoice_exitsim::{exits_file, Simulator};
-use support::EchoServer;
+use support::simulated;
 
 const EXITS_PER_AUDITOR: usize = 12;
 const SAMPLES: usize = 2;
 const EXIT_PASSWORD: &str = "fleet-exit-pw";
-
-/// Flags that lift the echo's per-source limits: every probe comes from 127.0.0.1.
-const UNLIMITED: [&str; 8] = [
-    "--per-ip-rate",
-    "0",
-    "--per-ip-connections",
-    "100000",
-    "--max-connections",
-    "100000",
-    "--penalty-strikes",
-    "0",
-];
-
-/// An exits file for `echo` with `EXITS_PER_AUDITOR` exits of `sim`, named `<prefix>-sim-N`.
-fn exits(dir: &Path, prefix: &str, sim: &Simulator, echo: &EchoServer) -> std::path::PathBuf {
-    let mut text = Vec::new();
-    exits_file::write(
-        &mut text,
-        &exits_file::Spec {
-            exits: EXITS_PER_AUDITOR,
-            http: Some(sim.http),
-            socks: sim.socks,
-            password: EXIT_PASSWORD,
-            echo_url: &format!("https://127.0.0.1:{}", echo.port),
-            echo_pin: &echo.pin,
-        },
-    )
-    .expect("exits file");
-    let text = String::from_utf8(text)
-        .expect("UTF-8")
-        .replace("name = \"sim-", &format!("name = \"{prefix}-sim-"));
-    let path = dir.join(format!("{prefix}.toml"));
-    std::fs::write(&path, text).expect("write exits");
-    path
-}
 
 /// `exitvoice audit --once` on `exits`, the database given by `--database` (`flag`) or by the
 /// environment.
@@ -87,20 +51,17 @@ fn text(output: &Output) -> String {
 fn two_servers_and_two_auditors_store_every_probe_once() {
     let cluster = exitvoice_pgtest::cluster();
     let url = cluster.fresh_database("fleet");
-    let echo_a = EchoServer::start_on(Some(&url), &UNLIMITED);
-    let echo_b = EchoServer::start_on(Some(&url), &UNLIMITED);
+    let echo_a = simulated::unlimited_echo(Some(&url));
+    let echo_b = simulated::unlimited_echo(Some(&url));
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let sim = runtime
-        .block_on(Simulator::start(
-            EXITS_PER_AUDITOR,
-            EXIT_PASSWORD.to_owned(),
-            "127.0.0.1:0".parse().unwrap(),
-            Some("127.0.0.1:0".parse().unwrap()),
-        ))
-        .expect("start the exit simulator");
+    let sim = simulated::simulator(&runtime, EXITS_PER_AUDITOR, EXIT_PASSWORD, true);
     let work = tempfile::tempdir().unwrap();
-    let exits_a = exits(work.path(), "a", &sim, &echo_a);
-    let exits_b = exits(work.path(), "b", &sim, &echo_b);
+    let exits = |prefix: &str, echo| {
+        let path = work.path().join(format!("{prefix}.toml"));
+        simulated::exits_file(&path, prefix, EXITS_PER_AUDITOR, &sim, EXIT_PASSWORD, echo)
+    };
+    let exits_a = exits("a-", &echo_a);
+    let exits_b = exits("b-", &echo_b);
 
     // Both auditors at once, on one database.
     let runs = [audit(&exits_a, &url, true), audit(&exits_b, &url, false)]

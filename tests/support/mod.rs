@@ -4,6 +4,7 @@
 
 pub mod bound_exit;
 pub mod browser;
+pub mod simulated;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
