@@ -18,15 +18,8 @@ pub struct Load {
 /// the echo's self-signed certificate accepted.
 fn chromium(profile: &Path) -> Command {
     let mut command = Command::new("chromium");
+    command.args(exitvoice_auditor::probe::chromium::HEADLESS_FLAGS);
     command.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
         "--ignore-certificate-errors",
         "--hide-scrollbars",
         "--enable-logging=stderr",

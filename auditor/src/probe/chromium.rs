@@ -34,6 +34,18 @@ use crate::dial::{dial, Timeouts};
 use crate::error::{Phase, ProbeError};
 use crate::exits::{EchoTarget, Exit};
 
+/// Headless Chromium with nothing of its own on the network: no QUIC, no background fetches,
+/// component updates or sync (on a closed network those are refused, many at a time).
+pub const HEADLESS_FLAGS: [&str; 8] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+];
 /// Largest CONNECT head the shim reads from Chromium.
 const MAX_CONNECT_HEAD: usize = 8 * 1024;
 /// Largest DOM read from Chromium's stdout.
@@ -232,17 +244,8 @@ async fn load(
     ));
     let url = format!("https://{}/probe/{token}", echo.authority());
     let child = tokio::process::Command::new(&config.binary)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--proxy-bypass-list=<-loopback>",
-        ])
+        .args(HEADLESS_FLAGS)
+        .arg("--proxy-bypass-list=<-loopback>")
         .arg(pin.map_or_else(
             || "--ignore-certificate-errors".to_owned(),
             |pin| format!("--ignore-certificate-errors-spki-list={pin}"),
