@@ -56,6 +56,20 @@ fn chromium_through_tunnelling_exits_keeps_chromiums_tls_voice() {
         );
         assert_eq!(label["flags"]["tls_preserved"], true, "{name}: {label}");
         assert_eq!(label["state"], "stable", "{name}: {label}");
+        // Chromium's story hangs together, its User-Agent (as the echo read it) included.
+        let coherence = &label["coherence"];
+        for family in ["tls_family", "http_family", "ua_family"] {
+            assert_eq!(
+                coherence[family]["name"], "chrome",
+                "{name} {family}: {label}"
+            );
+        }
+        assert_eq!(
+            coherence["reasons"],
+            serde_json::json!([]),
+            "{name}: {label}"
+        );
+        assert_eq!(coherence["kept"], true, "{name}: {label}");
     }
     assert!(!run.stderr.contains(PASSWORD) && !run.stdout.contains(PASSWORD));
 }
@@ -99,6 +113,11 @@ fn both_personas_give_the_same_route_and_flags() {
     let mitm = chromium.exit("mitm");
     assert_eq!(mitm["flags"]["tls_intercepted"], true, "{mitm}");
     assert_eq!(mitm["route"], "quarantine", "{mitm}");
+    // The echo read Chromium's User-Agent through mitmproxy, over mitmproxy's own TLS. (The
+    // family table knows no mitmproxy stack, so no reason is raised: the flags above catch it.)
+    let coherence = &mitm["coherence"];
+    assert_eq!(coherence["ua_family"]["name"], "chrome", "{mitm}");
+    assert_ne!(coherence["tls_family"]["name"], "chrome", "{mitm}");
     assert_eq!(
         mitm["samples"], 3,
         "the interceptor's voice is recorded: {mitm}"

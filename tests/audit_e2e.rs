@@ -98,17 +98,18 @@ fn tunnelling_proxies_keep_the_voice_and_labels_repeat() {
             serde_json::json!(["stable, browser-shaped, preserved"])
         );
         assert_eq!(label["changes"], serde_json::json!([]), "{name}: {label}");
-        // Coherence: the rustls persona with Chrome's h2 is incoherent on purpose; a tunnel
-        // keeps exactly that.
+        // Coherence: the rustls persona with Chrome's h2 and User-Agent is incoherent on
+        // purpose; a tunnel keeps exactly that, the User-Agent as the echo read it included.
         let coherence = &label["coherence"];
         assert_eq!(coherence["tls_family"]["name"], "rustls", "{name}: {label}");
         assert_eq!(
             coherence["http_family"]["name"], "chrome",
             "{name}: {label}"
         );
+        assert_eq!(coherence["ua_family"]["name"], "chrome", "{name}: {label}");
         assert_eq!(
             coherence["reasons"],
-            serde_json::json!(["tls_family_ne_http_family"])
+            serde_json::json!(["tls_family_ne_http_family", "ua_family_ne_tls_family"])
         );
         assert_eq!(coherence["score"], coherence["baseline_score"]);
         assert_eq!(coherence["kept"], true, "{name}: {label}");

@@ -65,7 +65,7 @@ fn every_recorded_client_is_its_own_family_and_coherent() {
             negotiated: Some("h2".into()),
             spoken: Spoken::H2,
         };
-        let c = coherence::of_parts(Some(&tls), &alpn, Some(&http2));
+        let c = coherence::of_parts(Some(&tls), &alpn, Some(&http2), None);
         let family =
             |f: &Option<exitvoice_schema::Family>| f.as_ref().map(|f| (f.name.clone(), f.exact));
         assert_eq!(

@@ -50,7 +50,7 @@ fn curl_as_itself_is_coherent_and_as_chrome_is_not() {
     assert_eq!(coherence["reasons"], json!([]));
     assert_eq!(coherence["score"], 1.0);
     let auditor = auditor_view(&itself);
-    for field in ["tls_family", "http_family", "reasons", "score"] {
+    for field in ["tls_family", "http_family", "ua_family", "reasons", "score"] {
         assert_eq!(auditor[field], coherence[field], "{field}");
     }
 
@@ -61,8 +61,12 @@ fn curl_as_itself_is_coherent_and_as_chrome_is_not() {
     assert_eq!(coherence["reasons"], json!(["ua_family_ne_tls_family"]));
     let score = coherence["score"].as_f64().expect("a score");
     assert!((score - 0.6).abs() < 1e-9, "{coherence}");
-    // The auditor does not see the User-Agent's value: to it, this curl is coherent.
-    assert_eq!(auditor_view(&disguised)["reasons"], json!([]));
+    // The auditor takes the User-Agent family from the echo (it keeps no header values): it
+    // judges the disguised curl as the echo does.
+    let auditor = auditor_view(&disguised);
+    for field in ["tls_family", "http_family", "ua_family", "reasons", "score"] {
+        assert_eq!(auditor[field], coherence[field], "{field}");
+    }
 
     // HTTP/1.1 negotiated and spoken: no HTTP/2 family, nothing incoherent.
     let http1 = echo(&server, &["--http1.1"]);

@@ -324,6 +324,7 @@ pub fn label(
             reasons: c.reasons.clone(),
             tls_family: c.tls_family.clone(),
             http_family: c.http_family.clone(),
+            ua_family: c.ua_family.clone(),
             baseline_score: baseline_coherence.map(|b| b.score),
             kept: coherence_dropped_at.is_none(),
         });

@@ -84,6 +84,7 @@ mod tests {
             reasons: vec![],
             tls_family: Some(family(tls)),
             http_family: http.map(family),
+            ua_family: None,
             baseline_score: None,
             kept: true,
         };

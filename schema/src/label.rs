@@ -305,6 +305,10 @@ pub struct ExitCoherence {
     pub tls_family: Option<Family>,
     /// The family the newest sample's HTTP/2 voice looks like.
     pub http_family: Option<Family>,
+    /// The family the User-Agent of the newest sample claimed, as the echo read it (absent when
+    /// the echo judged none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ua_family: Option<Family>,
     /// The baseline's score, when there is a baseline.
     pub baseline_score: Option<f64>,
     /// Every sample of the window has no reason the baseline lacks.

@@ -5,21 +5,28 @@
 //!
 //! An exit is judged by whether it *keeps* the baseline's coherence (its reasons are among the
 //! baseline's), not by the score: the rustls persona with the `chrome` profile is incoherent on
-//! purpose (rustls TLS, Chrome's HTTP/2). The User-Agent family is not judged here: the echo's
-//! `header_order` carries names, not values (the echo's own `coherence` judges it).
+//! purpose (rustls TLS, Chrome's HTTP/2). The User-Agent family is the echo's own reading
+//! (`coherence.ua_family` in its answer): the echo keeps header names, not values, so the
+//! User-Agent the origin received is known only to it.
 
 use exitvoice_schema::coherence::{self, HelloShape};
-use exitvoice_schema::{Alpn, Coherence, Echo, Families, Http2Echo, TlsEcho};
+use exitvoice_schema::{Alpn, Coherence, Echo, Families, Family, Http2Echo, TlsEcho};
 use serde_json::Value;
 
-/// The coherence of one echo.
+/// The coherence of one echo, with the User-Agent family the echo read from the request.
 pub fn of_echo(echo: &Echo) -> Coherence {
-    of_parts(echo.tls.as_ref(), &echo.alpn, echo.http2.as_ref())
+    let ua = echo.coherence.as_ref().and_then(|c| c.ua_family.clone());
+    of_parts(echo.tls.as_ref(), &echo.alpn, echo.http2.as_ref(), ua)
 }
 
-/// The coherence of a connection's parts: its ClientHello fingerprints, ALPN, and HTTP/2 echo
-/// (what `exitvoice inspect` reports for capture files too).
-pub fn of_parts(tls: Option<&TlsEcho>, alpn: &Alpn, http2: Option<&Http2Echo>) -> Coherence {
+/// The coherence of a connection's parts: its ClientHello fingerprints, ALPN, HTTP/2 echo and
+/// the User-Agent's family where one was read (capture files have none).
+pub fn of_parts(
+    tls: Option<&TlsEcho>,
+    alpn: &Alpn,
+    http2: Option<&Http2Echo>,
+    ua: Option<Family>,
+) -> Coherence {
     let tls_family = tls.and_then(|tls| {
         let detail = tls.detail.to_value();
         let cipher_suites = codes(&detail, "cipher_suites");
@@ -33,7 +40,7 @@ pub fn of_parts(tls: Option<&TlsEcho>, alpn: &Alpn, http2: Option<&Http2Echo>) -
     let families = Families {
         tls: tls_family,
         http: http2.and_then(|h2| coherence::http_family(&h2.akamai_fingerprint)),
-        ua: None,
+        ua,
     };
     coherence::judge(alpn, families)
 }

@@ -49,7 +49,7 @@ fn the_echo_detail_is_read_in_wire_order_with_grease() {
     assert_eq!(named(&chrome.tls_family), Some(("chrome", true)));
     assert_eq!(named(&chrome.http_family), Some(("chrome", true)));
     assert_eq!((chrome.score, chrome.reasons.len()), (1.0, 0));
-    assert_eq!(chrome.ua_family, None, "the echo carries no header values");
+    assert_eq!(chrome.ua_family, None, "the echo judged no User-Agent");
 }
 
 #[test]
@@ -72,4 +72,28 @@ fn the_rustls_persona_with_the_chrome_profile_and_a_downgrade() {
     );
     let odd = of_echo(&echo(hello(&[0x1_0000], &[]), "", None, Spoken::H2));
     assert_eq!((odd.tls_family, odd.score), (None, 1.0));
+}
+
+#[test]
+fn the_user_agent_family_is_the_echos_reading() {
+    let rustls = hello(&[0x1302, 0x1301, 0x1303], &[0x0000, 0x0010, 0x002b]);
+    let mut sent = echo(rustls, "x", Some(CHROME_H2), Spoken::H2);
+    let chrome_ua = exitvoice_schema::coherence::ua_family(
+        "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36",
+    );
+    sent.coherence = Some(exitvoice_schema::coherence::judge(
+        &sent.alpn,
+        exitvoice_schema::Families {
+            ua: chrome_ua,
+            ..Default::default()
+        },
+    ));
+    let persona = of_echo(&sent);
+    assert_eq!(named(&persona.ua_family), Some(("chrome", false)));
+    // rustls TLS under a Chrome User-Agent and Chrome's HTTP/2: both mismatches, both weights.
+    assert_eq!(
+        persona.reasons,
+        ["tls_family_ne_http_family", "ua_family_ne_tls_family"]
+    );
+    assert!((persona.score - 0.2).abs() < 1e-9, "{persona:?}");
 }

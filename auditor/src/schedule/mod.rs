@@ -740,6 +740,7 @@ mod tests {
             reasons: vec!["alpn_h2_spoke_http1".into()],
             tls_family: None,
             http_family: None,
+            ua_family: None,
             baseline_score: Some(1.0),
             kept: false,
         });
