@@ -121,6 +121,17 @@ fn the_fingerprint_page_shows_what_api_all_says_to_the_same_browser() {
             .map(|h| h.pseudo_header_order.join(",")),
         Some(shown("pseudo_header_order"))
     );
+    // Coherence: the page's families and score are what the API judged for the same browser.
+    let coherence = api.coherence.as_ref().expect("coherence in /api/all");
+    let name = |f: &Option<exitvoice_schema::Family>| f.as_ref().map(|f| f.name.clone());
+    assert_eq!(Some(shown("tls_family")), name(&coherence.tls_family));
+    assert_eq!(Some(shown("http_family")), name(&coherence.http_family));
+    assert_eq!(Some(shown("ua_family")), name(&coherence.ua_family));
+    let score: f64 = shown("coherence_score").parse().expect("a score");
+    assert!(
+        (score - coherence.score).abs() < 0.005,
+        "{score} vs {coherence:?}"
+    );
     let bucket = api.bucket.expect("a bucket").to_string();
     assert!(
         page.contains(&format!("class=\"badge bucket-{bucket}\"")),

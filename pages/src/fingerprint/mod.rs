@@ -6,6 +6,7 @@
 //! in [`FingerprintPage`]. Tables have captions and header cells; every value can be selected as
 //! text, and the script adds a copy button beside it.
 
+mod coherence;
 mod detail;
 mod http;
 mod tls;
@@ -37,6 +38,7 @@ pub fn render(page: &FingerprintPage<'_>) -> String {
         (alpn(echo))
         (http::section(echo))
         (bucket(page))
+        (coherence::section(echo.coherence.as_ref()))
         (unseen(page))
         section aria-labelledby="json" {
             h2 #json { "The same as JSON" }
@@ -237,5 +239,48 @@ mod tests {
             html.contains(r#"<span class="badge">none</span>"#),
             "{html}"
         );
+        assert!(html.contains("Not judged for this request."), "{html}");
+    }
+
+    /// A judged echo shows its families and each reason in a sentence.
+    #[test]
+    fn coherence_shows_families_and_reasons() {
+        let mut echo: Echo = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "time": "2026-12-01T00:00:00.000Z",
+            "peer": {"ip": "192.0.2.1", "port": 1}, "token": null, "method": "GET",
+            "path": "/", "alpn": {"offered": ["h2"], "negotiated": "h2", "spoken": "h2"},
+            "tls": null, "http2": null, "http1": null,
+            "request": {"stream_id": 1, "index": 1}, "bucket": null, "profile": null,
+        }))
+        .expect("an echo");
+        let families = exitvoice_schema::Families {
+            ua: exitvoice_schema::coherence::ua_family("curl/8.0.1"),
+            ..Default::default()
+        };
+        echo.coherence = Some(exitvoice_schema::coherence::judge(&echo.alpn, families));
+        let coherent = render(&FingerprintPage {
+            echo: &echo,
+            json: "{}",
+            bucket_rule: "no bucket",
+            unseen: &[],
+        });
+        assert!(coherent.contains("Nothing disagrees."), "{coherent}");
+        assert!(coherent.contains(">curl</code> (by shape)"), "{coherent}");
+        assert!(coherent.contains(">1.00</code>"), "{coherent}");
+
+        let judged = echo.coherence.as_mut().expect("judged");
+        judged.reasons = vec!["alpn_h2_spoke_http1".into()];
+        judged.score = 0.5;
+        let incoherent = render(&FingerprintPage {
+            echo: &echo,
+            json: "{}",
+            bucket_rule: "no bucket",
+            unseen: &[],
+        });
+        assert!(
+            incoherent.contains("<code>alpn_h2_spoke_http1</code>: ALPN negotiated h2"),
+            "{incoherent}"
+        );
+        assert!(incoherent.contains(">0.50</code>"), "{incoherent}");
     }
 }
