@@ -167,3 +167,37 @@ fn a_sticky_session_that_moves_is_sticky_broken() {
     assert_eq!(staying["egress"]["sticky_broken"], false, "{staying}");
     assert_eq!(staying["egress_ips"], serde_json::json!(["127.0.0.9"]));
 }
+
+/// Behind an L4 load balancer (real haproxy sending PROXY protocol v2 to an echo that trusts
+/// it), a probe's egress is the client address the header carries: the exit's own source
+/// address, not the balancer's 127.0.0.1, which every connection to the echo comes from.
+#[test]
+fn behind_a_load_balancer_the_egress_is_the_proxy_protocol_client() {
+    let echo = EchoServer::start_with(&["--proxy-protocol-from", "127.0.0.1/32"]);
+    let lb = Proxy::start("haproxy-pp", &["send-proxy-v2", &echo.port.to_string()]);
+    let two = BoundExit::start(&[ip(2)]);
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("two", format!("http://127.0.0.1:{}", two.port))],
+    );
+    // The auditor and its exit reach the echo through the balancer.
+    let text = std::fs::read_to_string(&exits).unwrap().replace(
+        &format!("localhost:{}", echo.port),
+        &format!("localhost:{}", lb.port),
+    );
+    std::fs::write(&exits, text).unwrap();
+    let (code, run) = audit_code(&exits, &work.path().join("audit.db"), &["--samples", "2"]);
+    assert_eq!(code, 0, "{}\n{}", run.stdout, run.stderr);
+    let label = run.exit("two");
+    assert_eq!(label["samples"], 2, "{label}");
+    assert_eq!(
+        label["egress_ips"],
+        serde_json::json!(["127.0.0.2"]),
+        "{label}"
+    );
+    assert_eq!(label["flags"]["not_proxied"], false, "{label}");
+    assert_eq!(label["flags"]["tls_preserved"], true, "{label}");
+    assert_eq!(run.labels["pool"]["unique_egress"], 1, "{}", run.labels);
+}
