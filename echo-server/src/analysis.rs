@@ -307,12 +307,26 @@ impl Follower {
         }
     }
 
-    /// The head of request `index` (1 for the first) in `capture` (the connection's decrypted
-    /// client bytes from the first on). An empty head when it is not in the capture; an error
-    /// the first time the HTTP/2 framing or HPACK fails.
-    pub fn head(&mut self, capture: &[u8], index: u32) -> (RequestHead, Option<LayerError>) {
+    /// The stream offset the follower reads from next: the bytes before it are no longer needed.
+    pub fn offset(&self) -> usize {
         match self {
-            Self::H2(follower) => match follower.head(capture, index) {
+            Self::H2(follower) => follower.offset(),
+            Self::H1(follower) => follower.offset(),
+            Self::None => 0,
+        }
+    }
+
+    /// The head of request `index` (1 for the first) in `capture` (the connection's decrypted
+    /// client bytes from stream offset `base` on). An empty head when it is not there; an error
+    /// the first time the HTTP/2 framing or HPACK fails.
+    pub fn head(
+        &mut self,
+        capture: &[u8],
+        base: usize,
+        index: u32,
+    ) -> (RequestHead, Option<LayerError>) {
+        match self {
+            Self::H2(follower) => match follower.head(capture, base, index) {
                 Ok(head) => (
                     head.map(|h| RequestHead {
                         stream_id: Some(h.stream_id),
@@ -333,7 +347,9 @@ impl Follower {
             },
             Self::H1(follower) => (
                 RequestHead {
-                    http1: follower.head(capture, index).map(|head| h1::echo(&head)),
+                    http1: follower
+                        .head(capture, base, index)
+                        .map(|head| h1::echo(&head)),
                     ..RequestHead::default()
                 },
                 None,

@@ -157,6 +157,12 @@ impl Collector for EchoCollector {
         )?;
         single(
             e,
+            "heads_unfollowed",
+            "Connections whose bytes past --capture-bytes overflowed the request-head window.",
+            &ConstCounter::new(self.metrics.connections_heads_unfollowed()),
+        )?;
+        single(
+            e,
             "queue_depth",
             "Observations waiting for the writer.",
             &gauge(self.writer.depth()),

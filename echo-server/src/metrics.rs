@@ -30,6 +30,7 @@ pub struct Metrics {
     requests: AtomicU64,
     requests_by: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     capture_truncated: AtomicU64,
+    heads_unfollowed: AtomicU64,
     acme_challenges: AtomicU64,
     write_seconds: WriteSeconds,
     idle_closed: AtomicU64,
@@ -181,6 +182,17 @@ impl Metrics {
         self.capture_truncated.load(Ordering::Relaxed)
     }
 
+    /// Counts a connection whose bytes past `--capture-bytes` overflowed the head follower's
+    /// window (`capture::tap::FOLLOW_WINDOW`): its later requests' heads were not read.
+    pub fn heads_unfollowed(&self) {
+        self.heads_unfollowed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections whose later request heads were lost past the capture.
+    pub fn connections_heads_unfollowed(&self) -> u64 {
+        self.heads_unfollowed.load(Ordering::Relaxed)
+    }
+
     /// Counts a TLS-ALPN-01 validation connection of an ACME CA.
     pub fn acme_challenge(&self) {
         self.acme_challenges.fetch_add(1, Ordering::Relaxed);
@@ -278,6 +290,8 @@ impl Metrics {
                 penalties: load(&self.penalties),
                 idle_closed: load(&self.idle_closed),
                 request_timeouts: load(&self.request_timeouts),
+                captures_truncated: load(&self.capture_truncated),
+                heads_unfollowed: load(&self.heads_unfollowed),
             },
             handshakes: HandshakesReport {
                 completed: load(&self.handshakes),
@@ -384,6 +398,11 @@ pub struct ConnectionsReport {
     pub idle_closed: u64,
     /// Closed because the first request head was not complete by the request deadline.
     pub request_timeouts: u64,
+    /// Ended connections whose client bytes went past `--capture-bytes` (stored cut).
+    pub captures_truncated: u64,
+    /// Ended connections whose bytes past `--capture-bytes` overflowed the request-head
+    /// window: later requests were echoed without their own head.
+    pub heads_unfollowed: u64,
 }
 
 /// TLS handshakes.

@@ -321,7 +321,7 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         }
         value
     });
-    let (head, head_error) = Follower::new(spoken).head(prefix.unwrap_or_default(), 1);
+    let (head, head_error) = Follower::new(spoken).head(prefix.unwrap_or_default(), 0, 1);
     errors.extend(head_error.map(|e| format!("http2: {}", e.message)));
     let http2 = facts.http2.as_ref().map_or(Value::Null, |h2| {
         json!(Http2Echo {

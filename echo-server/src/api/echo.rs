@@ -522,7 +522,7 @@ mod tests {
             alpn_negotiated: Some("h2"),
             ..analysis::ConnectionInput::default()
         });
-        let (head, error) = analysis::Follower::new(Spoken::H2).head(prefix, 1);
+        let (head, error) = analysis::Follower::new(Spoken::H2).head(prefix, 0, 1);
         assert_eq!(error, None);
         let record = RequestRecord {
             conn_id: "c".to_owned(),

@@ -249,6 +249,9 @@ async fn serve_tls(
     if conn.tap.truncated() {
         shared.metrics.capture_truncated();
     }
+    if conn.tap.follow_lost() {
+        shared.metrics.heads_unfollowed();
+    }
     (shared.closed)(conn, failure);
 }
 

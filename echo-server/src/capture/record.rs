@@ -184,11 +184,17 @@ impl Connection {
             .with_bytes(|prefix| analysis.json(&self.hello, prefix))
     }
 
-    /// The head of request `index`, read from the capture past the heads read before it.
+    /// The head of request `index`, read from the client's bytes past the heads read before it
+    /// (past the capture's cap too, through the tap's window).
     pub(crate) fn request_head(&self, index: u32, metrics: &Metrics) -> RequestHead {
         let mut follower = self.follower.lock().unwrap_or_else(PoisonError::into_inner);
         let follower = follower.get_or_insert_with(|| Follower::new(self.spoken()));
-        let (head, error) = self.tap.with_bytes(|capture| follower.head(capture, index));
+        let from = follower.offset();
+        let (head, error) = self
+            .tap
+            .follow(from, |bytes| follower.head(bytes, from, index))
+            .unwrap_or_default();
+        self.tap.release(follower.offset());
         if let Some(LayerError { layer, .. }) = error {
             metrics.parse_error(layer);
         }

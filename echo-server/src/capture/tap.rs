@@ -1,6 +1,8 @@
 //! The tap on the decrypted client stream: copies the first client bytes into a shared buffer,
-//! up to the byte cap, then stops copying; and notes the time of the last activity either way,
-//! for the idle timeout.
+//! up to the byte cap (stored with the connection); past the cap, it keeps only the bytes the
+//! request-head follower has not read yet, in a bounded window, so the heads of a long
+//! connection's later requests are still read. It also notes the time of the last activity, for
+//! the idle timeout.
 //!
 //! The tap also lets the connection peek at the first bytes before choosing the HTTP/1 or HTTP/2
 //! server ([`Tap::peek`]): peeked bytes are captured once and then served again to hyper, so
@@ -16,10 +18,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
+/// Bytes past the cap that the follower has not read yet, at most: two maximum-size HTTP/2
+/// frames (RFC 9113 section 4.2, 16,384 bytes by default) and their headers. A connection that
+/// sends more between two echoed requests (a large body, many requests to routes that echo
+/// nothing) loses the heads after it ([`TapBuffer::follow_lost`]).
+pub const FOLLOW_WINDOW: usize = 2 * (16_384 + 9);
+
 /// What the tap kept of one connection's decrypted client bytes.
 #[derive(Debug)]
 pub struct TapBuffer {
-    bytes: Mutex<Vec<u8>>,
+    kept: Mutex<Kept>,
     cap: usize,
     /// Set once more bytes arrived than the cap let the tap keep.
     truncated: AtomicBool,
@@ -28,11 +36,25 @@ pub struct TapBuffer {
     last_activity_ms: AtomicU64,
 }
 
+#[derive(Debug, Default)]
+struct Kept {
+    /// The first `cap` bytes of the stream.
+    prefix: Vec<u8>,
+    /// Bytes past the cap the follower has not read yet, from stream offset `beyond_at` on.
+    beyond: Vec<u8>,
+    beyond_at: usize,
+    /// The window overflowed: bytes were dropped, nothing past the cap can be followed.
+    beyond_lost: bool,
+}
+
 impl TapBuffer {
     /// An empty buffer keeping at most `cap` bytes.
     pub fn new(cap: usize) -> Self {
         Self {
-            bytes: Mutex::new(Vec::new()),
+            kept: Mutex::new(Kept {
+                beyond_at: cap,
+                ..Kept::default()
+            }),
             cap,
             truncated: AtomicBool::new(false),
             start: Instant::now(),
@@ -40,29 +62,63 @@ impl TapBuffer {
         }
     }
 
-    /// A copy of the bytes kept so far.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Kept> {
+        self.kept.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A copy of the bytes kept so far (at most the cap).
     pub fn snapshot(&self) -> Bytes {
-        let bytes = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
-        Bytes::copy_from_slice(&bytes)
+        Bytes::copy_from_slice(&self.lock().prefix)
     }
 
-    /// Runs `read` on the bytes kept so far, without copying them (the tap waits meanwhile).
+    /// Runs `read` on the bytes kept so far (at most the cap), without copying them (the tap
+    /// waits meanwhile).
     pub fn with_bytes<T>(&self, read: impl FnOnce(&[u8]) -> T) -> T {
-        let bytes = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
-        read(&bytes)
+        read(&self.lock().prefix)
     }
 
-    /// Bytes kept so far.
+    /// Runs `read` on the stream's bytes from offset `from` to the last one that arrived;
+    /// `None` when they are no longer kept (past the cap, after the window overflowed or was
+    /// released past `from`). Copies only once per connection, when `from` is below the cap and
+    /// bytes past it arrived.
+    pub fn follow<T>(&self, from: usize, read: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let kept = self.lock();
+        if let Some(below) = kept.prefix.get(from..).filter(|_| from < self.cap) {
+            if kept.beyond.is_empty() || kept.beyond_at != self.cap {
+                return Some(read(below));
+            }
+            return Some(read(&[below, &kept.beyond].concat()));
+        }
+        if kept.beyond_lost {
+            return None;
+        }
+        let at = from.checked_sub(kept.beyond_at)?;
+        kept.beyond.get(at..).map(read)
+    }
+
+    /// The follower has read the stream up to offset `upto`: the window drops what lies before.
+    pub fn release(&self, upto: usize) {
+        let mut kept = self.lock();
+        let done = upto.saturating_sub(kept.beyond_at).min(kept.beyond.len());
+        if done > 0 {
+            kept.beyond.drain(..done);
+            kept.beyond_at += done;
+        }
+    }
+
+    /// Bytes kept so far (at most the cap).
     pub fn len(&self) -> usize {
-        self.bytes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.lock().prefix.len()
     }
 
     /// Whether the client sent more than the cap (the snapshot is then a prefix).
     pub fn truncated(&self) -> bool {
         self.truncated.load(Ordering::Relaxed)
+    }
+
+    /// Whether bytes past the cap overflowed the follower's window ([`FOLLOW_WINDOW`]).
+    pub fn follow_lost(&self) -> bool {
+        self.lock().beyond_lost
     }
 
     /// Time since the last byte was read or written.
@@ -77,15 +133,25 @@ impl TapBuffer {
     }
 
     fn keep(&self, data: &[u8]) {
-        if data.is_empty() || self.truncated.load(Ordering::Relaxed) {
+        if data.is_empty() {
             return;
         }
-        let mut bytes = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
-        let room = self.cap.saturating_sub(bytes.len());
-        let (kept, rest) = data.split_at(data.len().min(room));
-        bytes.extend_from_slice(kept);
-        if !rest.is_empty() {
-            self.truncated.store(true, Ordering::Relaxed);
+        let mut kept = self.lock();
+        let room = self.cap.saturating_sub(kept.prefix.len());
+        let (below, rest) = data.split_at(data.len().min(room));
+        kept.prefix.extend_from_slice(below);
+        if rest.is_empty() {
+            return;
+        }
+        self.truncated.store(true, Ordering::Relaxed);
+        if kept.beyond_lost {
+            return;
+        }
+        if kept.beyond.len() + rest.len() > FOLLOW_WINDOW {
+            kept.beyond_lost = true;
+            kept.beyond = Vec::new();
+        } else {
+            kept.beyond.extend_from_slice(rest);
         }
     }
 }
@@ -223,5 +289,31 @@ mod tests {
             .expect("peek");
         assert_eq!(answer, None);
         assert_eq!(&buffer.snapshot()[..], b"PR");
+    }
+
+    #[test]
+    fn past_the_cap_the_window_holds_what_the_follower_has_not_read() {
+        let buffer = TapBuffer::new(4);
+        buffer.keep(b"abcdef");
+        assert_eq!(&buffer.snapshot()[..], b"abcd");
+        // Across the cap, from below it: one contiguous view.
+        assert_eq!(buffer.follow(2, <[u8]>::to_vec), Some(b"cdef".to_vec()));
+        buffer.release(5);
+        buffer.keep(b"gh");
+        assert_eq!(buffer.follow(5, <[u8]>::to_vec), Some(b"fgh".to_vec()));
+        // Released bytes are gone; the stored prefix stays.
+        assert_eq!(buffer.follow(4, <[u8]>::to_vec), None);
+        assert_eq!(buffer.follow(2, <[u8]>::to_vec), Some(b"cd".to_vec()));
+        assert!(!buffer.follow_lost());
+
+        buffer.keep(&vec![0; FOLLOW_WINDOW]);
+        assert!(
+            buffer.follow_lost(),
+            "more than the window between two reads"
+        );
+        assert_eq!(buffer.follow(5, <[u8]>::to_vec), None);
+        buffer.keep(b"more");
+        assert_eq!(buffer.follow(8, <[u8]>::to_vec), None);
+        assert_eq!(&buffer.snapshot()[..], b"abcd");
     }
 }

@@ -65,15 +65,26 @@ impl Default for HeaderFollower {
 }
 
 impl HeaderFollower {
+    /// The stream offset the next call reads from (a frame boundary).
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
     /// The head of request `index` (1 for the first opened stream), reading `capture` (the
-    /// connection's decrypted client bytes from the preface on) past what earlier calls read.
-    /// `Ok(None)` when that request's HEADERS are not in the capture (cut by its cap).
+    /// connection's decrypted client bytes from stream offset `base` on, the preface at offset
+    /// 0) past what earlier calls read. `Ok(None)` when that request's HEADERS are not there
+    /// (not arrived, or no longer kept).
     ///
     /// # Errors
     /// The first time a frame or header block fails to parse; `Ok(None)` for every call after.
-    pub fn head(&mut self, capture: &[u8], index: u32) -> Result<Option<RequestHead>, H2ErrorKind> {
+    pub fn head(
+        &mut self,
+        capture: &[u8],
+        base: usize,
+        index: u32,
+    ) -> Result<Option<RequestHead>, H2ErrorKind> {
         if !self.failed {
-            if let Err(kind) = self.read(capture) {
+            if let Err(kind) = self.read(capture, base) {
                 self.failed = true;
                 return Err(kind);
             }
@@ -85,8 +96,12 @@ impl HeaderFollower {
     }
 
     /// Reads every whole frame that arrived since the last call.
-    fn read(&mut self, capture: &[u8]) -> Result<(), H2ErrorKind> {
-        let Some(new) = capture.get(self.offset..) else {
+    fn read(&mut self, capture: &[u8], base: usize) -> Result<(), H2ErrorKind> {
+        let Some(new) = self
+            .offset
+            .checked_sub(base)
+            .and_then(|at| capture.get(at..))
+        else {
             return Ok(());
         };
         let mut r = Reader::new(new);
@@ -124,7 +139,7 @@ impl HeaderFollower {
                 _ => {}
             }
         }
-        self.offset = capture.len();
+        self.offset += new.len();
         Ok(())
     }
 
