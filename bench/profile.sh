@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # bench/profile.sh: where `exitvoice serve` spends its time under one of scripts/bench.sh's loads.
 #
-# Usage: bench/profile.sh TOOL TEST [PATH]
+# Usage: [SERVER=baseline] bench/profile.sh TOOL TEST [PATH]
 #   TOOL  perf       `perf record -e cpu-clock` (a software clock: works where the hardware
 #                    counters do not, e.g. in a VM) on the running server; shares of CPU time
 #         callgrind  the server under `valgrind --tool=callgrind` (about 50× slower, so the load is
 #                    small); shares of instructions executed
 #   TEST  a (new TLS connection per request over h2) or b (h2 keep-alive, 10 × 10 streams)
 #   PATH  the exitvoice path loaded (default /api/clean)
+#   SERVER=baseline profiles the bare rustls + hyper echo (bench/baseline) under the same load,
+#                   on exitvoice's certificate: callgrind's instruction counts per connection of
+#                   the two, unlike CPU time, do not move with the machine's load
 # Uses the release binary already built by scripts/bench.sh (debug = 1 keeps the symbols). Prints
 # the top symbols by self share and keeps the data in target/bench/profile-TOOL-TEST-*/.
 # Server on CPU 0, h2load on CPU 1, loopback only.
@@ -31,16 +34,27 @@ case $TOOL in
   *) echo "profile: TOOL is perf or callgrind" >&2; exit 2 ;;
 esac
 
-taskset -c 0 "${WRAP[@]}" "$EV" serve --listen 127.0.0.1:0 --db "$OUT/exitvoice.db" \
-  --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0 \
-  > "$OUT/server.log" 2> "$OUT/server.err" &
+SERVE=("$EV" serve --listen 127.0.0.1:0 --db "$OUT/exitvoice.db"
+  --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0)
+READY='certificate pin'
+if [ "${SERVER:-exitvoice}" = baseline ]; then
+  # exitvoice makes the self-signed certificate; the baseline serves it.
+  "$EV" serve --listen 127.0.0.1:0 --db "$OUT/cert.db" > "$OUT/cert.log" 2>&1 &
+  MAKER=$!
+  for ((i = 0; i < 600; i++)); do [ -s "$OUT/cert.db.key.pem" ] && break; sleep 0.1; done
+  kill -TERM "$MAKER"; wait "$MAKER" || true
+  SERVE=("$(dirname "$EV")/baseline-echo" --listen 127.0.0.1:0
+    --cert "$OUT/cert.db.cert.pem" --key "$OUT/cert.db.key.pem")
+  READY='listening on'
+fi
+taskset -c 0 "${WRAP[@]}" "${SERVE[@]}" > "$OUT/server.log" 2> "$OUT/server.err" &
 SERVER=$!
 trap 'kill -TERM $SERVER 2> /dev/null || true' EXIT
 for ((i = 0; i < 600; i++)); do
-  grep -q 'certificate pin' "$OUT/server.log" 2> /dev/null && break
+  grep -q "$READY" "$OUT/server.log" "$OUT/server.err" 2> /dev/null && break
   sleep 0.1
 done
-ADDR=$(sed -n 's|.*listening on https://\([^ ]*\).*|\1|p' "$OUT/server.log" | head -n 1)
+ADDR=$(sed -n 's|.*listening on https://\([^ ]*\).*|\1|p' "$OUT/server.log" "$OUT/server.err" | head -n 1)
 [ -n "$ADDR" ] || { cat "$OUT/server.err" >&2; exit 1; }
 URL=https://$ADDR$URL_PATH
 
@@ -63,7 +77,7 @@ if [ "$TOOL" = perf ]; then
   wait "$SERVER" || true
   for sort in dso symbol; do
     perf report -i "$OUT/perf.data" --no-children --sort "$sort" --stdio 2> /dev/null |
-      grep -E '^ +[0-9.]+%' | sed 's/[ -]*$//' | head -n 25 | tee "$OUT/top-$sort.txt"
+      grep -E '^ +[0-9.]+%' | sed 's/[ -]*$//' | head -n 25 | tee "$OUT/top-$sort.txt" || true
   done
 else
   callgrind_control -i on "$SERVER" > /dev/null
@@ -71,7 +85,10 @@ else
   kill -TERM "$SERVER"
   wait "$SERVER" || true # callgrind writes its output when the server exits
   callgrind_annotate --inclusive=no "$OUT/callgrind.out" 2> /dev/null |
-    grep -E '^ *[0-9,]+ \(' | head -n 25 | tee "$OUT/top-symbol.txt"
+    grep -E '^ *[0-9,]+ \(' | head -n 25 | tee "$OUT/top-symbol.txt" || true
+  total=$(callgrind_annotate "$OUT/callgrind.out" 2> /dev/null | sed -n 's/^ *\([0-9,]*\) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
+  answered=$(awk '/^status codes:/ { ok += $3 } END { print ok + 0 }' "$OUT/h2load.txt")
+  echo "profile: ${total:-?} instructions, $((${total:-0} / (answered > 0 ? answered : 1))) per answered request" >&2
 fi
 trap - EXIT
 echo "profile: $(grep -c '^status codes' "$OUT/h2load.txt") h2load run(s)," \
