@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use crate::values::push_placeholder;
 use crate::{Store, StoreError};
 
 /// Milliseconds of `duration`, saturating.
@@ -109,19 +110,22 @@ impl Store {
     ) -> Result<Vec<String>, StoreError> {
         let mut left = Vec::new();
         // Chunks keep each statement's parameters far below both engines' limits.
+        // Placeholders in the engine's style (`values.rs`): the keys, then the period's start.
         for chunk in keys.chunks(500) {
-            let list = (2..chunk.len() + 2)
-                .map(|n| format!("${n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let sql = format!(
-                "SELECT lease_key FROM leases WHERE lease_key IN ({list}) \
-                 AND done_unix_ms >= $1"
-            );
-            let mut query = sqlx::query_scalar::<_, String>(&sql).bind(fresh_after_unix_ms);
+            let mut sql = "SELECT lease_key FROM leases WHERE lease_key IN (".to_owned();
+            for n in 1..=chunk.len() {
+                if n > 1 {
+                    sql.push_str(", ");
+                }
+                push_placeholder(&mut sql, self.engine(), n);
+            }
+            sql.push_str(") AND done_unix_ms >= ");
+            push_placeholder(&mut sql, self.engine(), chunk.len() + 1);
+            let mut query = sqlx::query_scalar::<_, String>(&sql);
             for key in chunk {
                 query = query.bind(key);
             }
+            query = query.bind(fresh_after_unix_ms);
             let done: std::collections::HashSet<String> =
                 query.fetch_all(self.pool()).await?.into_iter().collect();
             left.extend(chunk.iter().filter(|k| !done.contains(*k)).cloned());

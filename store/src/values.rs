@@ -18,17 +18,22 @@ pub(crate) fn placeholders(engine: Engine, rows: usize, columns: usize) -> Strin
             if column > 0 {
                 sql.push_str(", ");
             }
-            match engine {
-                Engine::Sqlite => sql.push('?'),
-                // Writing to a String cannot fail.
-                Engine::Postgres => {
-                    let _ = write!(sql, "${}", row * columns + column + 1);
-                }
-            }
+            push_placeholder(&mut sql, engine, row * columns + column + 1);
         }
         sql.push(')');
     }
     sql
+}
+
+/// Appends the `n`th placeholder (from 1) in `engine`'s style to `sql`.
+pub(crate) fn push_placeholder(sql: &mut String, engine: Engine, n: usize) {
+    match engine {
+        Engine::Sqlite => sql.push('?'),
+        // Writing to a String cannot fail.
+        Engine::Postgres => {
+            let _ = write!(sql, "${n}");
+        }
+    }
 }
 
 #[cfg(test)]
