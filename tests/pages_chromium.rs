@@ -369,7 +369,7 @@ fn the_dashboard_refuses_what_it_cannot_serve() {
             .expect("run exitvoice dashboard")
     };
     // No database: an error, and no empty database created in its place.
-    let out = run(&missing, "t0ken");
+    let out = run(&missing, "t0ken-long-enough-17");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such database"));
     assert!(!missing.exists());
@@ -379,13 +379,19 @@ fn the_dashboard_refuses_what_it_cannot_serve() {
         .unwrap()
         .block_on(exitvoice_store::Store::open(&empty))
         .expect("an empty store");
-    let out = run(&empty, "");
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("must not be empty"));
+    // and a short one to whoever tries enough (failed attempts are not rate-limited).
+    for token in ["", "t0ken-15-chars!"] {
+        let out = run(&empty, token);
+        assert!(!out.status.success(), "{token:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("at least 16 characters"),
+            "{token:?}"
+        );
+    }
     // A database without labels yet: the dashboard says so.
-    let dashboard = Dashboard::start(&empty, "t0ken");
+    let dashboard = Dashboard::start(&empty, "t0ken-long-enough-17");
     let url = format!("http://127.0.0.1:{}/exits", dashboard.port);
-    let (status, kind, body) = curl(&["-H", "Authorization: Bearer t0ken", &url]);
+    let (status, kind, body) = curl(&["-H", "Authorization: Bearer t0ken-long-enough-17", &url]);
     assert_eq!((status, kind.as_str()), (404, "text/html; charset=utf-8"));
     assert!(body.contains("no labels yet"), "{body}");
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use super::database::DatabaseArg;
 use anyhow::{bail, Context};
-use exitvoice_pages::dashboard::{self, DashboardToken};
+use exitvoice_pages::dashboard::{self, DashboardToken, MIN_TOKEN_CHARS};
 
 /// Flags of `exitvoice dashboard`.
 #[derive(Debug, clap::Args)]
@@ -32,7 +32,10 @@ pub struct Args {
 /// Runs `exitvoice dashboard` until interrupted.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let Some(token) = DashboardToken::new(args.dashboard_token) else {
-        bail!("--dashboard-token must not be empty");
+        bail!(
+            "--dashboard-token must be at least {MIN_TOKEN_CHARS} characters: it is the \
+             dashboard's only lock (e.g. `openssl rand -hex 16`)"
+        );
     };
     let database = args.database.parse()?;
     if let Some(path) = database.sqlite_path().filter(|path| !path.is_file()) {

@@ -19,10 +19,16 @@ use super::DashboardState;
 #[derive(Clone)]
 pub struct DashboardToken(String);
 
+/// The shortest token accepted, in characters: the token is the dashboard's only lock (failed
+/// attempts are not rate-limited), so it must be too long to guess; `openssl rand -hex 16` gives
+/// 32.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
 impl DashboardToken {
-    /// The token, unless it is empty (an empty token would open the dashboard to anyone).
+    /// The token, unless it is shorter than [`MIN_TOKEN_CHARS`] (an empty one would open the
+    /// dashboard to anyone, a short one to whoever tries enough).
     pub fn new(token: String) -> Option<Self> {
-        (!token.is_empty()).then_some(Self(token))
+        (token.chars().count() >= MIN_TOKEN_CHARS).then_some(Self(token))
     }
 
     /// Whether `presented` is the token. The bytes are compared in constant time (`subtle`); only
@@ -107,19 +113,20 @@ mod tests {
 
     #[test]
     fn only_the_token_opens() {
-        let token = DashboardToken::new("s3cret-token".to_owned()).expect("non-empty");
-        assert!(token.admits(&with("Bearer s3cret-token")));
-        assert!(token.admits(&with("bearer  s3cret-token ")));
-        assert!(token.admits(&with(&basic("anyone:s3cret-token"))));
-        assert!(token.admits(&with(&basic(":s3cret-token"))));
-        assert!(!token.admits(&with("Bearer s3cret-toke")));
-        assert!(!token.admits(&with("Bearer s3cret-token2")));
-        assert!(!token.admits(&with(&basic("s3cret-token"))));
-        assert!(!token.admits(&with(&basic("s3cret-token:"))));
+        let token = DashboardToken::new("s3cret-token-0123".to_owned()).expect("long enough");
+        assert!(token.admits(&with("Bearer s3cret-token-0123")));
+        assert!(token.admits(&with("bearer  s3cret-token-0123 ")));
+        assert!(token.admits(&with(&basic("anyone:s3cret-token-0123"))));
+        assert!(token.admits(&with(&basic(":s3cret-token-0123"))));
+        assert!(!token.admits(&with("Bearer s3cret-token-012")));
+        assert!(!token.admits(&with("Bearer s3cret-token-01234")));
+        assert!(!token.admits(&with(&basic("s3cret-token-0123"))));
+        assert!(!token.admits(&with(&basic("s3cret-token-0123:"))));
         assert!(!token.admits(&with("Basic !!!not base64")));
-        assert!(!token.admits(&with("Digest s3cret-token")));
+        assert!(!token.admits(&with("Digest s3cret-token-0123")));
         assert!(!token.admits(&HeaderMap::new()));
         assert!(DashboardToken::new(String::new()).is_none());
+        assert!(DashboardToken::new("x".repeat(MIN_TOKEN_CHARS - 1)).is_none());
         assert!(!format!("{token:?}").contains("s3cret"));
     }
 }

@@ -30,7 +30,7 @@ use exitvoice_schema::LabelsDoc;
 use exitvoice_store::{Store, StoreError};
 use maud::html;
 
-pub use auth::DashboardToken;
+pub use auth::{DashboardToken, MIN_TOKEN_CHARS};
 
 use crate::layout::document;
 
