@@ -222,3 +222,73 @@ fn trouble_exits_2() {
     );
     assert_eq!(code, 2);
 }
+
+/// FoxIO's JA4 captures: `echo-server/tests/data/ja4/pcap/` (licence and source there).
+fn foxio(file: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("echo-server/tests/data/ja4/pcap")
+        .join(file)
+        .display()
+        .to_string()
+}
+
+/// The cipher count of JA4_a (`t13d1516h2…`: characters 4–5), from FoxIO's published JA4 of
+/// `pcap` in `list`.
+fn foxio_cipher_count(list: &str, pcap: &str) -> usize {
+    let text = std::fs::read_to_string(foxio(list)).unwrap();
+    let record: Value = text
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .find(|r| r["pcap"] == pcap)
+        .unwrap_or_else(|| panic!("{pcap} in {list}"));
+    let ja4 = record
+        .get("ja4")
+        .or_else(|| record.get("ja4_spec"))
+        .and_then(Value::as_str)
+        .unwrap();
+    ja4[4..6].parse().unwrap()
+}
+
+/// A capture with only QUIC is its first QUIC client: Chrome's hello over QUIC against its
+/// hello over TCP in another capture (whose first connection is TCP) differ in the cipher
+/// suites (TLS 1.3's only, over QUIC), the extensions (`quic_transport_parameters`, 0x0039) and
+/// the ALPN offer (`h3`).
+#[test]
+fn a_quic_only_capture_is_its_first_quic_client() {
+    let quic = "quic-tls-handshake.pcapng";
+    let tcp = "chrome-cloudflare-quic-with-secrets.pcapng";
+    let (code, stdout, stderr) = diff(&foxio(tcp), &foxio(quic), true);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let changes: Vec<Value> = serde_json::from_str(&stdout).unwrap();
+    let field = |name: &str| {
+        changes
+            .iter()
+            .find(|c| c["layer"] == "tls" && c["field"] == name)
+            .unwrap_or_else(|| panic!("no {name} change: {stdout}"))
+    };
+    let count = |v: &Value| v.as_str().unwrap().split(',').count();
+    let suites = field("cipher_suites");
+    // GREASE is not a suite of JA4's count, and not one of the view either.
+    assert_eq!(
+        count(&suites["before"]),
+        foxio_cipher_count("expected-clienthellos.jsonl", tcp)
+    );
+    assert_eq!(
+        count(&suites["after"]),
+        foxio_cipher_count("expected-quic.jsonl", quic)
+    );
+    let extensions = field("extensions");
+    assert!(
+        extensions["added"]
+            .as_array()
+            .unwrap()
+            .contains(&"0x0039".into()),
+        "{stdout}"
+    );
+    let alpn = field("alpn");
+    assert_eq!(alpn["after"], "h3", "{stdout}");
+
+    // The QUIC client against itself: no change.
+    let (code, stdout, _) = diff(&foxio(quic), &foxio(quic), false);
+    assert_eq!((code, stdout.as_str()), (0, "no voice field differs\n"));
+}

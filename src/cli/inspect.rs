@@ -126,10 +126,11 @@ pub(crate) fn connection_of_files(names: &[&str]) -> anyhow::Result<Value> {
         match classify(read_input(name)?, name)? {
             Input::Capture(bytes) if names.len() == 1 => {
                 let capture = pcap::read(&bytes, None).with_context(|| (*name).to_owned())?;
-                return capture
-                    .connections
-                    .iter()
-                    .map(capture_connection)
+                // The first TCP connection with a layer, else the first QUIC client with a hello.
+                let tcp = capture.connections.iter().map(capture_connection);
+                let quic = capture.quic.iter().map(quic_connection);
+                return tcp
+                    .chain(quic)
                     .find(|c| ["tls", "http2", "http1"].iter().any(|l| !c[l].is_null()))
                     .with_context(|| format!("{name}: no connection with a ClientHello or HTTP"));
             }
