@@ -58,7 +58,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Ctx {
 }
 
 /// A probe token: 1 to 128 characters of `A-Z a-z 0-9 - _ .` (URL-safe, no escaping needed).
-fn valid_token(token: String) -> Result<String, ApiError> {
+pub(super) fn valid_token(token: String) -> Result<String, ApiError> {
     let ok = !token.is_empty()
         && token.len() <= MAX_TOKEN_LEN
         && token

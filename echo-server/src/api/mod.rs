@@ -29,6 +29,7 @@ mod error;
 mod health;
 mod observations;
 mod page;
+mod quic_echo;
 
 use std::sync::Arc;
 
@@ -43,6 +44,11 @@ use crate::metrics::Metrics;
 use crate::writer::WriterHandle;
 
 pub use error::ApiError;
+
+/// The HTTP/3 echo, for the UDP listener (`quic_echo.rs`).
+pub(crate) fn h3_answer(metrics: Arc<Metrics>) -> crate::capture::quic::Answer {
+    Arc::new(move |conn, request| quic_echo::answer(&metrics, conn, request))
+}
 
 /// Version of the API's JSON shapes other than the echo itself (which carries its own).
 pub const API_VERSION: u32 = 1;
