@@ -76,8 +76,8 @@ fn answer<'a>(run: &'a Value, path: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no answer for {path}: {run}"))
 }
 
-#[test]
-fn aioquic_gets_its_own_settings_headers_and_parameters_back() {
+#[tokio::test]
+async fn aioquic_gets_its_own_settings_headers_and_parameters_back_and_is_stored() {
     let server = EchoServer::start(&[]);
     let run = aioquic(&server, &["/api/all", "/api/clean", "/probe/tok-aioquic.1"])
         .expect("aioquic completes its requests");
@@ -209,6 +209,41 @@ fn aioquic_gets_its_own_settings_headers_and_parameters_back() {
     let probe = &answer(&run, "/probe/tok-aioquic.1")["body"];
     assert_eq!(probe["token"], "tok-aioquic.1");
     assert_eq!(probe["request"]["index"], 3);
+
+    // Stored: the probe's request under its token, with its connection's voices.
+    let store = exitvoice_store::Store::open(&server.db())
+        .await
+        .expect("open the server's database");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stored = loop {
+        let stored = store
+            .quic_requests(Some("tok-aioquic.1"), 10)
+            .await
+            .expect("list");
+        if !stored.is_empty() || Instant::now() > deadline {
+            break stored;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(stored.len(), 1, "the probe's request is stored");
+    assert_eq!(stored[0].request.index, 3);
+    assert_eq!(stored[0].request.path, "/probe/tok-aioquic.1");
+    assert_eq!(
+        stored[0].request.pseudo_header_order,
+        pseudo.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>()
+    );
+    let row = stored[0].connection.as_ref().expect("its connection");
+    assert_eq!(row.ja4.as_deref(), Some(ja4));
+    assert_eq!(row.quic_voice_id.as_deref(), quic["voice_id"].as_str());
+    assert_eq!(
+        row.http3_voice_id.as_deref(),
+        echo["http3"]["voice_id"].as_str()
+    );
+    assert!(
+        row.hello.starts_with(&[0x01]),
+        "the ClientHello handshake message"
+    );
+    assert_eq!(store.quic_requests(None, 10).await.expect("list").len(), 3);
 
     let health = server.healthz();
     assert!(health["quic"]["handshakes"].as_u64() >= Some(1), "{health}");

@@ -224,7 +224,11 @@ impl Server {
                 socket,
                 quic_tls.clone(),
                 Arc::clone(&shared.metrics),
-                api::h3_answer(Arc::clone(&shared.metrics)),
+                api::h3_answer(
+                    Arc::clone(&shared.metrics),
+                    writer.clone(),
+                    config.store_peer_ip,
+                ),
                 Arc::new(move || format!("{}-{:06}", ids.boot_id, ids.next_connection())),
             )
             .map_err(|source| ServerError::Bind { addr, source })?;

@@ -45,9 +45,16 @@ use crate::writer::WriterHandle;
 
 pub use error::ApiError;
 
-/// The HTTP/3 echo, for the UDP listener (`quic_echo.rs`).
-pub(crate) fn h3_answer(metrics: Arc<Metrics>) -> crate::capture::quic::Answer {
-    Arc::new(move |conn, request| quic_echo::answer(&metrics, conn, request))
+/// The HTTP/3 echo, for the UDP listener (`quic_echo.rs`): answers, and queues each request's
+/// observation on `writer` with the peer address `store_peer_ip` allows.
+pub(crate) fn h3_answer(
+    metrics: Arc<Metrics>,
+    writer: WriterHandle,
+    store_peer_ip: exitvoice_schema::PeerPolicy,
+) -> crate::capture::quic::Answer {
+    Arc::new(move |conn, request| {
+        quic_echo::answer(&metrics, &writer, store_peer_ip, conn, request)
+    })
 }
 
 /// Version of the API's JSON shapes other than the echo itself (which carries its own).

@@ -2,7 +2,8 @@
 //! and ids), a JSON 404 with the clean summary elsewhere. Same shapes as over TCP, with
 //! `alpn.spoken` `h3`, and two layers TCP has not: `quic` (the client's Initials and transport
 //! parameters, the QUIC voice) and `http3` (its SETTINGS and first request's field order, the
-//! HTTP/3 voice); no `http2`/`http1`, no bucket.
+//! HTTP/3 voice); no `http2`/`http1`, no bucket. Each request is queued for the store
+//! (`quic_requests`, and `quic_connections` with the connection's first).
 
 use exitvoice_schema::{rfc3339_ms, PeerPolicy, ECHO_SCHEMA_VERSION};
 use serde_json::{json, Value};
@@ -15,7 +16,8 @@ use crate::capture::quic::{H3Answer, H3Request, QuicConnection};
 use crate::h3::H3Voice;
 use crate::metrics::Metrics;
 use crate::quic;
-use crate::writer::unix_ms;
+use crate::writer::{unix_ms, Job, WriterHandle};
+use exitvoice_store::{QuicConnectionRow, QuicRequestRow};
 
 /// The request's path and query, and its probe token (from `/probe/<token>` or `?token=`).
 fn route(request: &H3Request) -> (&str, Option<&str>) {
@@ -119,8 +121,15 @@ fn http3_layer(conn: &QuicConnection) -> (Value, Option<H3Voice>) {
     (value, voice)
 }
 
-/// Answers one HTTP/3 request.
-pub(crate) fn answer(metrics: &Metrics, conn: &QuicConnection, request: &H3Request) -> H3Answer {
+/// Answers one HTTP/3 request and queues its observation (with its connection's row when it is
+/// the connection's first request).
+pub(crate) fn answer(
+    metrics: &Metrics,
+    writer: &WriterHandle,
+    store_peer_ip: PeerPolicy,
+    conn: &QuicConnection,
+    request: &H3Request,
+) -> H3Answer {
     metrics.quic("h3_requests");
     let (path, token) = route(request);
     let token = match token.map(|t| valid_token(t.to_owned())).transpose() {
@@ -146,11 +155,71 @@ pub(crate) fn answer(metrics: &Metrics, conn: &QuicConnection, request: &H3Reque
         "stream_id": request.stream_id,
         "index": request.index,
     });
+    let time_unix_ms = unix_ms(OffsetDateTime::now_utc());
+    let connection = (request.index == 1).then(|| {
+        Box::new(QuicConnectionRow {
+            conn_id: conn.id.clone(),
+            time_unix_ms,
+            peer: store_peer_ip.apply(conn.peer),
+            sni: facts.sni.clone(),
+            ja4: tls_facts.map(|t| t.ja4.clone()),
+            tls_voice_id: tls_facts.map(|t| t.voice_id.0.clone()),
+            quic_voice_id: quic["voice_id"].as_str().map(str::to_owned),
+            http3_voice_id: voice.as_ref().map(|v| v.voice_id.0.clone()),
+            h3_text: voice.as_ref().map(|v| v.h3_text.clone()),
+            quic: (!quic.is_null()).then(|| quic.to_string()),
+            http3: Some(http3.to_string()),
+            hello: conn
+                .initial
+                .as_ref()
+                .and_then(|i| i.client_hello.clone())
+                .unwrap_or_default(),
+        })
+    });
+    let names = |pseudo: bool| -> Vec<String> {
+        request
+            .fields
+            .iter()
+            .filter(|f| f.is_pseudo() == pseudo)
+            .map(|f| f.name.clone())
+            .collect()
+    };
+    writer.submit(Job::Quic {
+        connection,
+        request: Box::new(QuicRequestRow {
+            conn_id: conn.id.clone(),
+            index: request.index,
+            time_unix_ms,
+            token: token.clone(),
+            method: request.field(":method").unwrap_or_default().to_owned(),
+            path: request.field(":path").unwrap_or_default().to_owned(),
+            stream_id: request.stream_id,
+            pseudo_header_order: names(true),
+            header_order: names(false),
+        }),
+    });
+    let full = || {
+        json!({
+            "schema_version": ECHO_SCHEMA_VERSION,
+            "time": rfc3339_ms(time_unix_ms),
+            "peer": PeerPolicy::Full.apply(conn.peer),
+            "token": token,
+            "method": request.field(":method"),
+            "path": request.field(":path"),
+            "alpn": {
+                "offered": facts.alpn.offered,
+                "negotiated": "h3",
+                "spoken": "h3",
+            },
+            "tls": tls,
+            "quic": quic,
+            "http3": http3,
+            "request": {"stream_id": request.stream_id, "index": request.index},
+        })
+    };
     let (status, body) = match path {
-        "/api/all" => (200, full(conn, request, token, facts, tls, quic, http3)),
-        _ if path.starts_with("/probe/") => {
-            (200, full(conn, request, token, facts, tls, quic, http3))
-        }
+        "/api/all" => (200, full()),
+        _ if path.starts_with("/probe/") => (200, full()),
         "/api/clean" => (200, clean),
         _ => (
             404,
@@ -161,34 +230,6 @@ pub(crate) fn answer(metrics: &Metrics, conn: &QuicConnection, request: &H3Reque
         status,
         body: serde_json::to_vec_pretty(&body).unwrap_or_default(),
     }
-}
-
-fn full(
-    conn: &QuicConnection,
-    request: &H3Request,
-    token: Option<String>,
-    facts: &exitvoice_schema::ConnectionFacts,
-    tls: Value,
-    quic: Value,
-    http3: Value,
-) -> Value {
-    json!({
-        "schema_version": ECHO_SCHEMA_VERSION,
-        "time": rfc3339_ms(unix_ms(OffsetDateTime::now_utc())),
-        "peer": PeerPolicy::Full.apply(conn.peer),
-        "token": token,
-        "method": request.field(":method"),
-        "path": request.field(":path"),
-        "alpn": {
-            "offered": facts.alpn.offered,
-            "negotiated": "h3",
-            "spoken": "h3",
-        },
-        "tls": tls,
-        "quic": quic,
-        "http3": http3,
-        "request": {"stream_id": request.stream_id, "index": request.index},
-    })
 }
 
 fn error_answer(error: &ApiError) -> H3Answer {
