@@ -23,6 +23,7 @@ use crate::capture::Shared;
 use crate::cert::{self, CertError, CertSource};
 use crate::config::Config;
 use crate::exposition;
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::writer::{self, Job, WriterHandle};
 
@@ -159,7 +160,7 @@ impl Server {
             None => (None, None),
         };
         let admission = Arc::new(Admission::new(config.limits.admission));
-        let mut router = api::router(ApiState {
+        let api_state = ApiState {
             metrics: Arc::clone(&metrics),
             store: store.clone(),
             writer: writer.clone(),
@@ -167,7 +168,10 @@ impl Server {
             admission: Arc::clone(&admission),
             body_cap: config.limits.body_cap,
             started: OffsetDateTime::now_utc(),
-        });
+            ledger: Arc::new(Ledger::default()),
+            alt_svc: config.quic,
+        };
+        let mut router = api::router(api_state.clone());
         let mut udp_sockets = Vec::new();
         if config.quic {
             for local in &local_addrs {
@@ -224,12 +228,9 @@ impl Server {
                 socket,
                 quic_tls.clone(),
                 Arc::clone(&shared.metrics),
-                api::h3_answer(
-                    Arc::clone(&shared.metrics),
-                    writer.clone(),
-                    config.store_peer_ip,
-                ),
+                api::h3_answer(api_state.clone(), config.store_peer_ip),
                 Arc::new(move || format!("{}-{:06}", ids.boot_id, ids.next_connection())),
+                Arc::clone(&api_state.ledger),
             )
             .map_err(|source| ServerError::Bind { addr, source })?;
             quic.push(listener);

@@ -10,13 +10,13 @@ use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::echo::valid_token;
-use super::{ApiError, API_VERSION};
+use super::{ApiError, ApiState, API_VERSION};
 use crate::analysis::{self, ConnectionInput};
 use crate::capture::quic::{H3Answer, H3Request, QuicConnection};
 use crate::h3::H3Voice;
-use crate::metrics::Metrics;
+use crate::ledger::H3Visit;
 use crate::quic;
-use crate::writer::{unix_ms, Job, WriterHandle};
+use crate::writer::{unix_ms, Job};
 use exitvoice_store::{QuicConnectionRow, QuicRequestRow};
 
 /// The request's path and query, and its probe token (from `/probe/<token>` or `?token=`).
@@ -124,13 +124,12 @@ fn http3_layer(conn: &QuicConnection) -> (Value, Option<H3Voice>) {
 /// Answers one HTTP/3 request and queues its observation (with its connection's row when it is
 /// the connection's first request).
 pub(crate) fn answer(
-    metrics: &Metrics,
-    writer: &WriterHandle,
+    state: &ApiState,
     store_peer_ip: PeerPolicy,
     conn: &QuicConnection,
     request: &H3Request,
 ) -> H3Answer {
-    metrics.quic("h3_requests");
+    state.metrics.quic("h3_requests");
     let (path, token) = route(request);
     let token = match token.map(|t| valid_token(t.to_owned())).transpose() {
         Ok(token) => token,
@@ -184,7 +183,13 @@ pub(crate) fn answer(
             .map(|f| f.name.clone())
             .collect()
     };
-    writer.submit(Job::Quic {
+    state.ledger.h3(H3Visit {
+        ip: conn.peer.ip(),
+        token: token.as_deref(),
+        quic_voice_id: quic["voice_id"].as_str(),
+        time_ms: time_unix_ms,
+    });
+    state.writer.submit(Job::Quic {
         connection,
         request: Box::new(QuicRequestRow {
             conn_id: conn.id.clone(),

@@ -18,6 +18,7 @@ use quinn::crypto::rustls::QuicServerConfig;
 use quinn::{Endpoint, EndpointConfig, Incoming, Runtime, TokioRuntime, TransportConfig, VarInt};
 use tokio::sync::{mpsc, watch};
 
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use attempts::{Attempts, Key};
 use socket::TapSocket;
@@ -46,6 +47,7 @@ pub(crate) struct QuicListener {
     answer: Answer,
     metrics: Arc<Metrics>,
     next_id: Arc<dyn Fn() -> String + Send + Sync>,
+    ledger: Arc<Ledger>,
 }
 
 /// Binds quinn to `socket` with the tap in front of it.
@@ -59,6 +61,7 @@ pub(crate) fn bind(
     metrics: Arc<Metrics>,
     answer: Answer,
     next_id: Arc<dyn Fn() -> String + Send + Sync>,
+    ledger: Arc<Ledger>,
 ) -> io::Result<QuicListener> {
     let crypto = QuicServerConfig::try_from(tls).map_err(io::Error::other)?;
     let mut transport = TransportConfig::default();
@@ -95,6 +98,7 @@ pub(crate) fn bind(
         answer,
         metrics,
         next_id,
+        ledger,
     })
 }
 
@@ -113,6 +117,10 @@ impl QuicListener {
             };
             let Some(incoming) = incoming else { break };
             self.metrics.quic("connections_incoming");
+            self.ledger.quic_attempt(
+                incoming.remote_address().ip(),
+                crate::writer::unix_ms(time::OffsetDateTime::now_utc()),
+            );
             tokio::spawn(connection(
                 incoming,
                 Arc::clone(&self.attempts),
