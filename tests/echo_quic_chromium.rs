@@ -49,6 +49,18 @@ fn net_log_events<'a>(log: &'a Value, name: &str) -> Vec<&'a Value> {
         .collect()
 }
 
+/// A setting value as Chromium's net log writes it: a signed 32-bit integer, so a GREASE
+/// setting's random 32-bit value of 2^31 or more comes out negative (two's complement).
+fn logged_u64(value: &Value) -> u64 {
+    let logged = value
+        .as_i64()
+        .unwrap_or_else(|| panic!("not a number: {value}"));
+    match u32::try_from(logged) {
+        Ok(v) => u64::from(v),
+        Err(_) => u64::from(i32::try_from(logged).expect("32-bit") as u32),
+    }
+}
+
 /// Setting names as Chromium's net log writes them.
 fn setting_id(name: &str) -> u64 {
     match name {
@@ -174,7 +186,7 @@ fn chromium_over_h3_is_echoed_as_its_net_log_and_tshark_say() {
         .as_object()
         .expect("settings")
         .iter()
-        .map(|(name, value)| (setting_id(name), value.as_u64().expect("value")))
+        .map(|(name, value)| (setting_id(name), logged_u64(value)))
         .collect();
     assert_eq!(echoed.iter().copied().collect::<BTreeMap<_, _>>(), from_log);
 
