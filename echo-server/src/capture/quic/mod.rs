@@ -117,10 +117,8 @@ impl QuicListener {
             };
             let Some(incoming) = incoming else { break };
             self.metrics.quic("connections_incoming");
-            self.ledger.quic_attempt(
-                incoming.remote_address().ip(),
-                crate::writer::unix_ms(time::OffsetDateTime::now_utc()),
-            );
+            self.ledger
+                .quic_attempt(incoming.remote_address().ip(), unix_ms_now());
             tokio::spawn(connection(
                 incoming,
                 Arc::clone(&self.attempts),
@@ -133,6 +131,12 @@ impl QuicListener {
         let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
         self.capture.abort();
     }
+}
+
+/// Now, in Unix milliseconds (the ledger's clock).
+fn unix_ms_now() -> i64 {
+    let nanos = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
+    i64::try_from(nanos / 1_000_000).unwrap_or(i64::MAX)
 }
 
 /// One connection: the handshake (never a Retry), its capture, then HTTP/3.
