@@ -10,6 +10,7 @@
 #                 TLS secrets block (captures/curl-h2/capture.pcapng)
 #   quic_initials byte 0 (0: one datagram) + the client Initials of RFC 9001 and RFC 9369
 #                 Appendix A.2 (echo-server/tests/data/quic/*-client-initial.hex)
+#   h3_streams    written here: a SETTINGS frame and RFC 9204 B.1's field section
 #   connect_reply, socks5_reply, exits_file: written here from the RFCs and the replies of
 #                 the proxies in the auditor's tests (squid, tinyproxy, dante).
 # Seeds are named after their source. Idempotent; needs python3 for the jsonl vectors.
@@ -17,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 C=fuzz/corpus
 rm -rf "$C"
-mkdir -p "$C"/{client_hello,h2_prefix,h1_head,pcap,quic_initials,connect_reply,socks5_reply,exits_file}
+mkdir -p "$C"/{client_hello,h2_prefix,h1_head,pcap,quic_initials,h3_streams,connect_reply,socks5_reply,exits_file}
 
 for dir in captures/*/; do
   client=$(basename "$dir")
@@ -59,6 +60,12 @@ for f in echo-server/tests/data/quic/*-client-initial.hex; do
   python3 -c 'import sys; sys.stdout.buffer.write(b"\x00" + bytes.fromhex("".join(open(sys.argv[1]).read().split())))' \
     "$f" > "$C/quic_initials/$(basename "$f" .hex)"
 done
+
+# h3_streams: byte 0 = control stream length / 4, then a control stream's SETTINGS frame (Chrome's
+# ids and values, a GREASE id) and a request's HEADERS frame (RFC 9204 Appendix B.1's field
+# section, then a Huffman-coded :authority, RFC 7541 C.4.1).
+printf '\x05\x04\x12\x01\x80\x01\x00\x00\x06\x80\x04\x00\x00\x07\x40\x64\x33\x01\x40\x7e\x05\x01\x1d\x00\x00\x51\x0b/index.html\x50\x8c\xf1\xe3\xc2\xe5\xf2\x3a\x6b\xa0\xab\x90\xf4\xff' \
+  > "$C/h3_streams/chrome-settings-rfc9204-b1"
 
 # connect_reply: byte 0 = read size (0: as asked), then the proxy's reply.
 w() { printf "$2" > "$1"; }

@@ -4,7 +4,8 @@
 #     the real proxies, tshark/editcap, NSS tools, Prometheus (scrapes the echo's metrics; its
 #     packaged service is not started: the tests run their own instance), systemd (its
 #     systemd-analyze checks the deploy/ units), pebble (a throwaway ACME CA);
-#   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients;
+#   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients
+#     (aioquic: the independent QUIC/HTTP/3 client of tests/echo_quic.rs);
 #   - .tools/venv-mitm: mitmproxy (11.x on Python 3.11), kept apart from the test venv;
 #   - .tools/certs/: a test CA and a leaf certificate for echo.exitvoice.test (made once);
 #   - the Firefox enterprise policy that trusts that CA (merged into any existing policy);
@@ -64,6 +65,7 @@ fi
 PY_PACKAGES=(
   h2==4.4.1 hpack==4.2.0 hyperframe==6.1.0 ja4plus==1.4.0
   httpx==0.28.1 httpcore==1.0.9 requests==2.34.2 urllib3==2.8.0 aiohttp==3.14.5
+  aioquic==1.7.2
 )
 pinned_missing() {
   # Every pin `name==version` must appear in `pip freeze` (names compared case-insensitively).

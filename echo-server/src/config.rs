@@ -91,6 +91,8 @@ pub struct Config {
     pub acme: Option<crate::acme::AcmeSettings>,
     /// Where to serve the Prometheus exposition (`GET /metrics`, plain HTTP); off when `None`.
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve QUIC and HTTP/3 on UDP at each listen address, and send `alt-svc` on TCP.
+    pub quic: bool,
     /// Connection and capture limits.
     pub limits: Limits,
     /// Observation queue and writer settings.
@@ -111,6 +113,7 @@ impl Default for Config {
             store_peer_ip: PeerPolicy::Full,
             proxy_protocol_from: Vec::new(),
             metrics_listen: None,
+            quic: true,
             acme: None,
             limits: Limits::default(),
             writer: WriterConfig::default(),

@@ -133,6 +133,13 @@ impl Collector for EchoCollector {
             "layer",
             report.parse_errors.iter().map(|(k, v)| (*k, *v)),
         )?;
+        counters_by(
+            e,
+            "quic_events",
+            "UDP listener events: datagrams, capture attempts and why they ended, connections, HTTP/3 requests.",
+            "event",
+            report.quic.iter().map(|(k, v)| (*k, *v)),
+        )?;
         let mut requests = e.encode_descriptor(
             "requests",
             "Requests answered, by spoken protocol and bucket.",

@@ -17,6 +17,8 @@ pub mod config;
 mod exposition;
 pub mod h1;
 pub mod h2;
+pub mod h3;
+pub mod ledger;
 mod metrics;
 pub mod pcap;
 pub mod quic;

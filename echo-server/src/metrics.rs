@@ -27,6 +27,7 @@ pub struct Metrics {
     handshakes: AtomicU64,
     handshake_failures: Mutex<BTreeMap<&'static str, u64>>,
     parse_errors: Mutex<BTreeMap<&'static str, u64>>,
+    quic: Mutex<BTreeMap<&'static str, u64>>,
     requests: AtomicU64,
     requests_by: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     capture_truncated: AtomicU64,
@@ -138,6 +139,12 @@ impl Metrics {
     /// Counts a parse error by kind (`tls`, `h2`, `h1`).
     pub fn parse_error(&self, kind: &'static str) {
         bump(&self.parse_errors, kind);
+    }
+
+    /// Counts a QUIC event of the UDP listener: datagrams read, capture attempts and what ended
+    /// them (malformed Initials by kind, caps), connections, HTTP/3 requests.
+    pub fn quic(&self, event: &'static str) {
+        bump(&self.quic, event);
     }
 
     /// Counts a request answered, by the protocol its connection spoke and its bucket.
@@ -298,6 +305,7 @@ impl Metrics {
                 failures: snapshot(&self.handshake_failures),
             },
             parse_errors: snapshot(&self.parse_errors),
+            quic: snapshot(&self.quic),
             requests: load(&self.requests),
             database: DatabaseReport {
                 used_bytes: load(&self.db_used_bytes),
@@ -330,6 +338,8 @@ pub struct MetricsReport {
     pub handshakes: HandshakesReport,
     /// Parse errors by kind (`tls`, `h2`, `h1`).
     pub parse_errors: BTreeMap<&'static str, u64>,
+    /// QUIC events by kind ([`Metrics::quic`]); empty with `--no-quic`.
+    pub quic: BTreeMap<&'static str, u64>,
     /// Requests answered.
     pub requests: u64,
     /// The observation queue and the store.

@@ -18,10 +18,12 @@ use crate::acme;
 use crate::api::{self, ApiState};
 use crate::capture::admission::Admission;
 use crate::capture::listener::{accept_loop, Limiter};
+use crate::capture::quic::{self, QuicListener};
 use crate::capture::Shared;
 use crate::cert::{self, CertError, CertSource};
 use crate::config::Config;
 use crate::exposition;
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::writer::{self, Job, WriterHandle};
 
@@ -68,6 +70,8 @@ pub struct Server {
     writer: WriterHandle,
     listeners: Vec<TcpListener>,
     local_addrs: Vec<SocketAddr>,
+    /// The UDP listeners, one per TCP one (same address and port); none with `--no-quic`.
+    quic: Vec<QuicListener>,
     shutdown_tx: watch::Sender<bool>,
     writer_task: JoinHandle<()>,
     store: Store,
@@ -93,13 +97,15 @@ impl Server {
     /// # Errors
     /// [`ServerError`] when any of those fails.
     pub async fn bind(config: Config) -> Result<Self, ServerError> {
-        let (tls, pin, cert_source, acme_driver) = match &config.acme {
+        let (tls, quic_tls, pin, cert_source, acme_driver) = match &config.acme {
             Some(settings) => {
                 let acme = acme::start(settings)?;
+                let resolver = Arc::clone(&acme.resolver);
+                let quic_tls = quic_tls_config(|builder| Ok(builder.with_cert_resolver(resolver)))?;
                 let mut tls = tls_config(|builder| Ok(builder.with_cert_resolver(acme.resolver)))?;
                 tls.alpn_protocols.push(acme::ACME_TLS_ALPN.to_vec());
                 let source = CertSource::Acme(settings.domains.clone());
-                (tls, "none".to_owned(), source, Some(acme.driver))
+                (tls, quic_tls, "none".to_owned(), source, Some(acme.driver))
             }
             None => {
                 let identity = cert::load_or_generate(
@@ -108,9 +114,11 @@ impl Server {
                     &config.database.state_base(),
                 )?;
                 let (pin, source) = (identity.pin.clone(), identity.source.clone());
+                let (chain, key) = (identity.chain.clone(), identity.key.clone_key());
+                let quic_tls = quic_tls_config(|builder| builder.with_single_cert(chain, key))?;
                 let tls =
                     tls_config(|builder| builder.with_single_cert(identity.chain, identity.key))?;
-                (tls, pin, source, None)
+                (tls, quic_tls, pin, source, None)
             }
         };
         let acceptor = TlsAcceptor::from(Arc::new(tls));
@@ -152,7 +160,7 @@ impl Server {
             None => (None, None),
         };
         let admission = Arc::new(Admission::new(config.limits.admission));
-        let router = api::router(ApiState {
+        let api_state = ApiState {
             metrics: Arc::clone(&metrics),
             store: store.clone(),
             writer: writer.clone(),
@@ -160,7 +168,31 @@ impl Server {
             admission: Arc::clone(&admission),
             body_cap: config.limits.body_cap,
             started: OffsetDateTime::now_utc(),
-        });
+            ledger: Arc::new(Ledger::default()),
+            alt_svc: config.quic,
+        };
+        let mut router = api::router(api_state.clone());
+        let mut udp_sockets = Vec::new();
+        if config.quic {
+            for local in &local_addrs {
+                let bind_error = |source| ServerError::Bind {
+                    addr: *local,
+                    source,
+                };
+                udp_sockets.push(std::net::UdpSocket::bind(local).map_err(bind_error)?);
+            }
+            if let Some(first) = local_addrs.first() {
+                let value = alt_svc(first.port());
+                router = router.layer(axum::middleware::map_response(
+                    move |mut response: axum::response::Response| {
+                        response
+                            .headers_mut()
+                            .insert(axum::http::header::ALT_SVC, value.clone());
+                        std::future::ready(response)
+                    },
+                ));
+            }
+        }
         let (shutdown_tx, shutdown) = watch::channel(false);
         let boot_ms = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
         let shared = Arc::new(Shared {
@@ -185,6 +217,24 @@ impl Server {
             proxy_from: config.proxy_protocol_from,
             next_connection: AtomicU64::new(0),
         });
+        let mut quic = Vec::with_capacity(udp_sockets.len());
+        for socket in udp_sockets {
+            let addr = socket.local_addr().map_err(|source| ServerError::Bind {
+                addr: config.listen[0],
+                source,
+            })?;
+            let ids = Arc::clone(&shared);
+            let listener = quic::bind(
+                socket,
+                quic_tls.clone(),
+                Arc::clone(&shared.metrics),
+                api::h3_answer(api_state.clone(), config.store_peer_ip),
+                Arc::new(move || format!("{}-{:06}", ids.boot_id, ids.next_connection())),
+                Arc::clone(&api_state.ledger),
+            )
+            .map_err(|source| ServerError::Bind { addr, source })?;
+            quic.push(listener);
+        }
         Ok(Self {
             shared,
             acme_driver,
@@ -193,6 +243,7 @@ impl Server {
             writer,
             listeners,
             local_addrs,
+            quic,
             shutdown_tx,
             writer_task,
             store,
@@ -205,6 +256,14 @@ impl Server {
     /// The addresses actually bound (port 0 resolved).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// The UDP addresses QUIC and HTTP/3 are served on (none with `--no-quic`).
+    pub fn quic_addrs(&self) -> Vec<SocketAddr> {
+        self.quic
+            .iter()
+            .filter_map(QuicListener::local_addr)
+            .collect()
     }
 
     /// Where the Prometheus exposition is served (port 0 resolved), with `--metrics-listen`.
@@ -230,6 +289,11 @@ impl Server {
             .into_iter()
             .map(|listener| tokio::spawn(accept_loop(Arc::clone(&self.shared), listener)))
             .collect();
+        let quic: Vec<_> = self
+            .quic
+            .into_iter()
+            .map(|listener| tokio::spawn(listener.run(self.shutdown_tx.subscribe())))
+            .collect();
         let acme = self.acme_driver.map(tokio::spawn);
         let exposition = self.metrics.map(|(listener, router)| {
             let mut stopping = self.shutdown_tx.subscribe();
@@ -250,6 +314,9 @@ impl Server {
         let _ = self.shutdown_tx.send(true);
         for accept in loops {
             let _ = accept.await;
+        }
+        for listener in quic {
+            let _ = listener.await;
         }
         if let Some(exposition) = exposition {
             let _ = exposition.await;
@@ -289,4 +356,29 @@ fn tls_config(
     config.key_log = Arc::new(rustls::KeyLogFile::new());
     config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
     Ok(config)
+}
+
+/// rustls for QUIC: TLS 1.3 only (RFC 9001 section 4.2), ALPN `h3` (RFC 9114 section 3.1), the
+/// same certificate, provider, tickets and `SSLKEYLOGFILE` as TCP.
+fn quic_tls_config(
+    certificate: impl FnOnce(
+        rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>,
+    ) -> Result<rustls::ServerConfig, rustls::Error>,
+) -> Result<rustls::ServerConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth();
+    let mut config = certificate(builder)?;
+    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.key_log = Arc::new(rustls::KeyLogFile::new());
+    config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
+    Ok(config)
+}
+
+/// `h3=":<port>"; ma=86400`, the `alt-svc` of every TCP response (RFC 7838 section 3; RFC 9114
+/// section 3.1.1): the origin is also served over HTTP/3 on that UDP port, for a day.
+fn alt_svc(port: u16) -> axum::http::HeaderValue {
+    axum::http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400"))
+        .unwrap_or_else(|_| axum::http::HeaderValue::from_static("clear"))
 }

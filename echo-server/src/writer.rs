@@ -1,11 +1,12 @@
 //! The bounded observation queue and the batching writer behind it.
 //!
 //! Connections never wait on the database: they `try_send` onto a bounded queue, and a full
-//! queue (or the `--queue-bytes` budget) is a drop counted by reason. Three kinds of job: a
+//! queue (or the `--queue-bytes` budget) is a drop counted by reason. Four kinds of job: a
 //! request's small record; a connection's row when its first request was answered (so its
-//! requests are listed while it stays open); and the connection's end, which updates its row
+//! requests are listed while it stays open); the connection's end, which updates its row
 //! only when something changed (a failure, more requests) and analyses a
-//! connection that carried no request. One writer task commits them in batches of up to
+//! connection that carried no request; and an HTTP/3 request, with its QUIC connection's row
+//! when it is the connection's first. One writer task commits them in batches of up to
 //! `batch_size` — when full or `flush_interval` after the first job — and writes the
 //! `--record-dir` files. Every second it prunes what `--retain` and `--max-db-size` say must go,
 //! a few batches of 1,000 rows at most, and measures the database for `/healthz`. On
@@ -17,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use exitvoice_schema::{ConnectionRecord, ConnectionRow, RequestRecord};
-use exitvoice_store::Batch;
 use exitvoice_store::Store;
+use exitvoice_store::{Batch, QuicConnectionRow, QuicRequestRow};
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
@@ -51,6 +52,13 @@ pub(crate) enum Job {
         /// Why it failed, if it did.
         failure: Option<Failed>,
     },
+    /// An HTTP/3 request, with its QUIC connection's row when it is the connection's first.
+    Quic {
+        /// The connection's row (first request only).
+        connection: Option<Box<QuicConnectionRow>>,
+        /// The request.
+        request: Box<QuicRequestRow>,
+    },
 }
 
 impl Job {
@@ -65,6 +73,19 @@ impl Job {
             }
             Self::Opened(row) => row.hello.len() + row.prefix.len(),
             Self::Closed { conn, .. } => conn.hello.len() + conn.tap.len(),
+            Self::Quic {
+                connection,
+                request,
+            } => {
+                std::mem::size_of::<QuicRequestRow>()
+                    + request.path.len()
+                    + request.header_order.iter().map(String::len).sum::<usize>()
+                    + connection.as_ref().map_or(0, |c| {
+                        c.hello.len()
+                            + c.quic.as_ref().map_or(0, String::len)
+                            + c.http3.as_ref().map_or(0, String::len)
+                    })
+            }
         }
     }
 }
@@ -114,7 +135,7 @@ impl WriterHandle {
         // A request, or a connection without one, is an observation; a connection row whose
         // requests are stored on their own is not (its requests still list, without its facts).
         let observation = match &job {
-            Job::Request(_) => true,
+            Job::Request(_) | Job::Quic { .. } => true,
             Job::Opened(_) => false,
             Job::Closed { conn, .. } => conn.requests() == 0,
         };
@@ -273,6 +294,14 @@ impl Writer {
                     batch.requests.push(Arc::unwrap_or_clone(request));
                 }
                 Job::Opened(row) => batch.connections.push(*row),
+                Job::Quic {
+                    connection,
+                    request,
+                } => {
+                    observations += 1;
+                    batch.quic_connections.extend(connection.map(|row| *row));
+                    batch.quic_requests.push(*request);
+                }
                 Job::Closed { conn, failure } => {
                     if let Some(dir) = &self.record_dir {
                         let record = connection_record(&conn, &self.metrics, failure.as_ref());

@@ -73,6 +73,13 @@ pub struct Args {
     /// CA).
     #[arg(long, value_name = "FILE", requires = "acme_domain")]
     acme_directory_ca: Option<PathBuf>,
+    /// Serve QUIC and HTTP/3 on UDP at each listen address's port, and advertise it on TCP with
+    /// `alt-svc: h3=":PORT"; ma=86400` (the default; the flag only undoes an earlier --no-quic).
+    #[arg(long, overrides_with = "no_quic")]
+    quic: bool,
+    /// TCP only: no UDP listener, no `alt-svc`.
+    #[arg(long, overrides_with = "quic")]
+    no_quic: bool,
     /// Serve Prometheus metrics (OpenMetrics text, plain HTTP) at http://ADDR/metrics. Off by
     /// default; keep it on loopback or a private network: it is not authenticated.
     #[arg(long, value_name = "ADDR")]
@@ -207,6 +214,7 @@ impl Args {
             store_peer_ip: self.store_peer_ip,
             proxy_protocol_from: self.proxy_protocol_from,
             metrics_listen: self.metrics_listen,
+            quic: !self.no_quic,
             acme: (!self.acme_domain.is_empty()).then(|| AcmeSettings {
                 domains: self.acme_domain,
                 contact: self.acme_contact,
@@ -266,6 +274,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     // stdout carries the facts a user (or a test) needs, one per line.
     for addr in server.local_addrs() {
         println!("exitvoice serve: listening on https://{addr}");
+    }
+    for addr in server.quic_addrs() {
+        println!("exitvoice serve: HTTP/3 on udp {addr}");
     }
     if let Some(addr) = server.metrics_addr() {
         println!("exitvoice serve: metrics on http://{addr}/metrics");

@@ -14,6 +14,7 @@ mod leases;
 mod legacy;
 mod observations;
 mod probes;
+mod quic;
 mod retention;
 mod values;
 
@@ -24,6 +25,7 @@ use sqlx::{AnyPool, Executor as _};
 
 pub use database::{Database, DatabaseUrlError, PostgresUrl};
 pub use observations::Batch;
+pub use quic::{QuicConnectionRow, QuicRequestRow, StoredQuicRequest};
 pub use retention::{DbSize, Pruned};
 
 /// Errors from opening or using the store.

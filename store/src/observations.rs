@@ -8,6 +8,7 @@ use sqlx::any::AnyRow;
 use sqlx::AnyConnection;
 use sqlx::{Connection as _, Row as _};
 
+use crate::quic::{QuicConnectionRow, QuicRequestRow};
 use crate::values::placeholders;
 use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::{Http1Echo, Peer};
@@ -35,12 +36,19 @@ pub struct Batch {
     pub connections: Vec<ConnectionRow>,
     /// Requests to insert.
     pub requests: Vec<RequestRecord>,
+    /// QUIC connections to insert (kept when already stored).
+    pub quic_connections: Vec<QuicConnectionRow>,
+    /// HTTP/3 requests to insert.
+    pub quic_requests: Vec<QuicRequestRow>,
 }
 
 impl Batch {
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
-        self.connections.is_empty() && self.requests.is_empty()
+        self.connections.is_empty()
+            && self.requests.is_empty()
+            && self.quic_connections.is_empty()
+            && self.quic_requests.is_empty()
     }
 }
 
@@ -417,7 +425,22 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
         }
         insert.execute(&mut *conn).await?;
     }
+    crate::quic::insert_rows(conn, &batch.quic_connections, &batch.quic_requests).await?;
     Ok(())
+}
+
+/// A batch of one TCP connection and its request, for other modules' tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::Batch;
+
+    pub(crate) fn one_tcp_observation() -> Batch {
+        Batch {
+            connections: vec![super::tests::connection("t", 1_000, 1)],
+            requests: vec![super::tests::request("t", 1, Some("tcp"), 1_000)],
+            ..Batch::default()
+        }
+    }
 }
 
 #[cfg(test)]
@@ -445,7 +468,7 @@ mod tests {
     }
 
     /// A connection row whose live facts are what [`layers_of_bytes`] says of its bytes.
-    fn connection(conn_id: &str, time_unix_ms: i64, requests: u32) -> ConnectionRow {
+    pub(super) fn connection(conn_id: &str, time_unix_ms: i64, requests: u32) -> ConnectionRow {
         let hello = vec![0x16, 0x03, 0x01];
         let prefix = b"PRI * HTTP/2.0\r\n".to_vec();
         let mut facts = ConnectionFacts {
@@ -476,7 +499,12 @@ mod tests {
         }
     }
 
-    fn request(conn_id: &str, index: u32, token: Option<&str>, time_unix_ms: i64) -> RequestRecord {
+    pub(super) fn request(
+        conn_id: &str,
+        index: u32,
+        token: Option<&str>,
+        time_unix_ms: i64,
+    ) -> RequestRecord {
         RequestRecord {
             conn_id: conn_id.to_owned(),
             index,
@@ -510,6 +538,7 @@ mod tests {
             let batch = Batch {
                 connections: vec![row],
                 requests: vec![request("a", 1, None, 1_100)],
+                ..Batch::default()
             };
             store.write_batch(&batch).await.expect("write");
             let stored: String = sqlx::query_scalar("SELECT facts FROM connections")
@@ -549,12 +578,14 @@ mod tests {
             let batch = Batch {
                 connections: vec![connection("a", 1_000, 1), failed],
                 requests: vec![request("a", 1, Some("t1"), 1_100)],
+                ..Batch::default()
             };
             store.write_batch(&batch).await.expect("write");
             // The connection's end: one more request, the row updated, not duplicated.
             let later = Batch {
                 connections: vec![connection("a", 1_000, 2)],
                 requests: vec![request("a", 2, Some("t2"), 2_000)],
+                ..Batch::default()
             };
             store.write_batch(&later).await.expect("write");
             let connections: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM connections")
@@ -618,6 +649,7 @@ mod tests {
             let batch = Batch {
                 connections: vec![connection("a", 1_000, 1), connection("b", 1_200, 0), ended],
                 requests: vec![request("a", 1, None, 1_100)],
+                ..Batch::default()
             };
             store.write_batch(&batch).await.expect("write");
             let rows: Vec<(String, i64, Option<String>)> =
@@ -642,6 +674,7 @@ mod tests {
                     request("long", 1, None, 1_000),
                     request("long", 2, None, 9_000),
                 ],
+                ..Batch::default()
             };
             store.write_batch(&batch).await.expect("write");
             let pruned = store.prune(Some(5_000), 1000).await.expect("prune");

@@ -39,7 +39,7 @@ pub struct DbSize {
 
 impl Store {
     /// Deletes the oldest `batch` requests, then the oldest `batch` connections that no stored
-    /// request refers to any more; with `before_unix_ms`, only rows older than that (retention),
+    /// request refers to any more, of TCP's tables and of QUIC's; with `before_unix_ms`, only rows older than that (retention),
     /// without, whatever is oldest (the size cap).
     ///
     /// # Errors
@@ -54,23 +54,31 @@ impl Store {
         } else {
             "TRUE"
         };
-        let requests_sql = format!(
-            "DELETE FROM requests WHERE id IN (SELECT id FROM requests \
-             WHERE {older} ORDER BY id LIMIT $1)"
-        );
-        let connections_sql = format!(
-            "DELETE FROM connections WHERE id IN (SELECT id FROM connections c \
-             WHERE {older} AND NOT EXISTS \
-             (SELECT 1 FROM requests r WHERE r.conn_id = c.conn_id) ORDER BY id LIMIT $1)"
-        );
-        let requests = with_bounds(&requests_sql, batch, before_unix_ms)
-            .execute(self.pool())
-            .await?
-            .rows_affected();
-        let connections = with_bounds(&connections_sql, batch, before_unix_ms)
-            .execute(self.pool())
-            .await?
-            .rows_affected();
+        let mut requests = 0;
+        let mut connections = 0;
+        // TCP's tables, then QUIC's (docs/quic.md), each requests first.
+        for (requests_table, connections_table) in [
+            ("requests", "connections"),
+            ("quic_requests", "quic_connections"),
+        ] {
+            let requests_sql = format!(
+                "DELETE FROM {requests_table} WHERE id IN (SELECT id FROM {requests_table} \
+                 WHERE {older} ORDER BY id LIMIT $1)"
+            );
+            let connections_sql = format!(
+                "DELETE FROM {connections_table} WHERE id IN (SELECT id FROM {connections_table} c \
+                 WHERE {older} AND NOT EXISTS \
+                 (SELECT 1 FROM {requests_table} r WHERE r.conn_id = c.conn_id) ORDER BY id LIMIT $1)"
+            );
+            requests += with_bounds(&requests_sql, batch, before_unix_ms)
+                .execute(self.pool())
+                .await?
+                .rows_affected();
+            connections += with_bounds(&connections_sql, batch, before_unix_ms)
+                .execute(self.pool())
+                .await?
+                .rows_affected();
+        }
         Ok(Pruned {
             requests,
             connections,

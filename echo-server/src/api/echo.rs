@@ -27,6 +27,7 @@ use time::OffsetDateTime;
 use crate::analysis::{self, Analysis, EchoJson};
 use crate::capture::{Arrival, Connection};
 use crate::classify::BucketRule;
+use crate::ledger::TcpVisit;
 use crate::writer::{unix_ms, Job};
 use serde_json::value::RawValue;
 
@@ -58,7 +59,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Ctx {
 }
 
 /// A probe token: 1 to 128 characters of `A-Z a-z 0-9 - _ .` (URL-safe, no escaping needed).
-fn valid_token(token: String) -> Result<String, ApiError> {
+pub(super) fn valid_token(token: String) -> Result<String, ApiError> {
     let ok = !token.is_empty()
         && token.len() <= MAX_TOKEN_LEN
         && token
@@ -196,6 +197,16 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
         });
     }
     state.metrics.request(conn.spoken(), record.bucket);
+    if let Some(tls) = facts.tls.as_ref() {
+        state.ledger.tcp(TcpVisit {
+            ip: conn.peer.ip(),
+            tls_voice_id: &tls.voice_id.0,
+            conn_id: &conn.id,
+            token: record.token.as_deref(),
+            time_ms: record.time_unix_ms,
+            alt_svc: state.alt_svc,
+        });
+    }
     if conn.queue_once() {
         state.writer.submit_opened(&conn);
     }

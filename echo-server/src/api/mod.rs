@@ -19,7 +19,8 @@
 //! | `GET /` and any other path without a route (not under `/api/` or `/probe/`), when `Accept` prefers `text/html` | the fingerprint page of the request's echo (`page.rs`; 404 on paths other than `/`) |
 //! | `GET /assets/exitvoice.css`, `/assets/copy.js` | the page's stylesheet and copy-button script (not observed) |
 //! | `GET /api/observations?token=&since=&limit=&raw=` | `{schema_version, observations: [StoredObservation]}`, oldest first; `since` is RFC 3339 or Unix ms; `limit` ≤ 1000 (default 100); `hello`/`prefix` hex only with `raw=true`; the bearer `--api-token` (every row) or a capability `token` of ≥ 16 characters of `A-Za-z0-9-_` (its own rows only); else 403 (401 with `--api-token`) |
-//! | `GET /healthz` | `{api_version, status ("ok" / "degraded" while the store refuses writes), server, uptime_s, queue {depth, capacity, bytes}, connections {open, accepted, rejected_max_connections, rejected_per_ip, rejected_rate, rejected_penalty, strikes, penalties, idle_closed, request_timeouts, captures_truncated, heads_unfollowed}, handshakes {completed, failures {reason: n}}, parse_errors {tls/h2/h1: n}, requests, observations {queued, queue_drops, written, write_failures, store_failing, record_failures}}` |
+//! | `GET /api/ledger?token=` | the h3 downgrade ledger's identities whose TCP requests carried the token: `{api_version, token, identities: [{client_ip, tls_voice_id, tokens, first_tcp_ms, last_tcp_ms, tcp_requests, tcp_connections, alt_svc_first_ms, tcp_connections_after_alt_svc, first_h3_ms, h3_requests, quic_src_ip, quic_voice_id, verdict, why}]}` (`ledger.rs`) |
+//! | `GET /healthz` | `{api_version, status ("ok" / "degraded" while the store refuses writes), server, uptime_s, queue {depth, capacity, bytes}, connections {open, accepted, rejected_max_connections, rejected_per_ip, rejected_rate, rejected_penalty, strikes, penalties, idle_closed, request_timeouts, captures_truncated, heads_unfollowed}, handshakes {completed, failures {reason: n}}, parse_errors {tls/h2/h1: n}, quic {event: n}, requests, observations {queued, queue_drops, written, write_failures, store_failing, record_failures}}` |
 //!
 //! Errors are `{api_version, error, message}` with 400 (`bad_token`, `bad_query`), 401
 //! (`unauthorized`), 403 (`forbidden`), 429 (`rate_limited`), 413 (`body_too_large`) or 503 (`store_unavailable`).
@@ -27,8 +28,10 @@
 mod echo;
 mod error;
 mod health;
+mod ledger;
 mod observations;
 mod page;
+mod quic_echo;
 
 use std::sync::Arc;
 
@@ -39,10 +42,20 @@ use time::OffsetDateTime;
 
 use crate::capture::admission::Admission;
 use crate::config::ApiToken;
+use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::writer::WriterHandle;
 
 pub use error::ApiError;
+
+/// The HTTP/3 echo, for the UDP listener (`quic_echo.rs`): answers, and queues each request's
+/// observation on `writer` with the peer address `store_peer_ip` allows.
+pub(crate) fn h3_answer(
+    state: ApiState,
+    store_peer_ip: exitvoice_schema::PeerPolicy,
+) -> crate::capture::quic::Answer {
+    Arc::new(move |conn, request| quic_echo::answer(&state, store_peer_ip, conn, request))
+}
 
 /// Version of the API's JSON shapes other than the echo itself (which carries its own).
 pub const API_VERSION: u32 = 1;
@@ -58,6 +71,10 @@ pub(crate) struct ApiState {
     pub(crate) admission: Arc<Admission>,
     pub(crate) body_cap: usize,
     pub(crate) started: OffsetDateTime,
+    /// The h3 downgrade ledger, fed by every echo request.
+    pub(crate) ledger: Arc<Ledger>,
+    /// Whether TCP answers carry `alt-svc` (QUIC on).
+    pub(crate) alt_svc: bool,
 }
 
 /// All routes.
@@ -69,6 +86,7 @@ pub(crate) fn router(state: ApiState) -> Router {
         .route("/api/http1", get(echo::http1))
         .route("/api/clean", get(echo::clean))
         .route("/api/observations", get(observations::list))
+        .route("/api/ledger", get(ledger::by_token))
         .route("/probe/{token}", get(echo::probe).post(echo::probe))
         .route("/healthz", get(health::healthz))
         .merge(exitvoice_pages::assets::router())

@@ -11,6 +11,7 @@ pub(crate) mod hello;
 mod http;
 pub(crate) mod listener;
 pub(crate) mod proxy;
+pub(crate) mod quic;
 mod record;
 mod shared;
 mod strike;

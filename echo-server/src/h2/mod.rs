@@ -19,6 +19,7 @@ mod voice;
 
 use serde::Serialize;
 
+pub(crate) use akamai::pseudo_letter;
 pub use akamai::{akamai_fingerprint, akamai_fingerprint_hash, akamai_variant, AkamaiVariant};
 pub use echo::{connection, detail, echo};
 pub use error::{H2Error, H2ErrorKind};
@@ -26,6 +27,7 @@ pub use follow::{HeaderFollower, RequestHead};
 pub use frame::{Frame, FrameHeader, FrameType, Payload, PriorityFields, Setting, Settings};
 pub use hpack::{Field, FieldKind, HeaderBlock, Representation, TableSizeUpdate};
 pub use preface::PREFACE;
+pub(crate) use voice::PER_REQUEST_HEADERS;
 pub use voice::{voice_description, voice_id};
 
 use crate::codec::Reader;

@@ -19,6 +19,7 @@ mod initials;
 mod protection;
 mod transport_parameters;
 mod version;
+mod voice;
 
 pub use crypto_stream::MAX_CRYPTO_BYTES;
 pub use error::QuicError;
@@ -28,3 +29,19 @@ pub use transport_parameters::{
     of_client_hello as transport_parameters, ParameterValue, TransportParameter,
 };
 pub use version::Version;
+pub use voice::{normalised_parameters, voice_description, voice_id};
+
+/// The Destination Connection ID of a datagram whose first packet is a version 1 or 2
+/// Initial: what the live capture keys an attempt by, with the client's address
+/// (specs/quic.md section 1.8).
+///
+/// # Errors
+/// Why the datagram opens with no such Initial: a header that does not parse, a version with
+/// no Initial keys (GREASE versions among them, RFC 9000 section 15), another packet type.
+pub fn initial_dcid(datagram: &[u8]) -> Result<&[u8], QuicError> {
+    let header = header::LongHeader::read(datagram)?;
+    if !header.is_initial() {
+        return Err(QuicError::NotInitial(header.packet_type()));
+    }
+    Ok(header.dcid)
+}

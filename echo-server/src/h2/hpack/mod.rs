@@ -12,7 +12,7 @@
 //! hostile block of many one-byte Huffman strings a CPU sink. `loona-hpack` and the Python `hpack`
 //! package are used as independent oracles in the tests instead.
 
-mod huffman;
+pub(crate) mod huffman;
 mod table;
 
 use serde::Serialize;

@@ -1,0 +1,383 @@
+//! The h3 downgrade ledger (issue 16; specs/quic.md section 5): per client identity — the
+//! client's IP and the TLS voice of its TCP connections — its TCP visits after the server told
+//! it, with `alt-svc`, that the origin also speaks HTTP/3, and whether an HTTP/3 request from it
+//! followed. A client that keeps coming back over TCP and never over HTTP/3 is
+//! `never_tries_h3`: browsers behind HTTP CONNECT or SOCKS proxies never try QUIC (spec §5.4),
+//! and a path that drops UDP looks the same.
+//!
+//! An HTTP/3 request matches an identity by its probe token, or else by its source IP within
+//! `ma` (86,400 s) of that identity's first `alt-svc`. Kept in memory, bounded; times are Unix
+//! milliseconds given by the caller, so the rules are tested without a clock.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
+
+use serde::Serialize;
+
+/// `ma` of the `alt-svc` we send, in milliseconds (RFC 7838 section 3.1).
+pub const ALT_SVC_MAX_AGE_MS: i64 = 86_400_000;
+/// TCP connections after the first `alt-svc`, without an HTTP/3 request, that make
+/// `never_tries_h3`.
+pub const NEVER_TRIES_AFTER: u32 = 3;
+/// Identities kept; the oldest is forgotten past this.
+const MAX_IDENTITIES: usize = 65_536;
+
+/// One client identity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Identity {
+    ip: IpAddr,
+    tls_voice_id: String,
+}
+
+/// What the ledger knows of one identity.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Entry {
+    /// The client's IP over TCP.
+    pub client_ip: IpAddr,
+    /// The TLS voice of its TCP connections.
+    pub tls_voice_id: String,
+    /// Probe tokens its TCP requests carried, first seen first.
+    pub tokens: Vec<String>,
+    /// First TCP request.
+    pub first_tcp_ms: i64,
+    /// Last TCP request.
+    pub last_tcp_ms: i64,
+    /// TCP requests seen.
+    pub tcp_requests: u32,
+    /// Distinct TCP connections seen.
+    pub tcp_connections: u32,
+    /// When the first `alt-svc` went to it (`None` with QUIC off).
+    pub alt_svc_first_ms: Option<i64>,
+    /// TCP connections opened after the first `alt-svc`.
+    pub tcp_connections_after_alt_svc: u32,
+    /// The first QUIC connection attempt from its IP after `alt-svc` (a client Initial that
+    /// quinn took as a new connection).
+    pub first_quic_attempt_ms: Option<i64>,
+    /// QUIC connection attempts from its IP after `alt-svc`.
+    pub quic_attempts: u32,
+    /// Its first HTTP/3 request.
+    pub first_h3_ms: Option<i64>,
+    /// HTTP/3 requests matched to it.
+    pub h3_requests: u32,
+    /// The source IP of its HTTP/3 requests (may differ from `client_ip`).
+    pub quic_src_ip: Option<IpAddr>,
+    /// The QUIC voice of its first HTTP/3 connection.
+    pub quic_voice_id: Option<String>,
+    /// The last TCP connection seen, to count distinct ones.
+    #[serde(skip)]
+    last_conn_id: String,
+}
+
+/// The ledger's verdict on an identity at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// `alt-svc` sent; not enough TCP returns yet.
+    Pending,
+    /// A QUIC connection attempt came from its IP after `alt-svc`, but no HTTP/3 request (yet).
+    AttemptedH3,
+    /// An HTTP/3 request came from its IP (or with its token).
+    H3Ok,
+    /// An HTTP/3 request carried its token from another IP: UDP leaves by another path.
+    QuicElsewhere,
+    /// `NEVER_TRIES_AFTER` TCP connections after the first `alt-svc`, within `ma`, and no
+    /// HTTP/3 request.
+    NeverTriesH3,
+    /// `ma` passed without enough evidence, or no `alt-svc` was ever sent (QUIC off).
+    Expired,
+}
+
+impl Entry {
+    /// The verdict at `now_ms`, and why.
+    pub fn verdict(&self, now_ms: i64) -> (Verdict, String) {
+        if let Some(src) = self.quic_src_ip {
+            if src != self.client_ip {
+                return (
+                    Verdict::QuicElsewhere,
+                    format!(
+                        "HTTP/3 with its token came from {src}, TCP from {}",
+                        self.client_ip
+                    ),
+                );
+            }
+            return (
+                Verdict::H3Ok,
+                format!("{} HTTP/3 request(s) after alt-svc", self.h3_requests),
+            );
+        }
+        if let Some(at) = self.first_quic_attempt_ms {
+            let after = self.alt_svc_first_ms.map_or(0, |sent| at - sent);
+            return (
+                Verdict::AttemptedH3,
+                format!(
+                    "{} QUIC attempt(s), the first {after} ms after alt-svc",
+                    self.quic_attempts
+                ),
+            );
+        }
+        let Some(alt_svc) = self.alt_svc_first_ms else {
+            return (
+                Verdict::Expired,
+                "no alt-svc was sent (QUIC off)".to_owned(),
+            );
+        };
+        if self.tcp_connections_after_alt_svc >= NEVER_TRIES_AFTER {
+            return (
+                Verdict::NeverTriesH3,
+                format!(
+                    "{} TCP connections after alt-svc, no QUIC attempt",
+                    self.tcp_connections_after_alt_svc
+                ),
+            );
+        }
+        if now_ms - alt_svc > ALT_SVC_MAX_AGE_MS {
+            return (Verdict::Expired, "alt-svc's max age passed".to_owned());
+        }
+        (
+            Verdict::Pending,
+            format!(
+                "{} of {NEVER_TRIES_AFTER} TCP connections after alt-svc",
+                self.tcp_connections_after_alt_svc
+            ),
+        )
+    }
+}
+
+/// A TCP request, as the ledger needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct TcpVisit<'a> {
+    /// The client's IP.
+    pub ip: IpAddr,
+    /// The TLS voice of its connection.
+    pub tls_voice_id: &'a str,
+    /// Its connection's id.
+    pub conn_id: &'a str,
+    /// Its probe token.
+    pub token: Option<&'a str>,
+    /// When, Unix ms.
+    pub time_ms: i64,
+    /// Whether its answer carries `alt-svc`.
+    pub alt_svc: bool,
+}
+
+/// An HTTP/3 request, as the ledger needs it.
+#[derive(Clone, Copy, Debug)]
+pub struct H3Visit<'a> {
+    /// The client's IP.
+    pub ip: IpAddr,
+    /// Its probe token.
+    pub token: Option<&'a str>,
+    /// The QUIC voice of its connection.
+    pub quic_voice_id: Option<&'a str>,
+    /// When, Unix ms.
+    pub time_ms: i64,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    entries: HashMap<Identity, Entry>,
+    order: VecDeque<Identity>,
+}
+
+/// The ledger of one server.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    book: Mutex<Book>,
+}
+
+impl Ledger {
+    /// Notes a TCP request.
+    pub fn tcp(&self, visit: TcpVisit<'_>) {
+        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+        let identity = Identity {
+            ip: visit.ip,
+            tls_voice_id: visit.tls_voice_id.to_owned(),
+        };
+        if !book.entries.contains_key(&identity) {
+            if book.entries.len() >= MAX_IDENTITIES {
+                if let Some(oldest) = book.order.pop_front() {
+                    book.entries.remove(&oldest);
+                }
+            }
+            book.order.push_back(identity.clone());
+        }
+        let entry = book.entries.entry(identity).or_insert_with(|| Entry {
+            client_ip: visit.ip,
+            tls_voice_id: visit.tls_voice_id.to_owned(),
+            tokens: Vec::new(),
+            first_tcp_ms: visit.time_ms,
+            last_tcp_ms: visit.time_ms,
+            tcp_requests: 0,
+            tcp_connections: 0,
+            alt_svc_first_ms: None,
+            tcp_connections_after_alt_svc: 0,
+            first_quic_attempt_ms: None,
+            quic_attempts: 0,
+            first_h3_ms: None,
+            h3_requests: 0,
+            quic_src_ip: None,
+            quic_voice_id: None,
+            last_conn_id: String::new(),
+        });
+        entry.last_tcp_ms = visit.time_ms;
+        entry.tcp_requests += 1;
+        if entry.last_conn_id != visit.conn_id {
+            entry.tcp_connections += 1;
+            if entry.alt_svc_first_ms.is_some() {
+                entry.tcp_connections_after_alt_svc += 1;
+            }
+            entry.last_conn_id = visit.conn_id.to_owned();
+        }
+        if visit.alt_svc && entry.alt_svc_first_ms.is_none() {
+            entry.alt_svc_first_ms = Some(visit.time_ms);
+        }
+        if let Some(token) = visit.token {
+            if !entry.tokens.iter().any(|t| t == token) && entry.tokens.len() < 16 {
+                entry.tokens.push(token.to_owned());
+            }
+        }
+    }
+
+    /// Notes an HTTP/3 request: it matches the identities with its token, or else those of its
+    /// IP that were sent `alt-svc` within `ma`.
+    pub fn h3(&self, visit: H3Visit<'_>) {
+        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+        let by_token = |e: &Entry| visit.token.is_some_and(|t| e.tokens.iter().any(|x| x == t));
+        let any_by_token = book.entries.values().any(by_token);
+        for entry in book.entries.values_mut() {
+            let matches = if any_by_token {
+                by_token(entry)
+            } else {
+                entry.client_ip == visit.ip
+                    && entry
+                        .alt_svc_first_ms
+                        .is_some_and(|at| visit.time_ms - at <= ALT_SVC_MAX_AGE_MS)
+            };
+            if matches {
+                entry.h3_requests += 1;
+                entry.first_h3_ms.get_or_insert(visit.time_ms);
+                entry.quic_src_ip.get_or_insert(visit.ip);
+                if entry.quic_voice_id.is_none() {
+                    entry.quic_voice_id = visit.quic_voice_id.map(str::to_owned);
+                }
+            }
+        }
+    }
+
+    /// Notes a QUIC connection attempt from `ip`: it counts for the identities of that IP that
+    /// were sent `alt-svc` before it, within `ma` (an Initial carries no probe token).
+    pub fn quic_attempt(&self, ip: IpAddr, time_ms: i64) {
+        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+        for entry in book.entries.values_mut() {
+            let after_alt_svc = entry
+                .alt_svc_first_ms
+                .is_some_and(|at| (0..=ALT_SVC_MAX_AGE_MS).contains(&(time_ms - at)));
+            if entry.client_ip == ip && after_alt_svc {
+                entry.quic_attempts += 1;
+                entry.first_quic_attempt_ms.get_or_insert(time_ms);
+            }
+        }
+    }
+
+    /// The identities whose TCP requests carried `token`.
+    pub fn by_token(&self, token: &str) -> Vec<Entry> {
+        let book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+        book.order
+            .iter()
+            .filter_map(|identity| book.entries.get(identity))
+            .filter(|e| e.tokens.iter().any(|t| t == token))
+            .cloned()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp<'a>(conn_id: &'a str, time_ms: i64) -> TcpVisit<'a> {
+        TcpVisit {
+            ip: IpAddr::from([192, 0, 2, 1]),
+            tls_voice_id: "tlsv2_chrome",
+            conn_id,
+            token: Some("tok"),
+            time_ms,
+            alt_svc: true,
+        }
+    }
+
+    #[test]
+    fn three_tcp_returns_without_h3_is_never_tries_h3() {
+        let ledger = Ledger::default();
+        ledger.tcp(tcp("c1", 0));
+        ledger.tcp(tcp("c1", 10));
+        let entry = &ledger.by_token("tok")[0];
+        assert_eq!(entry.verdict(20).0, Verdict::Pending);
+        for (i, conn) in ["c2", "c3", "c4"].into_iter().enumerate() {
+            ledger.tcp(tcp(conn, 1_000 * (i as i64 + 1)));
+        }
+        let entry = &ledger.by_token("tok")[0];
+        assert_eq!(entry.tcp_connections, 4);
+        assert_eq!(entry.tcp_connections_after_alt_svc, 3);
+        assert_eq!(entry.verdict(5_000).0, Verdict::NeverTriesH3);
+    }
+
+    #[test]
+    fn h3_by_ip_or_token_decides_the_verdict() {
+        let ledger = Ledger::default();
+        ledger.tcp(tcp("c1", 0));
+        ledger.h3(H3Visit {
+            ip: IpAddr::from([192, 0, 2, 1]),
+            token: None,
+            quic_voice_id: Some("quicv1_x"),
+            time_ms: 500,
+        });
+        let entry = &ledger.by_token("tok")[0];
+        assert_eq!(entry.verdict(600).0, Verdict::H3Ok);
+
+        assert_eq!(entry.quic_voice_id.as_deref(), Some("quicv1_x"));
+
+        let attempted = Ledger::default();
+        attempted.tcp(tcp("c1", 0));
+        attempted.quic_attempt(IpAddr::from([198, 51, 100, 7]), 100);
+        assert_eq!(
+            attempted.by_token("tok")[0].verdict(200).0,
+            Verdict::Pending
+        );
+        attempted.quic_attempt(IpAddr::from([192, 0, 2, 1]), 300);
+        let tried = &attempted.by_token("tok")[0];
+        assert_eq!(tried.verdict(400).0, Verdict::AttemptedH3);
+        assert_eq!(
+            tried.verdict(400).1,
+            "1 QUIC attempt(s), the first 300 ms after alt-svc"
+        );
+
+        let elsewhere = Ledger::default();
+        elsewhere.tcp(tcp("c1", 0));
+        elsewhere.h3(H3Visit {
+            ip: IpAddr::from([198, 51, 100, 7]),
+            token: Some("tok"),
+            quic_voice_id: None,
+            time_ms: 500,
+        });
+        assert_eq!(
+            elsewhere.by_token("tok")[0].verdict(600).0,
+            Verdict::QuicElsewhere
+        );
+
+        // Another IP without the token, or after `ma`: no match.
+        let late = Ledger::default();
+        late.tcp(tcp("c1", 0));
+        late.h3(H3Visit {
+            ip: IpAddr::from([192, 0, 2, 1]),
+            token: None,
+            quic_voice_id: None,
+            time_ms: ALT_SVC_MAX_AGE_MS + 1,
+        });
+        assert_eq!(
+            late.by_token("tok")[0].verdict(ALT_SVC_MAX_AGE_MS + 2).0,
+            Verdict::Expired
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! The h3 downgrade ledger (`/api/ledger?token=`) against real clients on loopback: curl, which
+//! never speaks HTTP/3, becomes `never_tries_h3` after three TCP returns; aioquic, which comes
+//! back over HTTP/3 with the token, is `h3_ok`; headless Chromium that sees `alt-svc` directly
+//! tries QUIC on a later visit, and the same Chromium through squid (HTTP CONNECT only) never
+//! does. Needs curl, chromium, squid, certutil and `.tools/venv` with aioquic
+//! (scripts/install-test-deps.sh).
+//!
+//! Every client here comes from 127.0.0.1, and a QUIC attempt carries no token, so attempts
+//! are matched by IP: each case that counts attempts runs on a server of its own.
+
+mod echo_support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use echo_support::{curl, EchoServer};
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The ledger's identities for `token`, from 127.0.2.1 (an address no client here uses).
+fn ledger(server: &EchoServer, token: &str) -> Vec<Value> {
+    let out = curl(&[
+        "-sk",
+        "--http1.1",
+        "--interface",
+        "127.0.2.1",
+        &server.url(&format!("/api/ledger?token={token}")),
+    ]);
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("ledger JSON");
+    answer["identities"].as_array().expect("identities").clone()
+}
+
+/// `curl` GETs `/probe/<token>` on a connection of its own.
+fn curl_probe(server: &EchoServer, token: &str) {
+    let out = curl(&[
+        "-sk",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &server.url(&format!("/probe/{token}")),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+}
+
+#[test]
+fn curl_never_tries_h3_and_aioquic_comes_back_over_h3() {
+    let server = EchoServer::start(&[]);
+    curl_probe(&server, "ledger-curl-0001");
+    let first = ledger(&server, "ledger-curl-0001");
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0]["verdict"], "pending", "{first:?}");
+    for _ in 0..3 {
+        curl_probe(&server, "ledger-curl-0001");
+    }
+    let after = ledger(&server, "ledger-curl-0001");
+    assert_eq!(after[0]["verdict"], "never_tries_h3", "{after:?}");
+    assert_eq!(after[0]["tcp_connections"], 4);
+    assert_eq!(after[0]["tcp_connections_after_alt_svc"], 3);
+    assert!(after[0]["alt_svc_first_ms"].is_i64());
+
+    // aioquic: one TCP visit (alt-svc), then HTTP/3 with the same token.
+    let server = EchoServer::start(&[]);
+    curl_probe(&server, "ledger-aioquic-01");
+    let output = Command::new(root().join(".tools/venv/bin/python"))
+        .arg(root().join("tests/clients/py_aioquic.py"))
+        .args(["127.0.0.1", &server.port.to_string(), "localhost"])
+        .arg(server.cert_pem())
+        .arg("/probe/ledger-aioquic-01")
+        .output()
+        .expect("run py_aioquic.py (scripts/install-test-deps.sh)");
+    assert!(output.status.success(), "aioquic failed");
+    let identities = ledger(&server, "ledger-aioquic-01");
+    assert_eq!(identities.len(), 1, "{identities:?}");
+    let entry = &identities[0];
+    assert_eq!(entry["verdict"], "h3_ok", "{entry}");
+    assert_eq!(entry["h3_requests"], 1);
+    assert_eq!(entry["quic_src_ip"], "127.0.0.1");
+    assert!(entry["quic_voice_id"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("quicv1_")));
+
+    // Without QUIC no alt-svc is sent, so no verdict can be reached.
+    let off = EchoServer::start(&["--no-quic"]);
+    for _ in 0..4 {
+        curl_probe(&off, "ledger-noquic-01");
+    }
+    let entry = &ledger(&off, "ledger-noquic-01")[0];
+    assert_eq!(entry["verdict"], "expired", "{entry}");
+    assert!(entry["alt_svc_first_ms"].is_null());
+}
+
+/// A profile home whose NSS database trusts the test CA (as a browser that trusts a private
+/// CA): Chromium's QUIC verifies the certificate of an `alt-svc` alternative and ignores
+/// `--ignore-certificate-errors`.
+fn home_trusting_test_ca(dir: &Path) -> PathBuf {
+    let home = dir.join("home");
+    let db = home.join(".pki/nssdb");
+    std::fs::create_dir_all(&db).expect("nssdb dir");
+    let db_arg = format!("sql:{}", db.display());
+    let ok = |args: &[&str]| {
+        let status = Command::new("certutil")
+            .args(args)
+            .status()
+            .expect("certutil (libnss3-tools)");
+        assert!(status.success(), "certutil {args:?}");
+    };
+    ok(&["-d", &db_arg, "-N", "--empty-password"]);
+    let ca = root().join(".tools/certs/ca.pem");
+    ok(&[
+        "-d",
+        &db_arg,
+        "-A",
+        "-t",
+        "C,,",
+        "-n",
+        "exitvoice-test-ca",
+        "-i",
+        ca.to_str().expect("utf-8"),
+    ]);
+    home
+}
+
+/// An echo server with the test CA's leaf for echo.exitvoice.test (in /etc/hosts).
+fn server_with_test_leaf() -> EchoServer {
+    let certs = root().join(".tools/certs");
+    EchoServer::start(&[
+        "--cert",
+        certs.join("leaf-chain.pem").to_str().expect("utf-8"),
+        "--key",
+        certs.join("leaf.key").to_str().expect("utf-8"),
+    ])
+}
+
+/// Loads `url` in headless Chromium with QUIC allowed (the auditor's flags without
+/// `--disable-quic`), in `profile`, through `proxy` if given.
+fn chromium(home: &Path, profile: &Path, url: &str, proxy: Option<u16>) {
+    let mut command = Command::new("chromium");
+    command
+        .env("HOME", home)
+        .args(
+            exitvoice_auditor::probe::chromium::HEADLESS_FLAGS
+                .iter()
+                .filter(|flag| **flag != "--disable-quic"),
+        )
+        .arg("--enable-quic")
+        .arg(format!("--user-data-dir={}", profile.display()));
+    if let Some(port) = proxy {
+        command.arg(format!("--proxy-server=http://127.0.0.1:{port}"));
+    }
+    let output = command
+        .arg("--dump-dom")
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    assert!(output.status.success(), "chromium {url}");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("spoken"),
+        "an echo for {url}"
+    );
+}
+
+/// squid as an open HTTP CONNECT proxy on loopback; stopped (by its PID) on drop.
+struct Squid {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Squid {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let d = dir.path().display();
+        let conf = format!(
+            "http_port 127.0.0.1:{port}\nhttp_access allow all\npid_filename {d}/squid.pid\n\
+             cache_log {d}/cache.log\naccess_log {d}/access.log\ncache deny all\n\
+             cache_mem 8 MB\ncoredump_dir {d}\nshutdown_lifetime 0 seconds\n"
+        );
+        std::fs::write(dir.path().join("squid.conf"), conf).expect("squid.conf");
+        // squid drops root for its own user, which must be able to write the logs.
+        let _ = Command::new("chmod").arg("777").arg(dir.path()).status();
+        let child = Command::new("squid")
+            .args(["-N", "-f"])
+            .arg(dir.path().join("squid.conf"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run squid");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "squid did not listen");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Self { child, port, dir }
+    }
+
+    fn access_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("access.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Squid {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn chromium_direct_tries_h3_and_through_squid_never_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = home_trusting_test_ca(dir.path());
+
+    // Direct: the first visit sees alt-svc; Chromium races QUIC on the next.
+    let direct = server_with_test_leaf();
+    let url = format!(
+        "https://echo.exitvoice.test:{}/probe/ledger-chromium-direct",
+        direct.port
+    );
+    let profile = dir.path().join("direct");
+    for _ in 0..2 {
+        chromium(&home, &profile, &url, None);
+    }
+    let entry = &ledger(&direct, "ledger-chromium-direct")[0];
+    let verdict = entry["verdict"].as_str().expect("verdict");
+    assert!(
+        verdict == "attempted_h3" || verdict == "h3_ok",
+        "Chromium direct: {entry}"
+    );
+
+    // Through squid: CONNECT carries TCP only, and Chromium with a proxy never tries QUIC.
+    let squid = Squid::start();
+    let proxied = server_with_test_leaf();
+    let url = format!(
+        "https://echo.exitvoice.test:{}/probe/ledger-chromium-squid",
+        proxied.port
+    );
+    let profile = dir.path().join("squid");
+    for _ in 0..4 {
+        chromium(&home, &profile, &url, Some(squid.port));
+    }
+    assert!(
+        squid
+            .access_log()
+            .contains(&format!("CONNECT echo.exitvoice.test:{}", proxied.port)),
+        "the visits went through squid"
+    );
+    let entry = &ledger(&proxied, "ledger-chromium-squid")[0];
+    assert_eq!(
+        entry["verdict"], "never_tries_h3",
+        "Chromium through squid: {entry}"
+    );
+    assert_eq!(entry["quic_attempts"], 0);
+}
