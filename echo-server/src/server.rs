@@ -339,38 +339,36 @@ impl Server {
     }
 }
 
-/// rustls as a real origin would run it: TLS 1.2 and 1.3, ALPN `h2` then `http/1.1`, session
-/// tickets (TLS 1.3 tickets and TLS 1.2 stateless tickets), and `SSLKEYLOGFILE` honoured; the
-/// certificate as `certificate` sets it (one chain, or ACME's resolver).
+/// A rustls configuration waiting for its certificate.
+type WantsCert = rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>;
+
+/// rustls as a real origin would run it over TCP: TLS 1.2 and 1.3, ALPN `h2` then `http/1.1`.
 fn tls_config(
-    certificate: impl FnOnce(
-        rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>,
-    ) -> Result<rustls::ServerConfig, rustls::Error>,
+    certificate: impl FnOnce(WantsCert) -> Result<rustls::ServerConfig, rustls::Error>,
 ) -> Result<rustls::ServerConfig, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let builder = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth();
-    let mut config = certificate(builder)?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    config.key_log = Arc::new(rustls::KeyLogFile::new());
-    config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
-    Ok(config)
+    rustls_config(rustls::DEFAULT_VERSIONS, &[b"h2", b"http/1.1"], certificate)
 }
 
-/// rustls for QUIC: TLS 1.3 only (RFC 9001 section 4.2), ALPN `h3` (RFC 9114 section 3.1), the
-/// same certificate, provider, tickets and `SSLKEYLOGFILE` as TCP.
+/// rustls for QUIC: TLS 1.3 only (RFC 9001 section 4.2), ALPN `h3` (RFC 9114 section 3.1).
 fn quic_tls_config(
-    certificate: impl FnOnce(
-        rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>,
-    ) -> Result<rustls::ServerConfig, rustls::Error>,
+    certificate: impl FnOnce(WantsCert) -> Result<rustls::ServerConfig, rustls::Error>,
+) -> Result<rustls::ServerConfig, rustls::Error> {
+    rustls_config(&[&rustls::version::TLS13], &[b"h3"], certificate)
+}
+
+/// What TCP and QUIC share: the provider, the certificate as `certificate` sets it, session
+/// tickets (TLS 1.3 tickets and TLS 1.2 stateless tickets), and `SSLKEYLOGFILE` honoured.
+fn rustls_config(
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    alpn: &[&[u8]],
+    certificate: impl FnOnce(WantsCert) -> Result<rustls::ServerConfig, rustls::Error>,
 ) -> Result<rustls::ServerConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_protocol_versions(versions)?
         .with_no_client_auth();
     let mut config = certificate(builder)?;
-    config.alpn_protocols = vec![b"h3".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config.key_log = Arc::new(rustls::KeyLogFile::new());
     config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
     Ok(config)

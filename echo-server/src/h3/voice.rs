@@ -55,16 +55,7 @@ fn pseudo_name(name: &str) -> String {
 
 /// The text [`voice_id`] hashes.
 pub fn voice_description(settings: &[Setting], fields: &[HeaderField]) -> String {
-    let s: Vec<String> = settings
-        .iter()
-        .map(|s| {
-            if s.grease {
-                "g".to_owned()
-            } else {
-                format!("{}:{}", s.id, s.value)
-            }
-        })
-        .collect();
+    let s = settings_text(settings.iter(), "g");
     let ps: Vec<String> = fields
         .iter()
         .filter(|f| f.is_pseudo())
@@ -75,12 +66,7 @@ pub fn voice_description(settings: &[Setting], fields: &[HeaderField]) -> String
         .filter(|f| !f.is_pseudo() && !PER_REQUEST_HEADERS.contains(&f.name.as_bytes()))
         .map(|f| f.name.as_str())
         .collect();
-    format!(
-        "h3v1\ns={}\nps={}\nh={}\n",
-        s.join(";"),
-        ps.join(","),
-        h.join(",")
-    )
+    format!("h3v1\ns={}\nps={}\nh={}\n", s, ps.join(","), h.join(","))
 }
 
 /// The HTTP/3 voice, `h3v1_` + 24 lowercase hex.
@@ -93,22 +79,27 @@ pub fn voice_id(settings: &[Setting], fields: &[HeaderField]) -> VoiceId {
 pub fn h3_text(settings: &[Setting], fields: &[HeaderField]) -> String {
     let mut sorted: Vec<&Setting> = settings.iter().collect();
     sorted.sort_by_key(|s| (s.grease, s.id));
-    let s: Vec<String> = sorted
-        .iter()
-        .map(|s| {
-            if s.grease {
-                "GREASE".to_owned()
-            } else {
-                format!("{}:{}", s.id, s.value)
-            }
-        })
-        .collect();
+    let s = settings_text(sorted.into_iter(), "GREASE");
     let ps: Vec<String> = fields
         .iter()
         .filter(|f| f.is_pseudo())
         .map(|f| f.name.chars().nth(1).map(String::from).unwrap_or_default())
         .collect();
-    format!("{}|{}", s.join(";"), ps.join(","))
+    format!("{s}|{}", ps.join(","))
+}
+
+/// Settings as `id:value` joined by `;`, each GREASE setting as `grease`.
+fn settings_text<'a>(settings: impl Iterator<Item = &'a Setting>, grease: &str) -> String {
+    settings
+        .map(|s| {
+            if s.grease {
+                grease.to_owned()
+            } else {
+                format!("{}:{}", s.id, s.value)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// md5 of an `h3_text`, lowercase hex.
