@@ -320,11 +320,7 @@ pub fn label(
     let coherence = newest
         .and_then(|s| s.coherence.as_ref())
         .map(|c| ExitCoherence {
-            score: c.score,
-            reasons: c.reasons.clone(),
-            tls_family: c.tls_family.clone(),
-            http_family: c.http_family.clone(),
-            ua_family: c.ua_family.clone(),
+            newest: c.clone(),
             baseline_score: baseline_coherence.map(|b| b.score),
             kept: coherence_dropped_at.is_none(),
         });

@@ -52,7 +52,13 @@ fn family_pair(coherence: Option<&ExitCoherence>) -> String {
     }
     coherence.map_or_else(
         || "none".to_owned(),
-        |c| format!("{}+{}", name(&c.tls_family), name(&c.http_family)),
+        |c| {
+            format!(
+                "{}+{}",
+                name(&c.newest.tls_family),
+                name(&c.newest.http_family)
+            )
+        },
     )
 }
 
@@ -80,11 +86,13 @@ mod tests {
             exact: false,
         };
         let coherent = |tls: &str, http: Option<&str>| ExitCoherence {
-            score: 1.0,
-            reasons: vec![],
-            tls_family: Some(family(tls)),
-            http_family: http.map(family),
-            ua_family: None,
+            newest: exitvoice_schema::Coherence {
+                score: 1.0,
+                reasons: vec![],
+                tls_family: Some(family(tls)),
+                http_family: http.map(family),
+                ua_family: None,
+            },
             baseline_score: None,
             kept: true,
         };

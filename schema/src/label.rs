@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::coherence::Family;
+use crate::coherence::Coherence;
 use crate::voice::Bucket;
 
 /// Version of the labels JSON. Bump when a field changes meaning or is removed.
@@ -297,18 +297,10 @@ pub struct Change {
 /// An exit's coherence: its newest sample's, and whether its window keeps the baseline's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExitCoherence {
-    /// The newest sample's score.
-    pub score: f64,
-    /// The newest sample's reasons.
-    pub reasons: Vec<String>,
-    /// The family the newest sample's TLS voice looks like.
-    pub tls_family: Option<Family>,
-    /// The family the newest sample's HTTP/2 voice looks like.
-    pub http_family: Option<Family>,
-    /// The family the User-Agent of the newest sample claimed, as the echo read it (absent when
-    /// the echo judged none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ua_family: Option<Family>,
+    /// The newest sample's coherence: score, reasons and families, at the top level of the
+    /// object.
+    #[serde(flatten)]
+    pub newest: Coherence,
     /// The baseline's score, when there is a baseline.
     pub baseline_score: Option<f64>,
     /// Every sample of the window has no reason the baseline lacks.

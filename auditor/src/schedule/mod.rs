@@ -736,11 +736,13 @@ mod tests {
         assert_eq!(unsettled(Some(&before), &after), ["state", "route", "new"]);
         let mut dropped = after.clone();
         dropped.exits[0].coherence = Some(exitvoice_schema::ExitCoherence {
-            score: 0.5,
-            reasons: vec!["alpn_h2_spoke_http1".into()],
-            tls_family: None,
-            http_family: None,
-            ua_family: None,
+            newest: exitvoice_schema::Coherence {
+                score: 0.5,
+                reasons: vec!["alpn_h2_spoke_http1".into()],
+                tls_family: None,
+                http_family: None,
+                ua_family: None,
+            },
             baseline_score: Some(1.0),
             kept: false,
         });
