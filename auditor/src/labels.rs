@@ -60,8 +60,8 @@
 use std::collections::BTreeMap;
 
 use exitvoice_schema::{
-    Baseline, Bucket, DriftState, Egress, ExitCoherence, ExitLabel, Flags, HistoryEntry, Latency,
-    ProbeRecord, Route, Sample, Transition,
+    Baseline, Bucket, DriftState, Egress, ExitCoherence, ExitLabel, Flags, H3Probe, HistoryEntry,
+    Latency, ProbeRecord, Route, Sample, Transition,
 };
 use serde::Deserialize;
 
@@ -141,6 +141,8 @@ pub struct Prior<'a> {
     pub baseline: Option<&'a Sample>,
     /// The exit's previous label.
     pub previous: Option<&'a ExitLabel>,
+    /// The newest direct QUIC probe, for the `h3` label.
+    pub baseline_h3: Option<&'a H3Probe>,
 }
 
 /// The baseline summary of a successful direct probe record.
@@ -203,6 +205,7 @@ pub fn label(
         rotating: (exit.rotate && samples.len() >= 2).then_some(egress_ips.len() >= 2),
         sticky_broken: sticky_broken(&samples),
     };
+    let h3 = crate::h3_label::label(records, prior.baseline_h3);
     let flags = Flags {
         tls_preserved: !samples.is_empty()
             && samples.iter().all(|(_, s)| s.tls_preserved == Some(true)),
@@ -216,6 +219,7 @@ pub fn label(
             .baseline
             .is_some_and(|b| samples.iter().any(|(_, s)| s.egress_ip == b.egress_ip)),
         tls_reoriginated: samples.iter().any(|(_, s)| s.tls_preserved == Some(false)),
+        h3_gap: crate::h3_label::gap(h3.as_ref()),
     };
     let mut errors: BTreeMap<String, u32> = BTreeMap::new();
     for failure in window.iter().filter_map(|r| r.error.as_ref()) {
@@ -350,6 +354,7 @@ pub fn label(
         switch_changes,
         coherence,
         coherence_dropped_at,
+        h3,
         samples: u32::try_from(samples.len()).unwrap_or(u32::MAX),
         errors,
         latency: Latency {
@@ -548,6 +553,7 @@ mod tests {
                 coherence: None,
                 echo: echo(),
             }),
+            h3: None,
         }
     }
 
@@ -731,6 +737,7 @@ mod tests {
             let prior = Prior {
                 baseline: None,
                 previous: previous.as_ref(),
+                baseline_h3: None,
             };
             let label = label_with(&records, &rule, prior);
             let time = |t: Option<u32>| t.map(|t| format!("2026-01-01T00:00:{t:02}Z"));
@@ -779,6 +786,7 @@ mod tests {
         let prior = Prior {
             baseline: Some(&baseline),
             previous: None,
+            baseline_h3: None,
         };
         let rotating = ExitInfo {
             rotate: true,

@@ -21,6 +21,7 @@ pub mod drift;
 pub mod error;
 pub mod exits;
 pub mod exposition;
+pub mod h3_label;
 pub mod labels;
 pub mod pool;
 pub mod preflight;

@@ -69,6 +69,7 @@ pub fn record(
         latency_ms,
         error,
         sample,
+        h3: None,
     }
 }
 

@@ -9,6 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::coherence::Coherence;
+use crate::probe::UdpPath;
 use crate::voice::Bucket;
 
 /// Version of the labels JSON. Bump when a field changes meaning or is removed.
@@ -129,6 +130,34 @@ pub struct Flags {
     /// whether or not the certificate check caught it.
     #[serde(default)]
     pub tls_reoriginated: bool,
+    /// The direct baseline reached the echo over HTTP/3 and this exit's newest QUIC probe did
+    /// not (or the exit is HTTP `CONNECT`, which carries no UDP): a browser behind it never gets
+    /// the h3 it would get from where the auditor stands.
+    #[serde(default)]
+    pub h3_gap: bool,
+}
+
+/// An exit and HTTP/3: whether its UDP reaches the echo, and whether QUIC through it is the
+/// client's own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct H3Label {
+    /// The newest direct QUIC probe got its echo over HTTP/3.
+    pub baseline_h3: bool,
+    /// How the exit's newest QUIC probe travelled; `None` when the exit has had none since the
+    /// baseline last spoke h3 (the exit is not probed over QUIC when the baseline was not).
+    pub via: Option<UdpPath>,
+    /// Whether that probe's echo came back over HTTP/3; `None` as for `via`.
+    pub udp_carried: Option<bool>,
+    /// Why not, when not: the failure's class and message, or that HTTP `CONNECT` carries TCP
+    /// only.
+    pub reason: Option<String>,
+    /// The echo saw the baseline's TLS, QUIC and HTTP/3 voices through the exit; `None` unless
+    /// both probes carried.
+    pub preserved: Option<bool>,
+    /// The address the echo saw the exit's QUIC come from.
+    pub egress_ip: Option<String>,
+    /// Start of the exit's newest QUIC probe's record.
+    pub checked_at: Option<String>,
 }
 
 /// Where an exit's samples left from, over its window.
@@ -251,6 +280,10 @@ pub struct ExitLabel {
     /// baseline does not have); `None` while every sample keeps it.
     #[serde(default)]
     pub coherence_dropped_at: Option<String>,
+    /// What the exit does to HTTP/3, from the newest QUIC probes; `None` until a run has made a
+    /// baseline QUIC probe (and with `audit --no-quic`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h3: Option<H3Label>,
     /// Successful samples in the window.
     pub samples: u32,
     /// Failed probes in the window by error class.

@@ -20,14 +20,14 @@ pub use echo::{
     TlsEcho, ECHO_SCHEMA_VERSION,
 };
 pub use label::{
-    Baseline, Change, DriftState, Egress, ExitCoherence, ExitLabel, Flags, HistoryEntry, LabelsDoc,
-    Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
+    Baseline, Change, DriftState, Egress, ExitCoherence, ExitLabel, Flags, H3Label, HistoryEntry,
+    LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
 pub use observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRecord, ConnectionRow, ConnectionSummary,
     Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery, RequestRecord,
     StoredFacts, StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
-pub use probe::{ProbeFailure, ProbeRecord, Sample, PROBE_SCHEMA_VERSION};
+pub use probe::{H3Probe, ProbeFailure, ProbeRecord, Sample, UdpPath, PROBE_SCHEMA_VERSION};
 pub use raw_json::RawJson;
 pub use voice::{Bucket, VoiceId};

@@ -38,6 +38,75 @@ pub struct ProbeRecord {
     pub error: Option<ProbeFailure>,
     /// What the probe saw, if it succeeded.
     pub sample: Option<Sample>,
+    /// The run's QUIC probe of this exit (or of the baseline), kept with its first sample's
+    /// record; `None` on the other records, and when the run made none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h3: Option<H3Probe>,
+}
+
+/// How a QUIC probe's datagrams travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UdpPath {
+    /// Straight to the echo (the baseline).
+    Direct,
+    /// Through the exit's SOCKS5 UDP relay (`UDP ASSOCIATE`, RFC 1928 section 7).
+    Socks5UdpAssociate,
+    /// An HTTP `CONNECT` exit carries a TCP stream only: UDP is not carried, by construction,
+    /// and no probe is sent.
+    HttpConnect,
+}
+
+/// One QUIC probe: an HTTP/3 request to the echo over UDP, with its own token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct H3Probe {
+    /// How the datagrams went.
+    pub via: UdpPath,
+    /// The echo answered the probe's token over HTTP/3: UDP went through both ways.
+    pub udp_carried: bool,
+    /// The token sent; `None` when nothing was sent ([`UdpPath::HttpConnect`]).
+    pub token: Option<String>,
+    /// Wall time from the first datagram (or the SOCKS5 negotiation) to the full echo.
+    pub latency_ms: Option<u64>,
+    /// Why the probe failed, when it was sent and failed.
+    pub error: Option<ProbeFailure>,
+    /// The address the echo saw the QUIC connection come from.
+    pub egress_ip: Option<String>,
+    /// The TLS voice of the QUIC ClientHello, as the echo saw it.
+    pub tls_voice_id: Option<String>,
+    /// The QUIC voice (`quicv1_…`: version, connection ids, transport parameters).
+    pub quic_voice_id: Option<String>,
+    /// The HTTP/3 voice (`h3v1_…`: SETTINGS and field order).
+    pub http3_voice_id: Option<String>,
+    /// The certificate was not the pinned one.
+    pub tls_intercepted: bool,
+}
+
+impl H3Probe {
+    /// A probe that carried nothing over `via`, with no detail yet.
+    pub fn not_carried(via: UdpPath) -> Self {
+        Self {
+            via,
+            udp_carried: false,
+            token: None,
+            latency_ms: None,
+            error: None,
+            egress_ip: None,
+            tls_voice_id: None,
+            quic_voice_id: None,
+            http3_voice_id: None,
+            tls_intercepted: false,
+        }
+    }
+
+    /// The voices an exit must keep for its HTTP/3 to be the client's own: TLS, QUIC, HTTP/3.
+    pub fn voices(&self) -> [Option<&str>; 3] {
+        [
+            self.tls_voice_id.as_deref(),
+            self.quic_voice_id.as_deref(),
+            self.http3_voice_id.as_deref(),
+        ]
+    }
 }
 
 /// A failed probe: class (counted in labels), phase, and a message without secrets.

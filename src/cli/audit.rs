@@ -100,6 +100,12 @@ pub struct Args {
     /// Request + echo response limit.
     #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     response_timeout: Duration,
+    /// Make no QUIC probes. By default a run sends one HTTP/3 request over UDP straight to the
+    /// echo and, while that one gets through, one per exit after its first sample (through a
+    /// SOCKS5 exit's UDP relay; an HTTP CONNECT exit carries no UDP and is not sent one); the
+    /// labels' `h3` and `flags.h3_gap` come from them. Their handshake has --tls-timeout.
+    #[arg(long)]
+    no_quic: bool,
     /// Gap between two samples of one exit (plus jitter).
     #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration)]
     spacing: Duration,
@@ -329,6 +335,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         lease_ttl: args.lease_ttl,
         period: args.every,
+        quic: !args.no_quic,
         ..RunConfig::default()
     };
     let store = args.database.open().await?;

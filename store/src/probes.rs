@@ -188,6 +188,7 @@ mod tests {
                 message: "tunnel timed out".into(),
             }),
             sample: None,
+            h3: None,
         }
     }
 

@@ -5,7 +5,9 @@
 #
 #   proxy.sh start squid     DIR PORT USER PASS      # HTTP CONNECT, Basic auth (htpasswd)
 #   proxy.sh start tinyproxy DIR PORT [USER PASS]    # HTTP CONNECT, optional BasicAuth
-#   proxy.sh start dante     DIR PORT USER PASS      # SOCKS5, RFC 1929 (system account USER)
+#   proxy.sh start dante     DIR PORT USER PASS [udp|udp-noreply]  # SOCKS5, RFC 1929 (system
+#                            account USER); udp also grants UDP ASSOCIATE, udp-noreply grants the
+#                            association but relays no reply (a relay whose UDP goes nowhere)
 #   proxy.sh start mitmproxy DIR PORT [MITMDUMP_ARGS…]  # intercepting proxy (mitmdump)
 #   proxy.sh start haproxy   DIR PORT BACKEND_PORT…  # TCP round robin over the backends
 #   proxy.sh start haproxy-tls DIR PORT PEM BACKEND_PORT  # TLS (cert+key PEM) in front of a backend
@@ -84,7 +86,12 @@ CONF
     wait_listen tinyproxy "$port" "$dir"
     ;;
   dante)
-    user="$1" pass="$2"
+    user="$1" pass="$2" commands="connect"
+    # UDP ASSOCIATE (RFC 1928 section 7) needs both the association and the replies granted.
+    case "${3:-}" in
+    udp) commands="connect udpassociate udpreply" ;;
+    udp-noreply) commands="connect udpassociate" ;;
+    esac
     # Tests start several danted side by side: serialize the account update.
     (
       flock 9
@@ -105,7 +112,7 @@ client pass {
 }
 socks pass {
   from: 127.0.0.0/8 to: 127.0.0.0/8
-  command: connect
+  command: $commands
   log: connect disconnect error
 }
 socks block {

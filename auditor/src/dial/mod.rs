@@ -9,6 +9,7 @@
 pub mod http_connect;
 pub mod proxy_tls;
 pub mod socks5;
+pub mod socks5_udp;
 
 use std::time::Duration;
 

@@ -2,10 +2,12 @@
 //! request carrying a unique token, and the echo JSON back.
 //!
 //! [`tls`] owns the handshake and the pin, [`h2`] the profile-shaped HTTP/2 client, [`http1`]
-//! the fallback when the server picks `http/1.1`.
+//! the fallback when the server picks `http/1.1`; [`h3`] is the run's QUIC probe (HTTP/3 over
+//! UDP, directly or through a SOCKS5 exit's UDP relay).
 
 pub mod chromium;
 pub mod h2;
+pub mod h3;
 pub mod http1;
 pub mod leaf;
 pub mod tls;

@@ -66,6 +66,55 @@ fn record_pin(
     }
 }
 
+/// What remembers the certificate a handshake was shown.
+pub(crate) type Shown = Arc<Mutex<Option<CertView>>>;
+
+/// A client configuration that judges the echo's certificate by its pin (see the module docs),
+/// offering `alpn` over `versions`; the certificate shown lands in the returned [`Shown`].
+///
+/// # Errors
+/// The provider does not support `versions`.
+pub(crate) fn pinned_config(
+    echo: &EchoTarget,
+    versions: &[&'static rustls::SupportedProtocolVersion],
+    alpn: &[&[u8]],
+) -> Result<(rustls::ClientConfig, Shown), ProbeError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let seen = Arc::new(Mutex::new(None));
+    let verifier = Arc::new(LeafVerifier::new(
+        provider.clone(),
+        record_pin(echo.spki_sha256, Arc::clone(&seen)),
+    ));
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .map_err(|e| ProbeError::Tls(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok((config, seen))
+}
+
+/// The certificate a finished handshake was shown.
+///
+/// # Errors
+/// [`ProbeError::Tls`] when the verifier never ran.
+pub(crate) fn shown(seen: &Shown) -> Result<CertView, ProbeError> {
+    seen.lock()
+        .ok()
+        .and_then(|mut seen| seen.take())
+        .ok_or_else(|| ProbeError::Tls("no certificate was verified".to_owned()))
+}
+
+/// The echo's host as a TLS server name.
+///
+/// # Errors
+/// [`ProbeError::Tls`] when the host is not a valid server name.
+pub(crate) fn server_name(echo: &EchoTarget) -> Result<ServerName<'static>, ProbeError> {
+    ServerName::try_from(echo.host.clone())
+        .map_err(|_| ProbeError::Tls("echo host is not a valid server name".to_owned()))
+}
+
 /// Runs the TLS handshake with the echo server over `stream`, offering `alpn`, under `limit`.
 ///
 /// # Errors
@@ -76,25 +125,11 @@ pub async fn handshake(
     alpn: &[&[u8]],
     limit: std::time::Duration,
 ) -> Result<Handshake, ProbeError> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let seen = Arc::new(Mutex::new(None));
-    let verifier = Arc::new(LeafVerifier::new(
-        provider.clone(),
-        record_pin(echo.spki_sha256, Arc::clone(&seen)),
-    ));
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| ProbeError::Tls(e.to_string()))?
-        .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    let server_name = ServerName::try_from(echo.host.clone())
-        .map_err(|_| ProbeError::Tls("echo host is not a valid server name".to_owned()))?;
+    let (config, seen) = pinned_config(echo, rustls::DEFAULT_VERSIONS, alpn)?;
     let connector = TlsConnector::from(Arc::new(config));
     let tls = within(Phase::Tls, limit, async {
         connector
-            .connect(server_name, stream)
+            .connect(server_name(echo)?, stream)
             .await
             .map_err(|e| ProbeError::Tls(e.to_string()))
     })
@@ -104,14 +139,9 @@ pub async fn handshake(
         .1
         .alpn_protocol()
         .map(|p| String::from_utf8_lossy(p).into_owned());
-    let cert = seen
-        .lock()
-        .ok()
-        .and_then(|mut seen| seen.take())
-        .ok_or_else(|| ProbeError::Tls("no certificate was verified".to_owned()))?;
     Ok(Handshake {
         stream: tls,
         alpn,
-        cert,
+        cert: shown(&seen)?,
     })
 }

@@ -72,6 +72,9 @@ pub struct RunConfig {
     /// With `--every`, the period: an exit probed (by any auditor on the database) in the last
     /// 80 % of it is not probed again. Without, every exit is probed.
     pub period: Option<Duration>,
+    /// Whether a run makes QUIC probes (HTTP/3 over UDP): one direct, then one per exit after
+    /// its first sample while the direct one gets through (`audit --no-quic` turns them off).
+    pub quic: bool,
 }
 
 /// Counters of the current run: probes planned and finished (baseline included).
@@ -100,6 +103,7 @@ impl Default for RunConfig {
             progress: Arc::default(),
             lease_ttl: Duration::from_secs(60),
             period: None,
+            quic: true,
         }
     }
 }
@@ -327,7 +331,7 @@ async fn run(
     if let Err(error) = &outcome {
         tracing::warn!(class = %error.class(), error = %error, "direct baseline failed");
     }
-    let baseline = record::record(
+    let mut baseline = record::record(
         ProbeContext {
             run_id: &run_id,
             exit: None,
@@ -338,6 +342,13 @@ async fn run(
         outcome,
         None,
     );
+    if config.quic {
+        let h3 = probe::h3::probe(None, echo, &probe::new_token(), &config.timeouts).await;
+        if let Some(error) = &h3.error {
+            tracing::warn!(class = %error.class, error = %error.message, "direct QUIC probe failed");
+        }
+        baseline.h3 = Some(h3);
+    }
     store.insert_probe(&baseline).await?;
 
     // A re-check probes its exits again whenever they were last probed.
@@ -361,6 +372,7 @@ async fn run(
         run_id: run_id.clone(),
         persona: persona.clone(),
         baseline: baseline.sample.clone(),
+        quic: baseline.h3.as_ref().is_some_and(|h3| h3.udp_carried),
         leases: leases.clone(),
     });
     // Rounds until every exit is done in this period, by this run or another auditor: an exit
@@ -439,6 +451,8 @@ struct Shared {
     run_id: String,
     persona: String,
     baseline: Option<Sample>,
+    /// The run's direct QUIC probe got through: exits get theirs.
+    quic: bool,
     leases: lease::Leases,
 }
 
@@ -518,7 +532,7 @@ async fn sample_exit(
                 true
             }
         };
-        let record = record::record(
+        let mut record = record::record(
             ProbeContext {
                 run_id: &shared.run_id,
                 exit: Some(&exit),
@@ -529,6 +543,18 @@ async fn sample_exit(
             outcome,
             shared.baseline.as_ref(),
         );
+        if sample == 0 && shared.quic {
+            let token = probe::new_token();
+            let h3 = Box::pin(probe::h3::probe(
+                Some(&exit),
+                &shared.echo,
+                &token,
+                &config.timeouts,
+            ))
+            .await;
+            tracing::info!(exit = %exit.name, via = ?h3.via, carried = h3.udp_carried, "QUIC probe");
+            record.h3 = Some(h3);
+        }
         if !sink.store(record).await {
             break;
         }
@@ -563,13 +589,15 @@ pub async fn compute_labels(
         .max(labels::HISTORY_LEN)
         .max(usize::try_from(config.route.recover_after).unwrap_or(usize::MAX));
     let window = u32::try_from(window).unwrap_or(u32::MAX);
-    let baseline_record = store
-        .recent_probes(None, &persona, 8)
-        .await?
-        .into_iter()
+    let baselines = store.recent_probes(None, &persona, 8).await?;
+    let baseline_record = baselines.iter().rev().find(|r| r.sample.is_some());
+    let baseline_sample = baseline_record.and_then(|r| r.sample.as_ref());
+    // Without QUIC probes, older ones would only be stale.
+    let baseline_h3 = baselines
+        .iter()
         .rev()
-        .find(|r| r.sample.is_some());
-    let baseline_sample = baseline_record.as_ref().and_then(|r| r.sample.as_ref());
+        .find_map(|r| r.h3.as_ref())
+        .filter(|_| config.quic);
     let previous = store.latest_labels_of(&persona).await?;
     let previous: HashMap<&str, &ExitLabel> = previous
         .iter()
@@ -590,6 +618,7 @@ pub async fn compute_labels(
         let prior = Prior {
             baseline: baseline_sample,
             previous: previous.get(exit.name.as_str()).copied(),
+            baseline_h3,
         };
         out.push(labels::label(
             &info,
@@ -603,7 +632,7 @@ pub async fn compute_labels(
         schema_version: LABELS_SCHEMA_VERSION,
         generated_at: now_rfc3339(),
         persona: Some(persona),
-        baseline: baseline_record.as_ref().and_then(labels::baseline_of),
+        baseline: baseline_record.and_then(labels::baseline_of),
         pool: Some(pool::summary(&out)),
         exits: out,
     })
