@@ -124,6 +124,14 @@ fn every_exit_is_probed_k_times_and_every_probe_is_stored_once() {
         "retries or extra tunnels"
     );
     assert_eq!(stats.refused, 0);
+    // One QUIC probe per SOCKS5 exit, refused: the simulator carries no UDP.
+    let socks = labels
+        .iter()
+        .filter(|l| l["h3"]["via"] == "socks5_udp_associate")
+        .inspect(|l| assert_eq!(l["h3"]["udp_carried"], false, "{l}"))
+        .count();
+    assert!(socks > 0, "no SOCKS5 exit among the simulated ones");
+    assert_eq!(stats.udp_refused, socks as u64);
     assert_eq!(stats.max_in_flight_per_exit, 1);
     let per_exit = stats.per_exit.expect("per-exit counters");
     assert!(per_exit

@@ -22,6 +22,8 @@ const NO_ACCEPTABLE: u8 = 0xff;
 const AUTH_VERSION: u8 = 0x01;
 /// RFC 1928 section 4: CONNECT.
 const CONNECT: u8 = 0x01;
+/// RFC 1928 section 4: UDP ASSOCIATE.
+const UDP_ASSOCIATE: u8 = 0x03;
 
 /// RFC 1928 section 6 reply codes.
 #[derive(Clone, Copy, Debug)]
@@ -36,9 +38,16 @@ enum Reply {
 /// Serves one client connection.
 pub async fn serve(mut client: TcpStream, sim: Arc<Sim>) {
     let negotiated = tokio::time::timeout(NEGOTIATION_TIMEOUT, negotiate(&mut client, &sim)).await;
-    let Ok(Ok((exit, host, port))) = negotiated else {
-        sim.tally.refuse();
-        return;
+    let (exit, host, port) = match negotiated {
+        Ok(Ok(target)) => target,
+        Ok(Err(Refused::UdpAssociate)) => {
+            sim.tally.refuse_udp();
+            return;
+        }
+        _ => {
+            sim.tally.refuse();
+            return;
+        }
     };
     let upstream = match tunnel::connect(&host, port).await {
         Ok(upstream) => upstream,
@@ -65,11 +74,16 @@ pub async fn serve(mut client: TcpStream, sim: Arc<Sim>) {
 /// A negotiation that ended without a tunnel (the client was told why where the protocol has
 /// a way to say it).
 #[derive(Debug)]
-struct Refused;
+enum Refused {
+    /// A `UDP ASSOCIATE` (the auditor's QUIC probe): the simulator carries TCP only.
+    UdpAssociate,
+    /// Anything else.
+    Other,
+}
 
 impl From<std::io::Error> for Refused {
     fn from(_: std::io::Error) -> Self {
-        Refused
+        Refused::Other
     }
 }
 
@@ -79,11 +93,11 @@ async fn negotiate(client: &mut TcpStream, sim: &Sim) -> Result<(usize, String, 
     let [version, count] = read_array(client).await?;
     let methods = read_vec(client, count).await?;
     if version != VERSION {
-        return Err(Refused);
+        return Err(Refused::Other);
     }
     if !methods.contains(&USER_PASSWORD) {
         client.write_all(&[VERSION, NO_ACCEPTABLE]).await?;
-        return Err(Refused);
+        return Err(Refused::Other);
     }
     client.write_all(&[VERSION, USER_PASSWORD]).await?;
 
@@ -97,7 +111,7 @@ async fn negotiate(client: &mut TcpStream, sim: &Sim) -> Result<(usize, String, 
         .flatten();
     let Some(exit) = exit else {
         client.write_all(&[AUTH_VERSION, 0x01]).await?;
-        return Err(Refused);
+        return Err(Refused::Other);
     };
     client.write_all(&[AUTH_VERSION, 0x00]).await?;
 
@@ -107,18 +121,22 @@ async fn negotiate(client: &mut TcpStream, sim: &Sim) -> Result<(usize, String, 
         0x01 => Ipv4Addr::from(read_array::<4>(client).await?).to_string(),
         0x03 => {
             let [len] = read_array(client).await?;
-            String::from_utf8(read_vec(client, len).await?).map_err(|_| Refused)?
+            String::from_utf8(read_vec(client, len).await?).map_err(|_| Refused::Other)?
         }
         0x04 => Ipv6Addr::from(read_array::<16>(client).await?).to_string(),
         _ => {
             reply(client, Reply::AddressTypeNotSupported).await?;
-            return Err(Refused);
+            return Err(Refused::Other);
         }
     };
     let port = u16::from_be_bytes(read_array(client).await?);
     if version != VERSION || command != CONNECT {
         reply(client, Reply::CommandNotSupported).await?;
-        return Err(Refused);
+        return Err(if version == VERSION && command == UDP_ASSOCIATE {
+            Refused::UdpAssociate
+        } else {
+            Refused::Other
+        });
     }
     Ok((exit, host, port))
 }

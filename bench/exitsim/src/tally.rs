@@ -12,6 +12,7 @@ use serde::Serialize;
 pub struct Tally {
     exits: Vec<ExitCounters>,
     refused: AtomicU64,
+    udp_refused: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -49,6 +50,9 @@ pub struct Snapshot {
     /// Connections that became no tunnel: bad request, unknown exit or password, target off
     /// loopback or not answering, and failed accepts.
     pub refused: u64,
+    /// SOCKS5 `UDP ASSOCIATE` requests answered "command not supported" (the auditor's QUIC
+    /// probes: the simulator carries TCP only). Not in `refused`.
+    pub udp_refused: u64,
     /// Per exit, in exit-number order: `[tunnels opened, most open at once]` (only with
     /// `?exits=1`: 10,000 exits make 150 KB of JSON).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -61,6 +65,7 @@ impl Tally {
         Self {
             exits: (0..exits).map(|_| ExitCounters::default()).collect(),
             refused: AtomicU64::new(0),
+            udp_refused: AtomicU64::new(0),
         }
     }
 
@@ -79,6 +84,11 @@ impl Tally {
         self.refused.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a `UDP ASSOCIATE` request refused.
+    pub fn refuse_udp(&self) {
+        self.udp_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counters now, with the per-exit list when `per_exit` is set.
     pub fn snapshot(&self, per_exit: bool) -> Snapshot {
         let load = |c: &ExitCounters| {
@@ -95,6 +105,7 @@ impl Tally {
             in_flight: 0,
             max_in_flight_per_exit: 0,
             refused: self.refused.load(Ordering::Relaxed),
+            udp_refused: self.udp_refused.load(Ordering::Relaxed),
             per_exit: per_exit.then(|| Vec::with_capacity(self.exits.len())),
         };
         for counters in &self.exits {
