@@ -34,6 +34,19 @@ fn ledger(server: &EchoServer, token: &str) -> Vec<Value> {
     answer["identities"].as_array().expect("identities").clone()
 }
 
+/// Rows of the stored ledger.
+fn stored_identities(server: &EchoServer) -> u64 {
+    let out = Command::new("sqlite3")
+        .arg(server.db())
+        .arg("SELECT count(*) FROM ledger_identities")
+        .output()
+        .expect("run sqlite3");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
 /// `curl` GETs `/probe/<token>` on a connection of its own.
 fn curl_probe(server: &EchoServer, token: &str) {
     let out = curl(&[
@@ -49,7 +62,7 @@ fn curl_probe(server: &EchoServer, token: &str) {
 
 #[test]
 fn curl_never_tries_h3_and_aioquic_comes_back_over_h3() {
-    let server = EchoServer::start(&[]);
+    let mut server = EchoServer::start(&[]);
     curl_probe(&server, "ledger-curl-0001");
     let first = ledger(&server, "ledger-curl-0001");
     assert_eq!(first.len(), 1);
@@ -62,6 +75,23 @@ fn curl_never_tries_h3_and_aioquic_comes_back_over_h3() {
     assert_eq!(after[0]["tcp_connections"], 4);
     assert_eq!(after[0]["tcp_connections_after_alt_svc"], 3);
     assert!(after[0]["alt_svc_first_ms"].is_i64());
+
+    // The ledger is stored (`--store-peer-ip full`, the default): after a restart (SIGTERM
+    // drains the writer) the identity and its verdict are back, and it keeps counting.
+    assert!(server.sigterm().success());
+    server.restart();
+    assert_eq!(ledger(&server, "ledger-curl-0001"), after);
+    curl_probe(&server, "ledger-curl-0001");
+    let later = ledger(&server, "ledger-curl-0001");
+    assert_eq!(later[0]["tcp_connections"], 5, "{later:?}");
+
+    // An identity is an address: with `--store-peer-ip prefix` the ledger stays in memory.
+    let mut prefix = EchoServer::start(&["--store-peer-ip", "prefix"]);
+    curl_probe(&prefix, "ledger-prefix-01");
+    assert_eq!(ledger(&prefix, "ledger-prefix-01").len(), 1);
+    assert!(prefix.sigterm().success());
+    assert_eq!(stored_identities(&prefix), 0);
+    assert!(stored_identities(&server) >= 1);
 
     // aioquic: one TCP visit (alt-svc), then HTTP/3 with the same token.
     let server = EchoServer::start(&[]);

@@ -8,12 +8,16 @@
 //! An HTTP/3 request matches an identity by its probe token, or else by its source IP within
 //! `ma` (86,400 s) of that identity's first `alt-svc`. Kept in memory, bounded; times are Unix
 //! milliseconds given by the caller, so the rules are tested without a clock.
+//!
+//! A persisting ledger ([`Ledger::persisting`], under `--store-peer-ip full`) remembers which
+//! identities changed; the writer takes them ([`Ledger::take_changed`]) into its next
+//! transaction, and a restarted server reads them back ([`Ledger::restore`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// `ma` of the `alt-svc` we send, in milliseconds (RFC 7838 section 3.1).
 pub const ALT_SVC_MAX_AGE_MS: i64 = 86_400_000;
@@ -21,7 +25,7 @@ pub const ALT_SVC_MAX_AGE_MS: i64 = 86_400_000;
 /// `never_tries_h3`.
 pub const NEVER_TRIES_AFTER: u32 = 3;
 /// Identities kept; the oldest is forgotten past this.
-const MAX_IDENTITIES: usize = 65_536;
+pub const MAX_IDENTITIES: usize = 65_536;
 
 /// One client identity.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -31,7 +35,7 @@ struct Identity {
 }
 
 /// What the ledger knows of one identity.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     /// The client's IP over TCP.
     pub client_ip: IpAddr,
@@ -67,6 +71,9 @@ pub struct Entry {
     /// The last TCP connection seen, to count distinct ones.
     #[serde(skip)]
     last_conn_id: String,
+    /// When the entry last changed.
+    #[serde(default)]
+    pub updated_ms: i64,
 }
 
 /// The ledger's verdict on an identity at a time.
@@ -178,15 +185,74 @@ pub struct H3Visit<'a> {
 struct Book {
     entries: HashMap<Identity, Entry>,
     order: VecDeque<Identity>,
+    /// Identities changed since the writer last took them (persisting ledgers only).
+    changed: HashSet<Identity>,
+}
+
+impl Book {
+    /// Makes room for one more identity: forgets the oldest at the bound.
+    fn make_room(&mut self, identity: &Identity) {
+        if self.entries.contains_key(identity) {
+            return;
+        }
+        if self.entries.len() >= MAX_IDENTITIES {
+            if let Some(oldest) = self.order.pop_front() {
+                self.entries.remove(&oldest);
+                self.changed.remove(&oldest);
+            }
+        }
+        self.order.push_back(identity.clone());
+    }
 }
 
 /// The ledger of one server.
 #[derive(Debug, Default)]
 pub struct Ledger {
     book: Mutex<Book>,
+    persist: bool,
 }
 
 impl Ledger {
+    /// A ledger whose changes the writer stores.
+    pub fn persisting() -> Self {
+        Self {
+            book: Mutex::default(),
+            persist: true,
+        }
+    }
+
+    /// Puts stored entries back (at start), oldest change first, within the bound.
+    pub fn restore(&self, entries: impl IntoIterator<Item = Entry>) {
+        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+        for entry in entries {
+            let identity = Identity {
+                ip: entry.client_ip,
+                tls_voice_id: entry.tls_voice_id.clone(),
+            };
+            book.make_room(&identity);
+            book.entries.insert(identity, entry);
+        }
+    }
+
+    /// The entries that changed since the last call (none unless persisting), each once.
+    pub fn take_changed(&self) -> Vec<Entry> {
+        if !self.persist {
+            return Vec::new();
+        }
+        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
+        let changed = std::mem::take(&mut book.changed);
+        changed
+            .iter()
+            .filter_map(|identity| book.entries.get(identity).cloned())
+            .collect()
+    }
+
+    fn touch(&self, book: &mut Book, identity: Identity) {
+        if self.persist {
+            book.changed.insert(identity);
+        }
+    }
+
     /// Notes a TCP request.
     pub fn tcp(&self, visit: TcpVisit<'_>) {
         let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
@@ -194,33 +260,31 @@ impl Ledger {
             ip: visit.ip,
             tls_voice_id: visit.tls_voice_id.to_owned(),
         };
-        if !book.entries.contains_key(&identity) {
-            if book.entries.len() >= MAX_IDENTITIES {
-                if let Some(oldest) = book.order.pop_front() {
-                    book.entries.remove(&oldest);
-                }
-            }
-            book.order.push_back(identity.clone());
-        }
-        let entry = book.entries.entry(identity).or_insert_with(|| Entry {
-            client_ip: visit.ip,
-            tls_voice_id: visit.tls_voice_id.to_owned(),
-            tokens: Vec::new(),
-            first_tcp_ms: visit.time_ms,
-            last_tcp_ms: visit.time_ms,
-            tcp_requests: 0,
-            tcp_connections: 0,
-            alt_svc_first_ms: None,
-            tcp_connections_after_alt_svc: 0,
-            first_quic_attempt_ms: None,
-            quic_attempts: 0,
-            first_h3_ms: None,
-            h3_requests: 0,
-            quic_src_ip: None,
-            quic_voice_id: None,
-            last_conn_id: String::new(),
-        });
+        book.make_room(&identity);
+        let entry = book
+            .entries
+            .entry(identity.clone())
+            .or_insert_with(|| Entry {
+                client_ip: visit.ip,
+                tls_voice_id: visit.tls_voice_id.to_owned(),
+                tokens: Vec::new(),
+                first_tcp_ms: visit.time_ms,
+                last_tcp_ms: visit.time_ms,
+                tcp_requests: 0,
+                tcp_connections: 0,
+                alt_svc_first_ms: None,
+                tcp_connections_after_alt_svc: 0,
+                first_quic_attempt_ms: None,
+                quic_attempts: 0,
+                first_h3_ms: None,
+                h3_requests: 0,
+                quic_src_ip: None,
+                quic_voice_id: None,
+                last_conn_id: String::new(),
+                updated_ms: visit.time_ms,
+            });
         entry.last_tcp_ms = visit.time_ms;
+        entry.updated_ms = visit.time_ms;
         entry.tcp_requests += 1;
         if entry.last_conn_id != visit.conn_id {
             entry.tcp_connections += 1;
@@ -237,6 +301,7 @@ impl Ledger {
                 entry.tokens.push(token.to_owned());
             }
         }
+        self.touch(&mut book, identity);
     }
 
     /// Notes an HTTP/3 request: it matches the identities with its token, or else those of its
@@ -245,7 +310,8 @@ impl Ledger {
         let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
         let by_token = |e: &Entry| visit.token.is_some_and(|t| e.tokens.iter().any(|x| x == t));
         let any_by_token = book.entries.values().any(by_token);
-        for entry in book.entries.values_mut() {
+        let mut matched = Vec::new();
+        for (identity, entry) in &mut book.entries {
             let matches = if any_by_token {
                 by_token(entry)
             } else {
@@ -261,7 +327,12 @@ impl Ledger {
                 if entry.quic_voice_id.is_none() {
                     entry.quic_voice_id = visit.quic_voice_id.map(str::to_owned);
                 }
+                entry.updated_ms = visit.time_ms;
+                matched.push(identity.clone());
             }
+        }
+        for identity in matched {
+            self.touch(&mut book, identity);
         }
     }
 
@@ -269,14 +340,20 @@ impl Ledger {
     /// were sent `alt-svc` before it, within `ma` (an Initial carries no probe token).
     pub fn quic_attempt(&self, ip: IpAddr, time_ms: i64) {
         let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-        for entry in book.entries.values_mut() {
+        let mut matched = Vec::new();
+        for (identity, entry) in &mut book.entries {
             let after_alt_svc = entry
                 .alt_svc_first_ms
                 .is_some_and(|at| (0..=ALT_SVC_MAX_AGE_MS).contains(&(time_ms - at)));
             if entry.client_ip == ip && after_alt_svc {
                 entry.quic_attempts += 1;
                 entry.first_quic_attempt_ms.get_or_insert(time_ms);
+                entry.updated_ms = time_ms;
+                matched.push(identity.clone());
             }
+        }
+        for identity in matched {
+            self.touch(&mut book, identity);
         }
     }
 
@@ -305,6 +382,35 @@ mod tests {
             time_ms,
             alt_svc: true,
         }
+    }
+
+    #[test]
+    fn a_persisting_ledger_hands_each_change_once_and_restores() {
+        let plain = Ledger::default();
+        plain.tcp(tcp("c1", 0));
+        assert!(plain.take_changed().is_empty());
+
+        let ledger = Ledger::persisting();
+        ledger.tcp(tcp("c1", 0));
+        ledger.tcp(tcp("c2", 10));
+        let changed = ledger.take_changed();
+        assert_eq!(changed.len(), 1);
+        assert_eq!((changed[0].tcp_connections, changed[0].updated_ms), (2, 10));
+        assert!(ledger.take_changed().is_empty());
+        ledger.quic_attempt(IpAddr::from([192, 0, 2, 1]), 20);
+        assert_eq!(ledger.take_changed()[0].quic_attempts, 1);
+
+        // Through JSON, as the store keeps it, into a fresh server's ledger.
+        let json = serde_json::to_string(&ledger.by_token("tok")[0]).unwrap();
+        let restored = Ledger::persisting();
+        restored.restore([serde_json::from_str::<Entry>(&json).unwrap()]);
+        assert!(restored.take_changed().is_empty());
+        let entry = &restored.by_token("tok")[0];
+        assert_eq!(serde_json::to_string(entry).unwrap(), json);
+        assert_eq!(entry.verdict(30).0, Verdict::AttemptedH3);
+        // The next TCP connection counts as a new one after the restart.
+        restored.tcp(tcp("c3", 40));
+        assert_eq!(restored.by_token("tok")[0].tcp_connections, 3);
     }
 
     #[test]

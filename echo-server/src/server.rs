@@ -127,11 +127,13 @@ impl Server {
         }
         let store = Store::connect(&config.database).await?;
         let metrics = Arc::new(Metrics::default());
+        let ledger = Arc::new(open_ledger(&store, config.store_peer_ip).await);
         let (writer, writer_task) = writer::spawn(
             store.clone(),
             config.writer,
             config.record_dir.clone(),
             Arc::clone(&metrics),
+            Arc::clone(&ledger),
         );
         let mut listeners = Vec::with_capacity(config.listen.len());
         let mut local_addrs = Vec::with_capacity(config.listen.len());
@@ -168,7 +170,7 @@ impl Server {
             admission: Arc::clone(&admission),
             body_cap: config.limits.body_cap,
             started: OffsetDateTime::now_utc(),
-            ledger: Arc::new(Ledger::default()),
+            ledger,
             alt_svc: config.quic,
         };
         let mut router = api::router(api_state.clone());
@@ -379,4 +381,32 @@ fn rustls_config(
 fn alt_svc(port: u16) -> axum::http::HeaderValue {
     axum::http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400"))
         .unwrap_or_else(|_| axum::http::HeaderValue::from_static("clear"))
+}
+
+/// The h3 downgrade ledger: persisted, and its identities of the last `ma` read back, when the
+/// store keeps full addresses (an identity is an address); in memory only otherwise. A stored
+/// entry that does not read back is skipped (with a warning), never fatal.
+async fn open_ledger(store: &Store, policy: exitvoice_schema::PeerPolicy) -> Ledger {
+    use crate::ledger::{Entry, ALT_SVC_MAX_AGE_MS, MAX_IDENTITIES};
+    if policy != exitvoice_schema::PeerPolicy::Full {
+        return Ledger::default();
+    }
+    let ledger = Ledger::persisting();
+    let since = writer::unix_ms(OffsetDateTime::now_utc()) - ALT_SVC_MAX_AGE_MS;
+    let limit = u32::try_from(MAX_IDENTITIES).unwrap_or(u32::MAX);
+    match store.ledger_since(since, limit).await {
+        Ok(rows) => {
+            let count = rows.len();
+            let entries: Vec<Entry> = rows
+                .iter()
+                .filter_map(|row| serde_json::from_str(&row.entry).ok())
+                .collect();
+            if entries.len() < count {
+                tracing::warn!(skipped = count - entries.len(), "unreadable ledger rows");
+            }
+            ledger.restore(entries);
+        }
+        Err(error) => tracing::warn!(%error, "the stored ledger could not be read"),
+    }
+    ledger
 }

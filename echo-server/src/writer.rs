@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use exitvoice_schema::{ConnectionRecord, ConnectionRow, RequestRecord};
 use exitvoice_store::Store;
-use exitvoice_store::{Batch, QuicConnectionRow, QuicRequestRow};
+use exitvoice_store::{Batch, LedgerRow, QuicConnectionRow, QuicRequestRow};
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
@@ -27,6 +27,7 @@ use tokio::time::Instant;
 
 use crate::capture::{Connection, Failed};
 use crate::config::WriterConfig;
+use crate::ledger::Ledger;
 use crate::metrics::{DropReason, Metrics};
 
 /// How often the writer prunes and measures the database.
@@ -196,6 +197,7 @@ pub(crate) fn spawn(
     config: WriterConfig,
     record_dir: Option<PathBuf>,
     metrics: Arc<Metrics>,
+    ledger: Arc<Ledger>,
 ) -> (WriterHandle, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(config.queue_size.max(1));
     let close = Arc::new(Notify::new());
@@ -214,6 +216,7 @@ pub(crate) fn spawn(
         record_dir,
         metrics,
         bytes,
+        ledger,
     };
     (handle, tokio::spawn(writer.run(rx, close)))
 }
@@ -225,6 +228,8 @@ struct Writer {
     metrics: Arc<Metrics>,
     /// The handle's byte count, given back once a batch is committed.
     bytes: Arc<AtomicUsize>,
+    /// The h3 downgrade ledger: its changed identities go with each batch.
+    ledger: Arc<Ledger>,
 }
 
 impl Writer {
@@ -246,6 +251,7 @@ impl Writer {
                     }
                     _ = maintenance.tick() => {
                         self.maintain().await;
+                        self.write_ledger().await;
                         continue;
                     }
                 }
@@ -279,6 +285,7 @@ impl Writer {
                 .await;
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
+        self.write_ledger().await;
         tracing::debug!("observation writer drained");
     }
 
@@ -318,7 +325,34 @@ impl Writer {
                 }
             }
         }
+        batch.ledger = self.ledger_rows();
         self.write(&batch, observations).await;
+    }
+
+    /// The ledger identities changed since the last batch, as rows.
+    fn ledger_rows(&self) -> Vec<LedgerRow> {
+        self.ledger
+            .take_changed()
+            .into_iter()
+            .filter_map(|entry| {
+                Some(LedgerRow {
+                    client_ip: entry.client_ip.to_string(),
+                    entry: serde_json::to_string(&entry).ok()?,
+                    updated_unix_ms: entry.updated_ms,
+                    tls_voice_id: entry.tls_voice_id,
+                })
+            })
+            .collect()
+    }
+
+    /// Writes the ledger's changes that came without a request (a QUIC attempt), and the last
+    /// ones at shutdown.
+    async fn write_ledger(&self) {
+        let batch = Batch {
+            ledger: self.ledger_rows(),
+            ..Batch::default()
+        };
+        self.write(&batch, 0).await;
     }
 
     /// Writes `batch` in one transaction, counting its `observations` as written or lost.

@@ -11,6 +11,7 @@ mod test_engines;
 
 mod database;
 mod leases;
+mod ledger;
 mod legacy;
 mod observations;
 mod probes;
@@ -24,6 +25,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor as _};
 
 pub use database::{Database, DatabaseUrlError, PostgresUrl};
+pub use ledger::LedgerRow;
 pub use observations::Batch;
 pub use quic::{QuicConnectionRow, QuicRequestRow, StoredQuicRequest};
 pub use retention::{DbSize, Pruned};

@@ -8,6 +8,7 @@ use sqlx::any::AnyRow;
 use sqlx::AnyConnection;
 use sqlx::{Connection as _, Row as _};
 
+use crate::ledger::LedgerRow;
 use crate::quic::{QuicConnectionRow, QuicRequestRow};
 use crate::values::placeholders;
 use crate::{Engine, Store, StoreError};
@@ -40,6 +41,8 @@ pub struct Batch {
     pub quic_connections: Vec<QuicConnectionRow>,
     /// HTTP/3 requests to insert.
     pub quic_requests: Vec<QuicRequestRow>,
+    /// h3 downgrade ledger identities that changed, each once: their rows are replaced.
+    pub ledger: Vec<LedgerRow>,
 }
 
 impl Batch {
@@ -49,6 +52,7 @@ impl Batch {
             && self.requests.is_empty()
             && self.quic_connections.is_empty()
             && self.quic_requests.is_empty()
+            && self.ledger.is_empty()
     }
 }
 
@@ -426,6 +430,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
         insert.execute(&mut *conn).await?;
     }
     crate::quic::insert_rows(conn, &batch.quic_connections, &batch.quic_requests).await?;
+    crate::ledger::upsert_rows(conn, &batch.ledger).await?;
     Ok(())
 }
 

@@ -79,6 +79,19 @@ impl Store {
                 .await?
                 .rows_affected();
         }
+        // Ledger identities unchanged since the cut; the size cap leaves them (one row per
+        // client, rewritten in place).
+        if before_unix_ms.is_some() {
+            with_bounds(
+                "DELETE FROM ledger_identities WHERE (client_ip, tls_voice_id) IN \
+                 (SELECT client_ip, tls_voice_id FROM ledger_identities \
+                 WHERE updated_unix_ms < $2 ORDER BY updated_unix_ms LIMIT $1)",
+                batch,
+                before_unix_ms,
+            )
+            .execute(self.pool())
+            .await?;
+        }
         Ok(Pruned {
             requests,
             connections,
