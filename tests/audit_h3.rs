@@ -19,18 +19,26 @@ fn h3_record(records: &[Value], exit: Option<&str>) -> Value {
         .unwrap_or_else(|| panic!("no QUIC probe for {exit:?}"))
 }
 
-/// Tokens of the HTTP/3 requests the echo stored.
-fn echo_h3_tokens(echo: &EchoServer) -> Vec<String> {
-    let db = echo.dir.path().join("echo.db");
-    let output = std::process::Command::new("sqlite3")
-        .arg(&db)
-        .arg("SELECT token FROM quic_requests WHERE token IS NOT NULL")
-        .output()
-        .expect("run sqlite3");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
+/// The HTTP/3 requests the echo stored under `token`, from `/api/observations` (a probe's
+/// 128-bit token is its own capability), once its writer has stored any (it batches).
+fn echo_h3_rows(echo: &EchoServer, token: &str) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let output = std::process::Command::new("curl")
+            .args(["-sk", "--http1.1"])
+            .arg(format!(
+                "https://127.0.0.1:{}/api/observations?token={token}",
+                echo.port
+            ))
+            .output()
+            .expect("run curl");
+        let answer: Value = serde_json::from_slice(&output.stdout).expect("observations JSON");
+        let rows = answer["quic"].as_array().expect("a quic list").clone();
+        if !rows.is_empty() || std::time::Instant::now() > deadline {
+            return rows;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 #[test]
@@ -71,14 +79,21 @@ fn udp_through_socks5_is_probed_and_http_connect_is_a_gap() {
 
     // Through the relay: the echo answered the probe's own token over HTTP/3, with the
     // baseline's voices (UDP relaying does not touch QUIC), and dante logged the association.
-    let echoed = echo_h3_tokens(&echo);
     for name in ["udp", "udp-by-name"] {
         let probe = h3_record(&records, Some(name));
         assert_eq!(probe["udp_carried"], true, "{name}: {probe}");
         let token = probe["token"].as_str().unwrap();
+        let rows = echo_h3_rows(&echo, token);
+        assert_eq!(rows.len(), 1, "{name}: {token} stored once: {rows:?}");
+        let connection = &rows[0]["connection"];
+        assert_eq!(connection["quic_voice_id"], probe["quic_voice_id"]);
         assert!(
-            echoed.iter().any(|t| t == token),
-            "{name}: the echo never saw {token}"
+            connection["quic"]["transport_parameters"].is_array(),
+            "{connection}"
+        );
+        assert!(
+            connection.get("hello").is_none(),
+            "raw bytes only with raw=true"
         );
         let label = &run.exit(name)["h3"];
         assert_eq!(label["via"], "socks5_udp_associate", "{name}: {label}");

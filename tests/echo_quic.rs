@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use echo_support::{curl, EchoServer};
+use exitvoice_schema::ObservationQuery;
 use serde_json::Value;
 use tokio::net::UdpSocket;
 
@@ -217,7 +218,12 @@ async fn aioquic_gets_its_own_settings_headers_and_parameters_back_and_is_stored
     let deadline = Instant::now() + Duration::from_secs(10);
     let stored = loop {
         let stored = store
-            .quic_requests(Some("tok-aioquic.1"), 10)
+            .quic_requests(&ObservationQuery {
+                token: Some("tok-aioquic.1".to_owned()),
+                limit: 10,
+                raw: true,
+                ..ObservationQuery::default()
+            })
             .await
             .expect("list");
         if !stored.is_empty() || Instant::now() > deadline {
@@ -243,7 +249,11 @@ async fn aioquic_gets_its_own_settings_headers_and_parameters_back_and_is_stored
         row.hello.starts_with(&[0x01]),
         "the ClientHello handshake message"
     );
-    assert_eq!(store.quic_requests(None, 10).await.expect("list").len(), 3);
+    let every = ObservationQuery {
+        limit: 10,
+        ..ObservationQuery::default()
+    };
+    assert_eq!(store.quic_requests(&every).await.expect("list").len(), 3);
 
     let health = server.healthz();
     assert!(health["quic"]["handshakes"].as_u64() >= Some(1), "{health}");

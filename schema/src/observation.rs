@@ -450,13 +450,18 @@ pub struct ObservationQuery {
     pub raw: bool,
 }
 
-/// Lowercase hex for byte fields, so the JSON stays readable and `exitvoice inspect` can take it.
-mod hex_bytes {
+/// Lowercase hex for byte fields, so the JSON stays readable and `exitvoice inspect` can take it
+/// (`#[serde(with = "exitvoice_schema::observation::hex_bytes")]`).
+pub mod hex_bytes {
     use serde::{de, Deserialize, Deserializer, Serializer};
 
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
 
-    pub(super) fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+    /// Writes `bytes` as lowercase hex.
+    ///
+    /// # Errors
+    /// The serializer's.
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
         let mut out = String::with_capacity(bytes.len() * 2);
         for byte in bytes {
             out.push(char::from(DIGITS[usize::from(byte >> 4)]));
@@ -465,9 +470,11 @@ mod hex_bytes {
         serializer.serialize_str(&out)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Vec<u8>, D::Error> {
+    /// Reads hex (either case) into bytes.
+    ///
+    /// # Errors
+    /// Not a string, an odd number of digits, or a character that is not a hex digit.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         let text = String::deserialize(deserializer)?;
         let nibble = |c: u8| match c {
             b'0'..=b'9' => Ok(c - b'0'),

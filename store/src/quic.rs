@@ -8,6 +8,7 @@ use sqlx::{AnyConnection, Row as _};
 use crate::values::placeholders;
 use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::Peer;
+use exitvoice_schema::ObservationQuery;
 
 /// Connection rows per INSERT statement.
 const CONNECTIONS_PER_STATEMENT: usize = 64;
@@ -37,11 +38,18 @@ pub struct QuicConnectionRow {
     pub http3_voice_id: Option<String>,
     /// Peers' `h3_text`.
     pub h3_text: Option<String>,
-    /// The echo's `quic` object, JSON.
+    /// The echo's `quic` object, JSON (written as JSON, not as a string).
+    #[serde(serialize_with = "as_json")]
     pub quic: Option<String>,
-    /// The echo's `http3` object, JSON.
+    /// The echo's `http3` object, JSON (written as JSON, not as a string).
+    #[serde(serialize_with = "as_json")]
     pub http3: Option<String>,
-    /// The reassembled ClientHello handshake message (empty when there was none).
+    /// The reassembled ClientHello handshake message (empty when there was none, or when it
+    /// was not read; hex in JSON, left out when empty).
+    #[serde(
+        serialize_with = "exitvoice_schema::observation::hex_bytes::serialize",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub hello: Vec<u8>,
 }
 
@@ -77,34 +85,57 @@ pub struct StoredQuicRequest {
     pub connection: Option<QuicConnectionRow>,
 }
 
+/// A stored JSON text written as the JSON it holds (`null` when absent or not JSON).
+fn as_json<S: serde::Serializer>(text: &Option<String>, serializer: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize as _;
+    text.as_deref()
+        .and_then(|text| serde_json::from_str::<&serde_json::value::RawValue>(text).ok())
+        .serialize(serializer)
+}
+
 impl Store {
-    /// Stored HTTP/3 requests, oldest first, at most `limit`; only `token`'s when given.
+    /// Stored HTTP/3 requests matching `query` (token, since, limit; the ClientHello only with
+    /// `raw`), oldest first.
     ///
     /// # Errors
     /// Fails if the query fails or a stored row is malformed.
     pub async fn quic_requests(
         &self,
-        token: Option<&str>,
-        limit: u32,
+        query: &ObservationQuery,
     ) -> Result<Vec<StoredQuicRequest>, StoreError> {
-        let filter = if token.is_some() {
-            "WHERE r.token = $2"
+        // $1 is the limit; the filters that are set follow, numbered in that order.
+        let mut binds = 1;
+        let mut filter = |column: &str, op: &str, set: bool| {
+            if set {
+                binds += 1;
+                format!(" AND {column} {op} ${binds}")
+            } else {
+                String::new()
+            }
+        };
+        let token = filter("r.token", "=", query.token.is_some());
+        let since = filter("r.time_unix_ms", ">=", query.since_unix_ms.is_some());
+        let hello = if query.raw {
+            "c.hello"
         } else {
-            ""
+            "NULL AS hello"
         };
         let sql = format!(
             "SELECT r.conn_id, r.request_index, r.time_unix_ms, r.token, r.method, r.path, \
              r.stream_id, r.pseudo_order, r.header_order, c.conn_id AS c_conn_id, \
              c.time_unix_ms AS c_time, c.peer_ip, c.peer_port, c.sni, c.ja4, c.tls_voice_id, \
-             c.quic_voice_id, c.http3_voice_id, c.h3_text, c.quic, c.http3, c.hello \
+             c.quic_voice_id, c.http3_voice_id, c.h3_text, c.quic, c.http3, {hello} \
              FROM quic_requests r LEFT JOIN quic_connections c ON c.conn_id = r.conn_id \
-             {filter} ORDER BY r.time_unix_ms, r.id LIMIT $1"
+             WHERE TRUE{token}{since} ORDER BY r.time_unix_ms, r.id LIMIT $1"
         );
-        let mut query = sqlx::query(&sql).bind(i64::from(limit));
-        if let Some(token) = token {
-            query = query.bind(token);
+        let mut rows = sqlx::query(&sql).bind(i64::from(query.limit));
+        if let Some(token) = &query.token {
+            rows = rows.bind(token);
         }
-        let rows = query.fetch_all(self.pool()).await?;
+        if let Some(since) = query.since_unix_ms {
+            rows = rows.bind(since);
+        }
+        let rows = rows.fetch_all(self.pool()).await?;
         rows.iter().map(stored).collect()
     }
 }
@@ -146,7 +177,9 @@ fn stored(row: &AnyRow) -> Result<StoredQuicRequest, StoreError> {
             h3_text: row.try_get("h3_text")?,
             quic: row.try_get("quic")?,
             http3: row.try_get("http3")?,
-            hello: row.try_get("hello")?,
+            hello: row
+                .try_get::<Option<Vec<u8>>, _>("hello")?
+                .unwrap_or_default(),
         }),
     };
     Ok(StoredQuicRequest {
@@ -237,6 +270,15 @@ mod tests {
         }
     }
 
+    /// Every row, the ClientHello included, at most `limit`.
+    fn all(limit: u32) -> ObservationQuery {
+        ObservationQuery {
+            limit,
+            raw: true,
+            ..ObservationQuery::default()
+        }
+    }
+
     fn request(
         conn_id: &str,
         index: u32,
@@ -273,15 +315,21 @@ mod tests {
                 ..Batch::default()
             };
             store.write_batch(&later).await.expect("write");
-            let all = store.quic_requests(None, 10).await.expect("list");
-            assert_eq!(all.len(), 2);
-            assert_eq!(all[0].request, request("q1", 1, Some("tok"), 1_000));
-            assert_eq!(all[0].connection, Some(connection("q1", 1_000)));
-            assert_eq!(all[1].connection, Some(connection("q1", 1_000)));
-            let mine = store.quic_requests(Some("tok"), 10).await.expect("list");
+            let listed = store.quic_requests(&all(10)).await.expect("list");
+            assert_eq!(listed.len(), 2);
+            assert_eq!(listed[0].request, request("q1", 1, Some("tok"), 1_000));
+            assert_eq!(listed[0].connection, Some(connection("q1", 1_000)));
+            assert_eq!(listed[1].connection, Some(connection("q1", 1_000)));
+            let mine = store.quic_requests(&ObservationQuery { token: Some("tok".to_owned()), ..all(10) }).await.expect("list");
             assert_eq!(mine.len(), 1);
             assert_eq!(mine[0].request.index, 1);
-            assert_eq!(store.quic_requests(None, 1).await.expect("list").len(), 1);
+            assert_eq!(store.quic_requests(&all(1)).await.expect("list").len(), 1);
+            let since = ObservationQuery { since_unix_ms: Some(1_500), raw: false, ..all(10) };
+            let later = store.quic_requests(&since).await.expect("list");
+            assert_eq!(later.len(), 1);
+            assert_eq!(later[0].request.index, 2);
+            // Without `raw` the ClientHello stays in the store.
+            assert_eq!(later[0].connection.as_ref().map(|c| c.hello.len()), Some(0));
         }
 
         async fn retention_prunes_quic_rows_too(store: Store) {
@@ -293,7 +341,7 @@ mod tests {
             store.write_batch(&batch).await.expect("write");
             let pruned = store.prune(Some(5_000), 100).await.expect("prune");
             assert_eq!((pruned.requests, pruned.connections), (1, 1));
-            let left = store.quic_requests(None, 10).await.expect("list");
+            let left = store.quic_requests(&all(10)).await.expect("list");
             assert_eq!(left.len(), 1);
             assert_eq!(left[0].request.conn_id, "new");
         }
@@ -328,6 +376,6 @@ mod tests {
             ..Batch::default()
         };
         store.write_batch(&batch).await.expect("write QUIC rows");
-        assert_eq!(store.quic_requests(None, 10).await.expect("list").len(), 1);
+        assert_eq!(store.quic_requests(&all(10)).await.expect("list").len(), 1);
     }
 }

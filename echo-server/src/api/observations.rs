@@ -1,5 +1,6 @@
 //! `GET /api/observations?token=…&since=…&limit=…&raw=true`: stored observations, oldest first
-//! (the raw bytes only with `raw=true`).
+//! (the raw bytes only with `raw=true`): TCP's in `observations`, HTTP/3 requests with their
+//! QUIC connections in `quic` (each list up to `limit`).
 //!
 //! Closed by default, because an echo endpoint is reachable from the internet and its rows hold
 //! every visitor's address and fingerprints. Who may read what:
@@ -17,6 +18,7 @@ use axum::http::HeaderMap;
 use axum::Extension;
 use axum::Json;
 use exitvoice_schema::{ObservationQuery, StoredObservation, OBSERVATION_SCHEMA_VERSION};
+use exitvoice_store::StoredQuicRequest;
 use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -86,6 +88,7 @@ pub(super) struct Params {
 pub(super) struct Observations {
     schema_version: u32,
     observations: Vec<StoredObservation>,
+    quic: Vec<StoredQuicRequest>,
 }
 
 pub(super) async fn list(
@@ -115,17 +118,20 @@ pub(super) async fn list(
         limit: params.limit.unwrap_or(DEFAULT_LIMIT).min(MAX_LIMIT),
         raw: params.raw,
     };
+    let failed = |error: exitvoice_store::StoreError| {
+        tracing::error!(%error, "observations query failed");
+        ApiError::Store
+    };
     let observations = state
         .store
         .observations(&query, crate::analysis::layers)
         .await
-        .map_err(|error| {
-            tracing::error!(%error, "observations query failed");
-            ApiError::Store
-        })?;
+        .map_err(failed)?;
+    let quic = state.store.quic_requests(&query).await.map_err(failed)?;
     Ok(Json(Observations {
         schema_version: OBSERVATION_SCHEMA_VERSION,
         observations,
+        quic,
     }))
 }
 
