@@ -112,7 +112,7 @@ fn curl_never_tries_h3_and_aioquic_comes_back_over_h3() {
     assert_eq!(entry["quic_src_ip"], "127.0.0.1");
     assert!(entry["quic_voice_id"]
         .as_str()
-        .is_some_and(|v| v.starts_with("quicv1_")));
+        .is_some_and(|v| v.starts_with("quicv2_")));
 
     // Without QUIC no alt-svc is sent, so no verdict can be reached.
     let off = EchoServer::start(&["--no-quic"]);

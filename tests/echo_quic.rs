@@ -196,7 +196,7 @@ async fn aioquic_gets_its_own_settings_headers_and_parameters_back_and_is_stored
         .all(|s| s.as_u64() >= Some(1200)));
     assert!(quic["voice_id"]
         .as_str()
-        .is_some_and(|v| v.starts_with("quicv1_")));
+        .is_some_and(|v| v.starts_with("quicv2_")));
 
     // The ClientHello went through the TCP analysis: JA4 with `q`, ALPN h3.
     let ja4 = echo["tls"]["ja4"].as_str().expect("ja4");

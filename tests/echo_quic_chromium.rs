@@ -178,6 +178,59 @@ fn chromium_over_h3_is_echoed_as_its_net_log_and_tshark_say() {
         "SETTINGS in wire order, as tshark decodes them"
     );
 
+    // The Initials' layout as tshark reads the same capture: the CRYPTO offsets of the first
+    // connection's client Initials in wire order, PADDING frames in them, bytes after them.
+    let initials = Command::new("tshark")
+        .arg("-r")
+        .arg(&pcap)
+        .args([
+            "-Y",
+            &format!("udp.dstport == {port} && quic.long.packet_type == 0 && quic.crypto.offset"),
+        ])
+        .args([
+            "-T",
+            "fields",
+            "-e",
+            "quic.dcid",
+            "-e",
+            "quic.crypto.offset",
+        ])
+        .args(["-e", "quic.frame_type", "-e", "quic.coalesced_padding_data"])
+        .output()
+        .expect("tshark -r");
+    let text = String::from_utf8_lossy(&initials.stdout);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    let first_dcid = rows
+        .first()
+        .map(|r| r[0])
+        .expect("client Initials with CRYPTO");
+    let first: Vec<&Vec<&str>> = rows.iter().filter(|r| r[0] == first_dcid).collect();
+    let offsets: Vec<u64> = first
+        .iter()
+        .flat_map(|r| r[1].split(','))
+        .map(|o| o.parse().expect("offset"))
+        .collect();
+    let order = if offsets.windows(2).all(|w| w[0] < w[1]) {
+        "in_order"
+    } else if offsets.windows(2).all(|w| w[0] > w[1]) {
+        "reversed"
+    } else {
+        "shuffled"
+    };
+    let inside = first.iter().any(|r| r[2].split(',').any(|t| t == "0"));
+    let after = first
+        .iter()
+        .any(|r| r.get(3).is_some_and(|d| !d.is_empty()));
+    let padding = match (inside, after) {
+        (true, false) => "in_packet",
+        (false, true) => "after_packet",
+        (true, true) => "both",
+        (false, false) => "none",
+    };
+    let quic = &echo["quic"];
+    assert_eq!(quic["crypto_order"], order, "CRYPTO offsets {offsets:?}");
+    assert_eq!(quic["padding_where"], padding, "tshark: {text}");
+
     // 2. Chromium's net log: the same settings (its JSON sorts them by name, so as a set).
     let log: Value =
         serde_json::from_slice(&std::fs::read(&net_log).expect("net log")).expect("JSON");

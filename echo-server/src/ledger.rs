@@ -436,13 +436,13 @@ mod tests {
         ledger.h3(H3Visit {
             ip: IpAddr::from([192, 0, 2, 1]),
             token: None,
-            quic_voice_id: Some("quicv1_x"),
+            quic_voice_id: Some("quicv2_x"),
             time_ms: 500,
         });
         let entry = &ledger.by_token("tok")[0];
         assert_eq!(entry.verdict(600).0, Verdict::H3Ok);
 
-        assert_eq!(entry.quic_voice_id.as_deref(), Some("quicv1_x"));
+        assert_eq!(entry.quic_voice_id.as_deref(), Some("quicv2_x"));
 
         let attempted = Ledger::default();
         attempted.tcp(tcp("c1", 0));

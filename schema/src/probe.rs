@@ -74,7 +74,7 @@ pub struct H3Probe {
     pub egress_ip: Option<String>,
     /// The TLS voice of the QUIC ClientHello, as the echo saw it.
     pub tls_voice_id: Option<String>,
-    /// The QUIC voice (`quicv1_…`: version, connection ids, transport parameters).
+    /// The QUIC voice (`quicv2_…`: version, connection ids, Initial layout, transport parameters).
     pub quic_voice_id: Option<String>,
     /// The HTTP/3 voice (`h3v1_…`: SETTINGS and field order).
     pub http3_voice_id: Option<String>,

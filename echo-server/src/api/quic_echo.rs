@@ -78,6 +78,8 @@ fn quic_layer(conn: &QuicConnection) -> Value {
         "datagram_sizes": initial.datagram_sizes,
         "initial_count": initial.packets.len(),
         "crypto_frame_count": initial.packets.iter().map(|p| p.crypto_frames).sum::<usize>(),
+        "crypto_order": quic::crypto_order(&initial.packets),
+        "padding_where": quic::padding_where(&initial.packets),
         "initial_packets": initial.packets,
         "client_hello_complete": initial.client_hello.is_some(),
         "error": initial.error,

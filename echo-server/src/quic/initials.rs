@@ -45,6 +45,11 @@ pub struct InitialPacket {
     pub frames: Vec<u64>,
     /// CRYPTO frames in the packet.
     pub crypto_frames: usize,
+    /// The offsets of its CRYPTO frames, in wire order.
+    pub crypto_offsets: Vec<u64>,
+    /// Bytes that are no packet followed it in its datagram: padding after the packet rather
+    /// than PADDING frames in it (RFC 9000 section 14.1 allows both).
+    pub padding_after: bool,
 }
 
 /// A client's Initials, read so far.
@@ -120,20 +125,25 @@ impl ClientInitials {
         self.datagram_sizes.push(datagram.len());
         let mut rest = datagram;
         let mut first = true;
+        let mut opened: Option<usize> = None;
         while !rest.is_empty() {
             let header = match LongHeader::read(rest) {
                 Ok(header) => header,
                 // The first packet must parse; after it, what does not is padding.
                 Err(error) if first => return Err(error),
-                Err(_) => break,
+                Err(_) => {
+                    if let Some(packet) = opened.and_then(|i| self.packets.get_mut(i)) {
+                        packet.padding_after = true;
+                    }
+                    break;
+                }
             };
             first = false;
             let packet_len = header.packet_len;
-            if header.is_initial() && header.version == self.version {
+            // Once the hello is whole, the rest of its datagram is only walked (for padding).
+            if header.is_initial() && header.version == self.version && self.hello.is_none() {
                 self.open(&header, rest)?;
-                if self.hello.is_some() {
-                    break;
-                }
+                opened = self.packets.len().checked_sub(1);
             }
             rest = rest.get(packet_len..).unwrap_or_default();
         }
@@ -147,12 +157,12 @@ impl ClientInitials {
         let opened = self.keys.open(header, packet)?;
         let frames = frame::frames(&opened.payload)?;
         let mut types: Vec<u64> = Vec::new();
-        let mut crypto_frames = 0;
+        let mut crypto_offsets = Vec::new();
         for frame in &frames {
             let kind = match frame {
                 Frame::Other(kind) => *kind,
                 Frame::Crypto { offset, data } => {
-                    crypto_frames += 1;
+                    crypto_offsets.push(*offset);
                     self.crypto.insert(*offset, data)?;
                     frame::CRYPTO
                 }
@@ -169,7 +179,9 @@ impl ClientInitials {
             token_len: header.token.len(),
             reserved_bits: (opened.first >> 2) & 0x03,
             frames: types,
-            crypto_frames,
+            crypto_frames: crypto_offsets.len(),
+            crypto_offsets,
+            padding_after: false,
         });
         if let Some(hello) = self.crypto.client_hello()? {
             self.hello = Some(hello.to_vec());

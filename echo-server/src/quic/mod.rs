@@ -16,6 +16,7 @@ mod error;
 mod frame;
 mod header;
 mod initials;
+mod layout;
 mod protection;
 mod transport_parameters;
 mod version;
@@ -24,6 +25,7 @@ mod voice;
 pub use crypto_stream::MAX_CRYPTO_BYTES;
 pub use error::QuicError;
 pub use initials::{ClientInitials, InitialPacket, MAX_INITIAL_PACKETS, MIN_INITIAL_DATAGRAM};
+pub use layout::{crypto_order, padding_where, CryptoOrder, PaddingWhere};
 pub use transport_parameters::{
     decode as decode_transport_parameters, is_grease_parameter,
     of_client_hello as transport_parameters, ParameterValue, TransportParameter,

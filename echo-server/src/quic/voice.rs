@@ -1,16 +1,20 @@
 //! The QUIC voice: what a client's first Initials and its transport parameters say about its
 //! QUIC stack, with what changes between its connections normalised away (docs/quic.md).
 //!
-//! `voice_id = "quicv1_" + hex(sha256(description))[..24]`, the description being:
+//! `voice_id = "quicv2_" + hex(sha256(description))[..24]`, the description being:
 //!
 //! ```text
-//! quicv1
+//! quicv2
 //! v=<version, hex>
 //! cid=<first DCID length>,<SCID length>
 //! token=<0|1>
 //! pn=<1 when the first packet number is 1 (Chrome always), else x>,<its length in bytes>
+//! crypto=<in_order|reversed|shuffled>
+//! pad=<in_packet|after_packet|both|none>
 //! tp=<transport parameters, normalised, ';'-joined>
 //! ```
+//!
+//! (`quicv1` had no `crypto` and `pad` lines; specs/quic.md section 1.9 hashes both.)
 //!
 //! Transport parameters (specs/quic.md section 2.1): sorted by id; GREASE ids (RFC 9000
 //! section 18.1) become one `GREASE` each, at the end; integers as `id:value`;
@@ -20,13 +24,16 @@
 //! out (a cached RTT, present only on return visits). Chrome shuffles the parameter order per
 //! connection, so wire order is shown, not hashed. Connection ids, packet numbers other than
 //! the "always 1" trait, datagram sizes (they follow the path MTU and IP version) and the
-//! frame layout (Chrome draws it afresh per connection) are recorded, not hashed.
+//! frame layout (Chrome draws it afresh per connection) are recorded, not hashed; of the layout
+//! only the CRYPTO order and where the padding sits are (`super::layout`).
 
 use sha2::{Digest as _, Sha256};
 
 use exitvoice_schema::VoiceId;
 
-use super::{InitialPacket, ParameterValue, TransportParameter, Version};
+use super::{
+    crypto_order, padding_where, InitialPacket, ParameterValue, TransportParameter, Version,
+};
 
 const GOOGLE_INITIAL_RTT: u64 = 0x3127;
 const GOOGLE_CONNECTION_OPTIONS: u64 = 0x3128;
@@ -98,14 +105,17 @@ pub fn voice_description(
     };
     let pn_len = first.map_or(0, |p| p.pn_len);
     format!(
-        "quicv1\nv={:x}\ncid={first_dcid_len},{scid_len}\ntoken={}\npn={pn_one},{pn_len}\ntp={}\n",
+        "quicv2\nv={:x}\ncid={first_dcid_len},{scid_len}\ntoken={}\npn={pn_one},{pn_len}\n\
+         crypto={}\npad={}\ntp={}\n",
         version.0,
         u8::from(token),
+        crypto_order(packets).as_str(),
+        padding_where(packets).as_str(),
         normalised_parameters(parameters)
     )
 }
 
-/// The QUIC voice, `quicv1_` + 24 lowercase hex.
+/// The QUIC voice, `quicv2_` + 24 lowercase hex.
 pub fn voice_id(
     version: Version,
     first_dcid_len: usize,
@@ -114,7 +124,7 @@ pub fn voice_id(
 ) -> VoiceId {
     let text = voice_description(version, first_dcid_len, packets, parameters);
     VoiceId(format!(
-        "quicv1_{}",
+        "quicv2_{}",
         hex::encode(&Sha256::digest(text.as_bytes())[..12])
     ))
 }
@@ -134,6 +144,8 @@ mod tests {
             reserved_bits: 0,
             frames: vec![6],
             crypto_frames: 1,
+            crypto_offsets: vec![0],
+            padding_after: false,
         }
     }
 
@@ -205,5 +217,16 @@ mod tests {
             voice_id(Version::V1, 8, &packets, &a),
             voice_id(Version::V2, 8, &packets, &a)
         );
+        // The CRYPTO order and the padding's place are the stack's: they count.
+        let mut out_of_order = [packet(1), packet(2)];
+        out_of_order[0].crypto_offsets = vec![700];
+        let mut padded_after = packet(1);
+        padded_after.padding_after = true;
+        for other in [&out_of_order[..], &[padded_after][..]] {
+            assert_ne!(
+                voice_id(Version::V1, 8, &packets, &a),
+                voice_id(Version::V1, 8, other, &a)
+            );
+        }
     }
 }
