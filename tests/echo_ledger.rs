@@ -60,20 +60,32 @@ fn curl_probe(server: &EchoServer, token: &str) {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
 }
 
+/// The spec's rule (3 returns 2 s apart over 60 s) scaled down, so a test takes seconds.
+const QUICK_RULE: [&str; 4] = ["--ledger-spacing", "300ms", "--ledger-span", "1s"];
+
 #[test]
 fn curl_never_tries_h3_and_aioquic_comes_back_over_h3() {
-    let mut server = EchoServer::start(&[]);
+    let mut server = EchoServer::start(&QUICK_RULE);
     curl_probe(&server, "ledger-curl-0001");
     let first = ledger(&server, "ledger-curl-0001");
     assert_eq!(first.len(), 1);
     assert_eq!(first[0]["verdict"], "pending", "{first:?}");
+    // Three quick returns are not three chances to try QUIC.
     for _ in 0..3 {
+        curl_probe(&server, "ledger-curl-0001");
+    }
+    let quick = ledger(&server, "ledger-curl-0001");
+    assert_eq!(quick[0]["verdict"], "pending", "{quick:?}");
+    assert_eq!(quick[0]["tcp_connections_after_alt_svc"], 3);
+    assert!(quick[0]["spaced_returns"].as_u64() < Some(3), "{quick:?}");
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(400));
         curl_probe(&server, "ledger-curl-0001");
     }
     let after = ledger(&server, "ledger-curl-0001");
     assert_eq!(after[0]["verdict"], "never_tries_h3", "{after:?}");
-    assert_eq!(after[0]["tcp_connections"], 4);
-    assert_eq!(after[0]["tcp_connections_after_alt_svc"], 3);
+    assert_eq!(after[0]["tcp_connections"], 7);
+    assert_eq!(after[0]["tcp_connections_after_alt_svc"], 6);
     assert!(after[0]["alt_svc_first_ms"].is_i64());
 
     // The ledger is stored (`--store-peer-ip full`, the default): after a restart (SIGTERM
@@ -83,7 +95,7 @@ fn curl_never_tries_h3_and_aioquic_comes_back_over_h3() {
     assert_eq!(ledger(&server, "ledger-curl-0001"), after);
     curl_probe(&server, "ledger-curl-0001");
     let later = ledger(&server, "ledger-curl-0001");
-    assert_eq!(later[0]["tcp_connections"], 5, "{later:?}");
+    assert_eq!(later[0]["tcp_connections"], 8, "{later:?}");
 
     // An identity is an address: with `--store-peer-ip prefix` the ledger stays in memory.
     let mut prefix = EchoServer::start(&["--store-peer-ip", "prefix"]);
@@ -156,14 +168,17 @@ fn home_trusting_test_ca(dir: &Path) -> PathBuf {
 }
 
 /// An echo server with the test CA's leaf for echo.exitvoice.test (in /etc/hosts).
-fn server_with_test_leaf() -> EchoServer {
+fn server_with_test_leaf(extra: &[&str]) -> EchoServer {
     let certs = root().join(".tools/certs");
-    EchoServer::start(&[
+    let (chain, key) = (certs.join("leaf-chain.pem"), certs.join("leaf.key"));
+    let mut args = vec![
         "--cert",
-        certs.join("leaf-chain.pem").to_str().expect("utf-8"),
+        chain.to_str().expect("utf-8"),
         "--key",
-        certs.join("leaf.key").to_str().expect("utf-8"),
-    ])
+        key.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    EchoServer::start(&args)
 }
 
 /// Loads `url` in headless Chromium with QUIC allowed (the auditor's flags without
@@ -252,7 +267,7 @@ fn chromium_direct_tries_h3_and_through_squid_never_does() {
     let home = home_trusting_test_ca(dir.path());
 
     // Direct: the first visit sees alt-svc; Chromium races QUIC on the next.
-    let direct = server_with_test_leaf();
+    let direct = server_with_test_leaf(&[]);
     let url = format!(
         "https://echo.exitvoice.test:{}/probe/ledger-chromium-direct",
         direct.port
@@ -270,7 +285,8 @@ fn chromium_direct_tries_h3_and_through_squid_never_does() {
 
     // Through squid: CONNECT carries TCP only, and Chromium with a proxy never tries QUIC.
     let squid = Squid::start();
-    let proxied = server_with_test_leaf();
+    // Each visit is a Chromium start (about a second): four are spaced returns over seconds.
+    let proxied = server_with_test_leaf(&["--ledger-spacing", "300ms", "--ledger-span", "2s"]);
     let url = format!(
         "https://echo.exitvoice.test:{}/probe/ledger-chromium-squid",
         proxied.port

@@ -93,6 +93,8 @@ pub struct Config {
     pub metrics_listen: Option<SocketAddr>,
     /// Serve QUIC and HTTP/3 on UDP at each listen address, and send `alt-svc` on TCP.
     pub quic: bool,
+    /// When the h3 downgrade ledger says `never_tries_h3`.
+    pub ledger_rule: crate::ledger::NeverRule,
     /// Connection and capture limits.
     pub limits: Limits,
     /// Observation queue and writer settings.
@@ -114,6 +116,7 @@ impl Default for Config {
             proxy_protocol_from: Vec::new(),
             metrics_listen: None,
             quic: true,
+            ledger_rule: crate::ledger::NeverRule::default(),
             acme: None,
             limits: Limits::default(),
             writer: WriterConfig::default(),

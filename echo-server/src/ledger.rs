@@ -9,7 +9,7 @@
 //! `ma` (86,400 s) of that identity's first `alt-svc`. Kept in memory, bounded; times are Unix
 //! milliseconds given by the caller, so the rules are tested without a clock.
 //!
-//! A persisting ledger ([`Ledger::persisting`], under `--store-peer-ip full`) remembers which
+//! A persisting ledger ([`Ledger::new`], under `--store-peer-ip full`) remembers which
 //! identities changed; the writer takes them ([`Ledger::take_changed`]) into its next
 //! transaction, and a restarted server reads them back ([`Ledger::restore`]).
 
@@ -21,9 +21,31 @@ use serde::{Deserialize, Serialize};
 
 /// `ma` of the `alt-svc` we send, in milliseconds (RFC 7838 section 3.1).
 pub const ALT_SVC_MAX_AGE_MS: i64 = 86_400_000;
-/// TCP connections after the first `alt-svc`, without an HTTP/3 request, that make
-/// `never_tries_h3`.
-pub const NEVER_TRIES_AFTER: u32 = 3;
+/// When a client that keeps coming back over TCP `never_tries_h3` (specs/quic.md section 5.3):
+/// `returns` TCP connections after the first `alt-svc`, each at least `spacing_ms` after the
+/// one counted before it (Chrome races QUIC only for a new connection, so quick reloads say
+/// little), the last at least `span_ms` after that `alt-svc`, all within `ma`, and no QUIC
+/// attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeverRule {
+    /// Spaced TCP returns needed.
+    pub returns: u32,
+    /// Least time between two counted returns (the first counts from the `alt-svc`).
+    pub spacing_ms: i64,
+    /// Least time from the first `alt-svc` to the last counted return.
+    pub span_ms: i64,
+}
+
+impl Default for NeverRule {
+    /// The spec's: 3 returns, 2 s apart, over 60 s.
+    fn default() -> Self {
+        Self {
+            returns: 3,
+            spacing_ms: 2_000,
+            span_ms: 60_000,
+        }
+    }
+}
 /// Identities kept; the oldest is forgotten past this.
 pub const MAX_IDENTITIES: usize = 65_536;
 
@@ -55,6 +77,12 @@ pub struct Entry {
     pub alt_svc_first_ms: Option<i64>,
     /// TCP connections opened after the first `alt-svc`.
     pub tcp_connections_after_alt_svc: u32,
+    /// Of those, the ones at least the rule's spacing after the one counted before.
+    #[serde(default)]
+    pub spaced_returns: u32,
+    /// The last spaced return.
+    #[serde(default)]
+    pub last_spaced_return_ms: Option<i64>,
     /// The first QUIC connection attempt from its IP after `alt-svc` (a client Initial that
     /// quinn took as a new connection).
     pub first_quic_attempt_ms: Option<i64>,
@@ -88,16 +116,16 @@ pub enum Verdict {
     H3Ok,
     /// An HTTP/3 request carried its token from another IP: UDP leaves by another path.
     QuicElsewhere,
-    /// `NEVER_TRIES_AFTER` TCP connections after the first `alt-svc`, within `ma`, and no
-    /// HTTP/3 request.
+    /// Spaced TCP returns after the first `alt-svc` as the [`NeverRule`] says, within `ma`,
+    /// and no QUIC attempt.
     NeverTriesH3,
     /// `ma` passed without enough evidence, or no `alt-svc` was ever sent (QUIC off).
     Expired,
 }
 
 impl Entry {
-    /// The verdict at `now_ms`, and why.
-    pub fn verdict(&self, now_ms: i64) -> (Verdict, String) {
+    /// The verdict at `now_ms` under `rule`, and why.
+    pub fn verdict(&self, now_ms: i64, rule: &NeverRule) -> (Verdict, String) {
         if let Some(src) = self.quic_src_ip {
             if src != self.client_ip {
                 return (
@@ -129,12 +157,15 @@ impl Entry {
                 "no alt-svc was sent (QUIC off)".to_owned(),
             );
         };
-        if self.tcp_connections_after_alt_svc >= NEVER_TRIES_AFTER {
+        let span = self.last_spaced_return_ms.map_or(0, |last| last - alt_svc);
+        if self.spaced_returns >= rule.returns && span >= rule.span_ms {
             return (
                 Verdict::NeverTriesH3,
                 format!(
-                    "{} TCP connections after alt-svc, no QUIC attempt",
-                    self.tcp_connections_after_alt_svc
+                    "{} TCP connections after alt-svc ({} spaced, over {} s), no QUIC attempt",
+                    self.tcp_connections_after_alt_svc,
+                    self.spaced_returns,
+                    span / 1_000
                 ),
             );
         }
@@ -144,8 +175,11 @@ impl Entry {
         (
             Verdict::Pending,
             format!(
-                "{} of {NEVER_TRIES_AFTER} TCP connections after alt-svc",
-                self.tcp_connections_after_alt_svc
+                "{} of {} spaced TCP returns after alt-svc, over {} of {} s",
+                self.spaced_returns,
+                rule.returns,
+                span / 1_000,
+                rule.span_ms / 1_000
             ),
         )
     }
@@ -210,15 +244,22 @@ impl Book {
 pub struct Ledger {
     book: Mutex<Book>,
     persist: bool,
+    rule: NeverRule,
 }
 
 impl Ledger {
-    /// A ledger whose changes the writer stores.
-    pub fn persisting() -> Self {
+    /// A ledger judging by `rule`, whose changes the writer stores when `persist` is set.
+    pub fn new(rule: NeverRule, persist: bool) -> Self {
         Self {
             book: Mutex::default(),
-            persist: true,
+            persist,
+            rule,
         }
+    }
+
+    /// Its `never_tries_h3` rule.
+    pub fn rule(&self) -> &NeverRule {
+        &self.rule
     }
 
     /// Puts stored entries back (at start), oldest change first, within the bound.
@@ -274,6 +315,8 @@ impl Ledger {
                 tcp_connections: 0,
                 alt_svc_first_ms: None,
                 tcp_connections_after_alt_svc: 0,
+                spaced_returns: 0,
+                last_spaced_return_ms: None,
                 first_quic_attempt_ms: None,
                 quic_attempts: 0,
                 first_h3_ms: None,
@@ -288,8 +331,13 @@ impl Ledger {
         entry.tcp_requests += 1;
         if entry.last_conn_id != visit.conn_id {
             entry.tcp_connections += 1;
-            if entry.alt_svc_first_ms.is_some() {
+            if let Some(alt_svc) = entry.alt_svc_first_ms {
                 entry.tcp_connections_after_alt_svc += 1;
+                let since = visit.time_ms - entry.last_spaced_return_ms.unwrap_or(alt_svc);
+                if since >= self.rule.spacing_ms {
+                    entry.spaced_returns += 1;
+                    entry.last_spaced_return_ms = Some(visit.time_ms);
+                }
             }
             entry.last_conn_id = visit.conn_id.to_owned();
         }
@@ -390,7 +438,7 @@ mod tests {
         plain.tcp(tcp("c1", 0));
         assert!(plain.take_changed().is_empty());
 
-        let ledger = Ledger::persisting();
+        let ledger = Ledger::new(NeverRule::default(), true);
         ledger.tcp(tcp("c1", 0));
         ledger.tcp(tcp("c2", 10));
         let changed = ledger.take_changed();
@@ -402,31 +450,69 @@ mod tests {
 
         // Through JSON, as the store keeps it, into a fresh server's ledger.
         let json = serde_json::to_string(&ledger.by_token("tok")[0]).unwrap();
-        let restored = Ledger::persisting();
+        let restored = Ledger::new(NeverRule::default(), true);
         restored.restore([serde_json::from_str::<Entry>(&json).unwrap()]);
         assert!(restored.take_changed().is_empty());
         let entry = &restored.by_token("tok")[0];
         assert_eq!(serde_json::to_string(entry).unwrap(), json);
-        assert_eq!(entry.verdict(30).0, Verdict::AttemptedH3);
+        assert_eq!(
+            entry.verdict(30, &NeverRule::default()).0,
+            Verdict::AttemptedH3
+        );
         // The next TCP connection counts as a new one after the restart.
         restored.tcp(tcp("c3", 40));
         assert_eq!(restored.by_token("tok")[0].tcp_connections, 3);
     }
 
     #[test]
-    fn three_tcp_returns_without_h3_is_never_tries_h3() {
+    fn spaced_tcp_returns_over_a_minute_without_quic_are_never_tries_h3() {
+        let rule = NeverRule::default();
         let ledger = Ledger::default();
         ledger.tcp(tcp("c1", 0));
         ledger.tcp(tcp("c1", 10));
-        let entry = &ledger.by_token("tok")[0];
-        assert_eq!(entry.verdict(20).0, Verdict::Pending);
-        for (i, conn) in ["c2", "c3", "c4"].into_iter().enumerate() {
-            ledger.tcp(tcp(conn, 1_000 * (i as i64 + 1)));
+        assert_eq!(
+            ledger.by_token("tok")[0].verdict(20, &rule).0,
+            Verdict::Pending
+        );
+        // Quick reloads: three new connections within two seconds count once.
+        for (conn, at) in [("c2", 2_000), ("c3", 2_500), ("c4", 3_000)] {
+            ledger.tcp(tcp(conn, at));
         }
         let entry = &ledger.by_token("tok")[0];
-        assert_eq!(entry.tcp_connections, 4);
-        assert_eq!(entry.tcp_connections_after_alt_svc, 3);
-        assert_eq!(entry.verdict(5_000).0, Verdict::NeverTriesH3);
+        assert_eq!(
+            (entry.tcp_connections_after_alt_svc, entry.spaced_returns),
+            (3, 1)
+        );
+        assert_eq!(entry.verdict(3_000, &rule).0, Verdict::Pending);
+        // Three spaced returns, but within 60 s of alt-svc: not yet.
+        ledger.tcp(tcp("c5", 30_000));
+        ledger.tcp(tcp("c6", 45_000));
+        let entry = &ledger.by_token("tok")[0];
+        assert_eq!(entry.spaced_returns, 3);
+        let (verdict, why) = entry.verdict(45_000, &rule);
+        assert_eq!(verdict, Verdict::Pending);
+        assert_eq!(
+            why,
+            "3 of 3 spaced TCP returns after alt-svc, over 45 of 60 s"
+        );
+        ledger.tcp(tcp("c7", 61_000));
+        let entry = &ledger.by_token("tok")[0];
+        assert_eq!(entry.tcp_connections, 7);
+        assert_eq!(entry.verdict(61_000, &rule).0, Verdict::NeverTriesH3);
+        // A rule without spacing or span says it after three returns, however quick.
+        let quick = NeverRule {
+            spacing_ms: 0,
+            span_ms: 0,
+            ..rule
+        };
+        let eager = Ledger::new(quick, false);
+        for (conn, at) in [("c1", 0), ("c2", 1), ("c3", 2), ("c4", 3)] {
+            eager.tcp(tcp(conn, at));
+        }
+        assert_eq!(
+            eager.by_token("tok")[0].verdict(4, &quick).0,
+            Verdict::NeverTriesH3
+        );
     }
 
     #[test]
@@ -440,7 +526,7 @@ mod tests {
             time_ms: 500,
         });
         let entry = &ledger.by_token("tok")[0];
-        assert_eq!(entry.verdict(600).0, Verdict::H3Ok);
+        assert_eq!(entry.verdict(600, &NeverRule::default()).0, Verdict::H3Ok);
 
         assert_eq!(entry.quic_voice_id.as_deref(), Some("quicv2_x"));
 
@@ -448,14 +534,19 @@ mod tests {
         attempted.tcp(tcp("c1", 0));
         attempted.quic_attempt(IpAddr::from([198, 51, 100, 7]), 100);
         assert_eq!(
-            attempted.by_token("tok")[0].verdict(200).0,
+            attempted.by_token("tok")[0]
+                .verdict(200, &NeverRule::default())
+                .0,
             Verdict::Pending
         );
         attempted.quic_attempt(IpAddr::from([192, 0, 2, 1]), 300);
         let tried = &attempted.by_token("tok")[0];
-        assert_eq!(tried.verdict(400).0, Verdict::AttemptedH3);
         assert_eq!(
-            tried.verdict(400).1,
+            tried.verdict(400, &NeverRule::default()).0,
+            Verdict::AttemptedH3
+        );
+        assert_eq!(
+            tried.verdict(400, &NeverRule::default()).1,
             "1 QUIC attempt(s), the first 300 ms after alt-svc"
         );
 
@@ -468,7 +559,9 @@ mod tests {
             time_ms: 500,
         });
         assert_eq!(
-            elsewhere.by_token("tok")[0].verdict(600).0,
+            elsewhere.by_token("tok")[0]
+                .verdict(600, &NeverRule::default())
+                .0,
             Verdict::QuicElsewhere
         );
 
@@ -482,7 +575,9 @@ mod tests {
             time_ms: ALT_SVC_MAX_AGE_MS + 1,
         });
         assert_eq!(
-            late.by_token("tok")[0].verdict(ALT_SVC_MAX_AGE_MS + 2).0,
+            late.by_token("tok")[0]
+                .verdict(ALT_SVC_MAX_AGE_MS + 2, &NeverRule::default())
+                .0,
             Verdict::Expired
         );
     }

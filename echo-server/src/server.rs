@@ -127,7 +127,7 @@ impl Server {
         }
         let store = Store::connect(&config.database).await?;
         let metrics = Arc::new(Metrics::default());
-        let ledger = Arc::new(open_ledger(&store, config.store_peer_ip).await);
+        let ledger = Arc::new(open_ledger(&store, config.store_peer_ip, config.ledger_rule).await);
         let (writer, writer_task) = writer::spawn(
             store.clone(),
             config.writer,
@@ -386,12 +386,16 @@ fn alt_svc(port: u16) -> axum::http::HeaderValue {
 /// The h3 downgrade ledger: persisted, and its identities of the last `ma` read back, when the
 /// store keeps full addresses (an identity is an address); in memory only otherwise. A stored
 /// entry that does not read back is skipped (with a warning), never fatal.
-async fn open_ledger(store: &Store, policy: exitvoice_schema::PeerPolicy) -> Ledger {
+async fn open_ledger(
+    store: &Store,
+    policy: exitvoice_schema::PeerPolicy,
+    rule: crate::ledger::NeverRule,
+) -> Ledger {
     use crate::ledger::{Entry, ALT_SVC_MAX_AGE_MS, MAX_IDENTITIES};
     if policy != exitvoice_schema::PeerPolicy::Full {
-        return Ledger::default();
+        return Ledger::new(rule, false);
     }
-    let ledger = Ledger::persisting();
+    let ledger = Ledger::new(rule, true);
     let since = writer::unix_ms(OffsetDateTime::now_utc()) - ALT_SVC_MAX_AGE_MS;
     let limit = u32::try_from(MAX_IDENTITIES).unwrap_or(u32::MAX);
     match store.ledger_since(since, limit).await {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use exitvoice_echo::acme::{self, AcmeSettings};
 use exitvoice_echo::cert::CertSource;
 use exitvoice_echo::config::{self, AdmissionLimits, ApiToken, IpNet, Limits, WriterConfig};
+use exitvoice_echo::ledger::NeverRule;
 use exitvoice_echo::{Config, Server};
 use exitvoice_schema::PeerPolicy;
 
@@ -80,6 +81,13 @@ pub struct Args {
     /// TCP only: no UDP listener, no `alt-svc`.
     #[arg(long, overrides_with = "quic")]
     no_quic: bool,
+    /// The h3 ledger counts a client's TCP return after `alt-svc` only this long after the one
+    /// it counted before; three counted returns and no QUIC attempt make `never_tries_h3`.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    ledger_spacing: Duration,
+    /// ... and only once the last counted return is this long after the first `alt-svc`.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    ledger_span: Duration,
     /// Serve Prometheus metrics (OpenMetrics text, plain HTTP) at http://ADDR/metrics. Off by
     /// default; keep it on loopback or a private network: it is not authenticated.
     #[arg(long, value_name = "ADDR")]
@@ -215,6 +223,11 @@ impl Args {
             proxy_protocol_from: self.proxy_protocol_from,
             metrics_listen: self.metrics_listen,
             quic: !self.no_quic,
+            ledger_rule: NeverRule {
+                spacing_ms: i64::try_from(self.ledger_spacing.as_millis()).unwrap_or(i64::MAX),
+                span_ms: i64::try_from(self.ledger_span.as_millis()).unwrap_or(i64::MAX),
+                ..NeverRule::default()
+            },
             acme: (!self.acme_domain.is_empty()).then(|| AcmeSettings {
                 domains: self.acme_domain,
                 contact: self.acme_contact,

@@ -47,7 +47,7 @@ pub(super) async fn by_token(
         .by_token(&token)
         .into_iter()
         .map(|entry| {
-            let (verdict, why) = entry.verdict(now);
+            let (verdict, why) = entry.verdict(now, state.ledger.rule());
             Identity {
                 entry,
                 verdict,
