@@ -352,16 +352,16 @@ impl Ledger {
         self.touch(&mut book, identity);
     }
 
-    /// Notes an HTTP/3 request: it matches the identities with its token, or else those of its
-    /// IP that were sent `alt-svc` within `ma`.
+    /// Notes an HTTP/3 request: one with a token matches the identities whose TCP requests
+    /// carried it, and no other (a token no TCP request carried is another client's probe, the
+    /// auditor's own QUIC probe among them); one without matches the identities of its IP that
+    /// were sent `alt-svc` within `ma`.
     pub fn h3(&self, visit: H3Visit<'_>) {
         let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-        let by_token = |e: &Entry| visit.token.is_some_and(|t| e.tokens.iter().any(|x| x == t));
-        let any_by_token = book.entries.values().any(by_token);
         let mut matched = Vec::new();
         for (identity, entry) in &mut book.entries {
-            let matches = if any_by_token {
-                by_token(entry)
+            let matches = if let Some(token) = visit.token {
+                entry.tokens.iter().any(|t| t == token)
             } else {
                 entry.client_ip == visit.ip
                     && entry
@@ -384,8 +384,10 @@ impl Ledger {
         }
     }
 
-    /// Notes a QUIC connection attempt from `ip`: it counts for the identities of that IP that
-    /// were sent `alt-svc` before it, within `ma` (an Initial carries no probe token).
+    /// Notes a QUIC connection attempt from `ip` that carried no HTTP/3 request (its handshake
+    /// failed, or it ended idle): it counts for the identities of that IP that were sent
+    /// `alt-svc` before it, within `ma` (an Initial carries no probe token). A connection that
+    /// carried requests is judged by them ([`Ledger::h3`]).
     pub fn quic_attempt(&self, ip: IpAddr, time_ms: i64) {
         let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
         let mut matched = Vec::new();
@@ -563,6 +565,22 @@ mod tests {
                 .verdict(600, &NeverRule::default())
                 .0,
             Verdict::QuicElsewhere
+        );
+
+        // A token no TCP request carried (the auditor's own QUIC probe, say): no match by IP.
+        let foreign = Ledger::default();
+        foreign.tcp(tcp("c1", 0));
+        foreign.h3(H3Visit {
+            ip: IpAddr::from([192, 0, 2, 1]),
+            token: Some("someone-elses"),
+            quic_voice_id: None,
+            time_ms: 500,
+        });
+        let entry = &foreign.by_token("tok")[0];
+        assert_eq!(entry.h3_requests, 0);
+        assert_eq!(
+            entry.verdict(600, &NeverRule::default()).0,
+            Verdict::Pending
         );
 
         // Another IP without the token, or after `ma`: no match.

@@ -67,6 +67,11 @@ impl QuicConnection {
         self.settings.get()
     }
 
+    /// HTTP/3 requests read so far.
+    pub(crate) fn requests(&self) -> u32 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
     /// The fields of the connection's first request, wire order.
     pub(crate) fn first_fields(&self) -> Option<&[HeaderField]> {
         self.first_fields.get().map(Vec::as_slice)

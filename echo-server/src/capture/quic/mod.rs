@@ -117,13 +117,12 @@ impl QuicListener {
             };
             let Some(incoming) = incoming else { break };
             self.metrics.quic("connections_incoming");
-            self.ledger
-                .quic_attempt(incoming.remote_address().ip(), unix_ms_now());
             tokio::spawn(connection(
                 incoming,
                 Arc::clone(&self.attempts),
                 Arc::clone(&self.answer),
                 Arc::clone(&self.metrics),
+                Arc::clone(&self.ledger),
                 (self.next_id)(),
             ));
         }
@@ -139,23 +138,30 @@ fn unix_ms_now() -> i64 {
     i64::try_from(nanos / 1_000_000).unwrap_or(i64::MAX)
 }
 
-/// One connection: the handshake (never a Retry), its capture, then HTTP/3.
+/// One connection: the handshake (never a Retry), its capture, then HTTP/3. The ledger hears
+/// of it as an attempt only when it carried no request (its requests speak for it).
 async fn connection(
     incoming: Incoming,
     attempts: Arc<Mutex<Attempts>>,
     answer: Answer,
     metrics: Arc<Metrics>,
+    ledger: Arc<Ledger>,
     id: String,
 ) {
     let key: Key = (incoming.remote_address(), incoming.orig_dst_cid().to_vec());
-    let Ok(connecting) = incoming.accept() else {
+    let arrived_ms = unix_ms_now();
+    let failed = || {
         metrics.quic("handshake_failures");
+        ledger.quic_attempt(key.0.ip(), arrived_ms);
+    };
+    let Ok(connecting) = incoming.accept() else {
+        failed();
         return;
     };
     let connection = match tokio::time::timeout(HANDSHAKE_DEADLINE, connecting).await {
         Ok(Ok(connection)) => connection,
         _ => {
-            metrics.quic("handshake_failures");
+            failed();
             return;
         }
     };
@@ -175,5 +181,8 @@ async fn connection(
         metrics.quic("connections_without_capture");
     }
     let quic = Arc::new(QuicConnection::new(id, key.0, initial));
-    http3::serve(connection, quic, answer, metrics).await;
+    http3::serve(connection, Arc::clone(&quic), answer, metrics).await;
+    if quic.requests() == 0 {
+        ledger.quic_attempt(key.0.ip(), arrived_ms);
+    }
 }
