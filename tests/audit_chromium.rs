@@ -124,3 +124,42 @@ fn both_personas_give_the_same_route_and_flags() {
     );
     assert_eq!(chromium.exit("tinyproxy")["route"], "identity");
 }
+
+/// Issue 16: the persona's h3 ledger verdict. Chromium sends no QUIC while a proxy is
+/// configured (specs/quic.md section 5.4), so behind squid it keeps coming back over TCP after
+/// the echo's `alt-svc`: the echo's ledger (its rule scaled down from 3 returns 2 s apart over
+/// 60 s to 300 ms and 1 s; each sample is a Chromium start, about a second) says
+/// `never_tries_h3`, while the auditor's own QUIC probe says squid carries no UDP at all. On
+/// loopback the direct baseline's Chromium is the same identity (127.0.0.1, Chromium's voice).
+#[test]
+fn chromium_behind_an_exit_never_comes_back_over_h3() {
+    let echo = EchoServer::start_with(&["--ledger-spacing", "300ms", "--ledger-span", "1s"]);
+    let squid = Proxy::squid();
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[(
+            "squid",
+            format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", squid.port),
+        )],
+    );
+    let run = audit(
+        &exits,
+        &work.path().join("audit.db"),
+        &["--persona", "chromium", "--samples", "4"],
+    );
+    let label = run.exit("squid");
+    assert_eq!(label["samples"], 4, "{label}");
+    let h3 = &label["h3"];
+    assert_eq!(h3["via"], "http_connect", "{label}");
+    assert_eq!(h3["baseline_h3"], true, "{label}");
+    let ledger = &h3["chromium_ledger"];
+    assert_eq!(ledger["verdict"], "never_tries_h3", "{label}");
+    assert_eq!(ledger["quic_attempts"], 0, "{label}");
+    assert!(
+        ledger["tcp_connections_after_alt_svc"].as_u64() >= Some(3),
+        "{label}"
+    );
+    assert_eq!(label["flags"]["h3_gap"], true);
+}

@@ -181,17 +181,13 @@ fn server_with_test_leaf(extra: &[&str]) -> EchoServer {
     EchoServer::start(&args)
 }
 
-/// Loads `url` in headless Chromium with QUIC allowed (the auditor's flags without
-/// `--disable-quic`), in `profile`, through `proxy` if given.
+/// Loads `url` in headless Chromium with the auditor's flags (QUIC allowed), in `profile`,
+/// through `proxy` if given.
 fn chromium(home: &Path, profile: &Path, url: &str, proxy: Option<u16>) {
     let mut command = Command::new("chromium");
     command
         .env("HOME", home)
-        .args(
-            exitvoice_auditor::probe::chromium::HEADLESS_FLAGS
-                .iter()
-                .filter(|flag| **flag != "--disable-quic"),
-        )
+        .args(exitvoice_auditor::probe::chromium::HEADLESS_FLAGS)
         .arg("--enable-quic")
         .arg(format!("--user-data-dir={}", profile.display()));
     if let Some(port) = proxy {

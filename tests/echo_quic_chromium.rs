@@ -6,7 +6,7 @@
 //! Chromium's QUIC ignores `--ignore-certificate-errors` (the handshake fails with
 //! CERTIFICATE_VERIFY_FAILED); it accepts the echo's self-signed certificate by its SPKI pin
 //! (`--ignore-certificate-errors-spki-list`), as the auditor's Chromium persona does. The
-//! headless flags are the auditor's without `--disable-quic`. Needs chromium and tshark
+//! headless flags are the auditor's (QUIC allowed). Needs chromium and tshark
 //! (scripts/install-test-deps.sh) and root for the capture on `lo`.
 
 mod echo_support;
@@ -108,11 +108,7 @@ fn chromium_over_h3_is_echoed_as_its_net_log_and_tshark_say() {
     let pin = server.pin.trim_start_matches("sha256//");
     let profile = tempfile::tempdir().expect("profile");
     let output = Command::new("chromium")
-        .args(
-            exitvoice_auditor::probe::chromium::HEADLESS_FLAGS
-                .iter()
-                .filter(|flag| **flag != "--disable-quic"),
-        )
+        .args(exitvoice_auditor::probe::chromium::HEADLESS_FLAGS)
         .arg("--enable-quic")
         .arg(format!("--origin-to-force-quic-on=127.0.0.1:{port}"))
         .arg(format!("--ignore-certificate-errors-spki-list={pin}"))

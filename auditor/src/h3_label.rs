@@ -1,6 +1,6 @@
 //! An exit's `h3` label: does its UDP reach the echo, and is QUIC through it the client's own?
 //! From the exit's newest QUIC probe (kept on the first sample's record of each run) against the
-//! newest direct one.
+//! newest direct one, and for the Chromium persona the echo's ledger on its identity.
 
 use exitvoice_schema::{H3Label, H3Probe, ProbeRecord, UdpPath};
 
@@ -8,6 +8,7 @@ use exitvoice_schema::{H3Label, H3Probe, ProbeRecord, UdpPath};
 /// probe exists (`baseline`).
 pub fn label(records: &[ProbeRecord], baseline: Option<&H3Probe>) -> Option<H3Label> {
     let baseline = baseline?;
+    let chromium_ledger = records.iter().rev().find_map(|r| r.ledger.clone());
     let newest = records
         .iter()
         .rev()
@@ -21,6 +22,7 @@ pub fn label(records: &[ProbeRecord], baseline: Option<&H3Probe>) -> Option<H3La
             preserved: None,
             egress_ip: None,
             checked_at: None,
+            chromium_ledger,
         });
     };
     let reason = match (&probe.error, probe.via) {
@@ -40,6 +42,7 @@ pub fn label(records: &[ProbeRecord], baseline: Option<&H3Probe>) -> Option<H3La
         preserved,
         egress_ip: probe.egress_ip.clone(),
         checked_at: Some(record.started_at.clone()),
+        chromium_ledger,
     })
 }
 
@@ -79,6 +82,7 @@ mod tests {
             error: None,
             sample: None,
             h3,
+            ledger: None,
         }
     }
 

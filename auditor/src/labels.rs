@@ -554,6 +554,7 @@ mod tests {
                 echo: echo(),
             }),
             h3: None,
+            ledger: None,
         }
     }
 

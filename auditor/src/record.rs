@@ -70,6 +70,7 @@ pub fn record(
         error,
         sample,
         h3: None,
+        ledger: None,
     }
 }
 

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::coherence::Coherence;
-use crate::probe::UdpPath;
+use crate::probe::{LedgerVerdict, UdpPath};
 use crate::voice::Bucket;
 
 /// Version of the labels JSON. Bump when a field changes meaning or is removed.
@@ -158,6 +158,12 @@ pub struct H3Label {
     pub egress_ip: Option<String>,
     /// Start of the exit's newest QUIC probe's record.
     pub checked_at: Option<String>,
+    /// The Chromium persona: the echo's h3 ledger on the identity its samples through the exit
+    /// made (newest run). Chromium sends no QUIC while a proxy is configured, and the persona
+    /// reaches every exit through one, so `never_tries_h3` is what a browser behind the exit
+    /// does; anything else is a finding. Absent for other personas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chromium_ledger: Option<LedgerVerdict>,
 }
 
 /// Where an exit's samples left from, over its window.

@@ -28,6 +28,8 @@ pub use observation::{
     Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery, RequestRecord,
     StoredFacts, StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
-pub use probe::{H3Probe, ProbeFailure, ProbeRecord, Sample, UdpPath, PROBE_SCHEMA_VERSION};
+pub use probe::{
+    H3Probe, LedgerVerdict, ProbeFailure, ProbeRecord, Sample, UdpPath, PROBE_SCHEMA_VERSION,
+};
 pub use raw_json::RawJson;
 pub use voice::{Bucket, VoiceId};

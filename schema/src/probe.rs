@@ -42,6 +42,24 @@ pub struct ProbeRecord {
     /// record; `None` on the other records, and when the run made none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h3: Option<H3Probe>,
+    /// For the Chromium persona, on an exit's last sample of a run: what the echo's h3 ledger
+    /// says of the identity its samples made (egress address and Chromium's TLS voice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerVerdict>,
+}
+
+/// The echo's h3 downgrade ledger on one client identity (`/api/ledger?token=`): does the
+/// client, told by `alt-svc` that the origin speaks HTTP/3, ever come back over it?
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerVerdict {
+    /// `pending`, `attempted_h3`, `h3_ok`, `quic_elsewhere`, `never_tries_h3` or `expired`.
+    pub verdict: String,
+    /// The echo's reason, with its counts.
+    pub why: String,
+    /// The identity's TCP connections after the first `alt-svc`.
+    pub tcp_connections_after_alt_svc: u32,
+    /// QUIC connection attempts matched to it.
+    pub quic_attempts: u32,
 }
 
 /// How a QUIC probe's datagrams travel.

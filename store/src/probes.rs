@@ -189,6 +189,7 @@ mod tests {
             }),
             sample: None,
             h3: None,
+            ledger: None,
         }
     }
 

@@ -15,11 +15,12 @@ pub struct Load {
 }
 
 /// Every flag a test run needs: headless, no sandbox (root), nothing fetched in the background,
-/// the echo's self-signed certificate accepted.
+/// the echo's self-signed certificate accepted, TCP only (the pages are not about QUIC).
 fn chromium(profile: &Path) -> Command {
     let mut command = Command::new("chromium");
     command.args(exitvoice_auditor::probe::chromium::HEADLESS_FLAGS);
     command.args([
+        "--disable-quic",
         "--ignore-certificate-errors",
         "--hide-scrollbars",
         "--enable-logging=stderr",

@@ -34,13 +34,14 @@ use crate::dial::{dial, Timeouts};
 use crate::error::{Phase, ProbeError};
 use crate::exits::{EchoTarget, Exit};
 
-/// Headless Chromium with nothing of its own on the network: no QUIC, no background fetches,
-/// component updates or sync (on a closed network those are refused, many at a time).
-pub const HEADLESS_FLAGS: [&str; 8] = [
+/// Headless Chromium with nothing of its own on the network: no background fetches, component
+/// updates or sync (on a closed network those are refused, many at a time). QUIC stays
+/// Chromium's to try: whether Chromium behind an exit ever comes back over HTTP/3 after the
+/// echo's `alt-svc` is what the echo's h3 ledger records ([`super::ledger`]).
+pub const HEADLESS_FLAGS: [&str; 7] = [
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
-    "--disable-quic",
     "--no-first-run",
     "--disable-background-networking",
     "--disable-component-update",

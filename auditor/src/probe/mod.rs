@@ -10,6 +10,7 @@ pub mod h2;
 pub mod h3;
 pub mod http1;
 pub mod leaf;
+pub mod ledger;
 pub mod tls;
 
 use std::time::{Duration, Instant};

@@ -481,6 +481,8 @@ async fn sample_exit(
     sink: sink::Sink,
 ) -> (Exit, bool) {
     let config = &shared.config;
+    // The Chromium persona's first token: the ledger is asked about its identity at the end.
+    let mut first_token = None;
     for sample in 0..config.samples {
         if sample > 0 {
             tokio::time::sleep(jittered(config.spacing, config.jitter)).await;
@@ -501,6 +503,7 @@ async fn sample_exit(
             }
         }
         let token = probe::new_token();
+        first_token.get_or_insert_with(|| token.clone());
         let started_at = now_rfc3339();
         let outcome = {
             let _guard = in_flight.enter(in_flight_key(&exit));
@@ -554,6 +557,16 @@ async fn sample_exit(
             .await;
             tracing::info!(exit = %exit.name, via = ?h3.via, carried = h3.udp_carried, "QUIC probe");
             record.h3 = Some(h3);
+        }
+        if sample + 1 == config.samples && matches!(config.persona, Persona::Chromium(_)) {
+            if let Some(token) = &first_token {
+                match probe::ledger::verdict(&shared.echo, token, &config.timeouts).await {
+                    Ok(verdict) => record.ledger = Some(verdict),
+                    Err(error) => {
+                        tracing::warn!(exit = %exit.name, %error, "reading the echo's h3 ledger failed");
+                    }
+                }
+            }
         }
         if !sink.store(record).await {
             break;
