@@ -136,14 +136,7 @@ fn chromium_behind_an_exit_never_comes_back_over_h3() {
     let echo = EchoServer::start_with(&["--ledger-spacing", "300ms", "--ledger-span", "1s"]);
     let squid = Proxy::squid();
     let work = tempfile::tempdir().unwrap();
-    let exits = exits_file(
-        work.path(),
-        &echo,
-        &[(
-            "squid",
-            format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", squid.port),
-        )],
-    );
+    let exits = exits_file(work.path(), &echo, &[("squid", squid.squid_url())]);
     let run = audit(
         &exits,
         &work.path().join("audit.db"),

@@ -149,14 +149,7 @@ fn an_echo_without_quic_leaves_the_exits_unprobed_and_without_gap() {
     let echo = EchoServer::start_with(&["--no-quic"]);
     let squid = Proxy::squid();
     let work = tempfile::tempdir().unwrap();
-    let exits = exits_file(
-        work.path(),
-        &echo,
-        &[(
-            "squid",
-            format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", squid.port),
-        )],
-    );
+    let exits = exits_file(work.path(), &echo, &[("squid", squid.squid_url())]);
     let db = work.path().join("audit.db");
     let run = audit(&exits, &db, &["--samples", "1", "--tls-timeout", "2s"]);
     let baseline = h3_record(&probes(&db), None);

@@ -10,7 +10,7 @@ use sqlx::{Connection as _, Row as _};
 
 use crate::ledger::LedgerRow;
 use crate::quic::{QuicConnectionRow, QuicRequestRow};
-use crate::values::placeholders;
+use crate::values::{placeholders, Filters};
 use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::{Http1Echo, Peer};
 use exitvoice_schema::observation::{
@@ -102,16 +102,8 @@ impl Store {
              c.hello AS d_hello, substr(c.prefix, 1, CAST(c.analysed_len AS INTEGER)) AS d_prefix, \
              {raw}"
         );
-        // $1 is the limit; the filters that are set follow, numbered in that order.
-        let mut binds = 1;
-        let mut filter = |column: &str, op: &str, set: bool| {
-            if set {
-                binds += 1;
-                format!(" AND {column} {op} ${binds}")
-            } else {
-                String::new()
-            }
-        };
+        let mut filters = Filters::after_limit();
+        let mut filter = |column: &str, op: &str, set: bool| filters.clause(column, op, set);
         let token = filter("r.token", "=", query.token.is_some());
         let since_request = filter("r.time_unix_ms", ">=", query.since_unix_ms.is_some());
         let requests = format!(
@@ -125,7 +117,7 @@ impl Store {
             format!("{requests} ORDER BY t, kind, oid LIMIT $1")
         } else {
             let since_connection = if query.since_unix_ms.is_some() {
-                format!(" AND c.time_unix_ms >= ${binds}")
+                filters.again("c.time_unix_ms", ">=")
             } else {
                 String::new()
             };

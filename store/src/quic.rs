@@ -5,7 +5,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
-use crate::values::placeholders;
+use crate::values::{placeholders, Filters};
 use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::Peer;
 use exitvoice_schema::ObservationQuery;
@@ -103,16 +103,8 @@ impl Store {
         &self,
         query: &ObservationQuery,
     ) -> Result<Vec<StoredQuicRequest>, StoreError> {
-        // $1 is the limit; the filters that are set follow, numbered in that order.
-        let mut binds = 1;
-        let mut filter = |column: &str, op: &str, set: bool| {
-            if set {
-                binds += 1;
-                format!(" AND {column} {op} ${binds}")
-            } else {
-                String::new()
-            }
-        };
+        let mut filters = Filters::after_limit();
+        let mut filter = |column: &str, op: &str, set: bool| filters.clause(column, op, set);
         let token = filter("r.token", "=", query.token.is_some());
         let since = filter("r.time_unix_ms", ">=", query.since_unix_ms.is_some());
         let hello = if query.raw {

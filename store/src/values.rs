@@ -36,6 +36,33 @@ pub(crate) fn push_placeholder(sql: &mut String, engine: Engine, n: usize) {
     }
 }
 
+/// `AND <column> <op> $N` clauses for a query's optional filters, numbered after `$1` (the
+/// query's limit) in the order they are asked for; the caller binds the set ones in that order.
+pub(crate) struct Filters {
+    binds: usize,
+}
+
+impl Filters {
+    /// Numbering that starts after the limit's `$1`.
+    pub(crate) fn after_limit() -> Self {
+        Self { binds: 1 }
+    }
+
+    /// The clause for `column op $N` when the filter is `set`, else nothing.
+    pub(crate) fn clause(&mut self, column: &str, op: &str, set: bool) -> String {
+        if !set {
+            return String::new();
+        }
+        self.binds += 1;
+        self.again(column, op)
+    }
+
+    /// The clause for `column op` on the value the last clause bound (one value, two columns).
+    pub(crate) fn again(&self, column: &str, op: &str) -> String {
+        format!(" AND {column} {op} ${}", self.binds)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

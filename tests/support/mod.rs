@@ -100,6 +100,11 @@ impl Proxy {
         Self::start("squid", &[USER, PASSWORD])
     }
 
+    /// The exit URL of a [`Proxy::squid`], credentials included.
+    pub fn squid_url(&self) -> String {
+        format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", self.port)
+    }
+
     /// tinyproxy without auth.
     pub fn tinyproxy() -> Self {
         Self::start("tinyproxy", &[])

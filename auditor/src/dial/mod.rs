@@ -63,10 +63,10 @@ pub async fn dial(
     };
     let proxy = &exit.proxy;
     let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
-    let credentials = exit.credentials();
+    let credentials = exit.auth();
     let auth = credentials
         .as_ref()
-        .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
+        .map(|(user, pass)| (user.as_str(), *pass));
     match proxy.scheme {
         ProxyScheme::Http => {
             let tunnel = within(

@@ -69,6 +69,13 @@ impl Exit {
         Some((user, self.proxy.password.as_ref()))
     }
 
+    /// The credentials as a proxy handshake sends them: the user name (session substituted)
+    /// and the password, empty when none is set.
+    pub fn auth(&self) -> Option<(String, &str)> {
+        self.credentials()
+            .map(|(user, pass)| (user, pass.map_or("", |p| p.expose())))
+    }
+
     /// The redacted proxy URL (password `***`, session placeholder kept).
     pub fn redacted_url(&self) -> String {
         self.proxy.redacted()

@@ -98,10 +98,10 @@ async fn through_socks5(
     let started = Instant::now();
     let proxy = &exit.proxy;
     let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
-    let credentials = exit.credentials();
+    let credentials = exit.auth();
     let auth = credentials
         .as_ref()
-        .map(|(user, pass)| (user.as_str(), pass.map_or("", |p| p.expose())));
+        .map(|(user, pass)| (user.as_str(), *pass));
     let association = within(
         Phase::Tunnel,
         timeouts.tunnel,
