@@ -67,7 +67,7 @@ fn udp_through_socks5_is_probed_and_http_connect_is_a_gap() {
         ],
     );
     let db = work.path().join("audit.db");
-    let run = audit(&exits, &db, &["--samples", "1", "--tls-timeout", "3s"]);
+    let run = audit(&exits, &db, &["--samples", "1", "--quic-timeout", "2s"]);
     let records = probes(&db);
 
     let baseline = h3_record(&records, None);
@@ -151,7 +151,7 @@ fn an_echo_without_quic_leaves_the_exits_unprobed_and_without_gap() {
     let work = tempfile::tempdir().unwrap();
     let exits = exits_file(work.path(), &echo, &[("squid", squid.squid_url())]);
     let db = work.path().join("audit.db");
-    let run = audit(&exits, &db, &["--samples", "1", "--tls-timeout", "2s"]);
+    let run = audit(&exits, &db, &["--samples", "1", "--quic-timeout", "1s"]);
     let baseline = h3_record(&probes(&db), None);
     assert_eq!(baseline["udp_carried"], false, "{baseline}");
     assert!(baseline["error"]["class"].is_string(), "{baseline}");

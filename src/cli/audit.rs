@@ -103,9 +103,13 @@ pub struct Args {
     /// Make no QUIC probes. By default a run sends one HTTP/3 request over UDP straight to the
     /// echo and, while that one gets through, one per exit after its first sample (through a
     /// SOCKS5 exit's UDP relay; an HTTP CONNECT exit carries no UDP and is not sent one); the
-    /// labels' `h3` and `flags.h3_gap` come from them. Their handshake has --tls-timeout.
+    /// labels' `h3` and `flags.h3_gap` come from them.
     #[arg(long)]
     no_quic: bool,
+    /// The QUIC probes' handshake limit: through an exit whose relay drops UDP it always runs
+    /// out, so it is shorter than --tls-timeout.
+    #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
+    quic_timeout: Duration,
     /// Gap between two samples of one exit (plus jitter).
     #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration)]
     spacing: Duration,
@@ -336,6 +340,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         lease_ttl: args.lease_ttl,
         period: args.every,
         quic: !args.no_quic,
+        quic_timeout: args.quic_timeout,
         ..RunConfig::default()
     };
     let store = args.database.open().await?;

@@ -75,6 +75,19 @@ pub struct RunConfig {
     /// Whether a run makes QUIC probes (HTTP/3 over UDP): one direct, then one per exit after
     /// its first sample while the direct one gets through (`audit --no-quic` turns them off).
     pub quic: bool,
+    /// The QUIC probes' handshake limit (in place of [`Timeouts::tls`]): through an exit that
+    /// drops UDP it always runs out, once per exit per run, so it is short.
+    pub quic_timeout: Duration,
+}
+
+impl RunConfig {
+    /// The limits of a QUIC probe.
+    fn quic_timeouts(&self) -> Timeouts {
+        Timeouts {
+            tls: self.quic_timeout,
+            ..self.timeouts
+        }
+    }
 }
 
 /// Counters of the current run: probes planned and finished (baseline included).
@@ -104,6 +117,7 @@ impl Default for RunConfig {
             lease_ttl: Duration::from_secs(60),
             period: None,
             quic: true,
+            quic_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -343,7 +357,7 @@ async fn run(
         None,
     );
     if config.quic {
-        let h3 = probe::h3::probe(None, echo, &probe::new_token(), &config.timeouts).await;
+        let h3 = probe::h3::probe(None, echo, &probe::new_token(), &config.quic_timeouts()).await;
         if let Some(error) = &h3.error {
             tracing::warn!(class = %error.class, error = %error.message, "direct QUIC probe failed");
         }
@@ -552,7 +566,7 @@ async fn sample_exit(
                 Some(&exit),
                 &shared.echo,
                 &token,
-                &config.timeouts,
+                &config.quic_timeouts(),
             ))
             .await;
             tracing::info!(exit = %exit.name, via = ?h3.via, carried = h3.udp_carried, "QUIC probe");
