@@ -8,6 +8,9 @@
 #                    small); shares of instructions executed
 #   TEST  a (new TLS connection per request over h2) or b (h2 keep-alive, 10 × 10 streams)
 #   PATH  the exitvoice path loaded (default /api/clean)
+#   N_A, N_B  callgrind's load sizes (200 new connections, 1,000 keep-alive requests): larger
+#             ones amortise what the first batches prepare (each pooled SQLite connection
+#             prepares and caches each multi-row INSERT length once)
 #   SERVER=baseline profiles the bare rustls + hyper echo (bench/baseline) under the same load,
 #                   on exitvoice's certificate: callgrind's instruction counts per connection of
 #                   the two, unlike CPU time, do not move with the machine's load
@@ -29,7 +32,7 @@ case $TOOL in
     # Instrumentation starts with the load: the start-up (aws-lc seeding its entropy, the
     # certificate, the schema) is not in the figures.
     WRAP=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$OUT/callgrind.out")
-    N_A=200 N_B=1000
+    N_A=${N_A:-200} N_B=${N_B:-1000}
     ;;
   *) echo "profile: TOOL is perf or callgrind" >&2; exit 2 ;;
 esac

@@ -5,7 +5,7 @@
 
 use sqlx::{AnyConnection, Row as _};
 
-use crate::values::placeholders;
+use crate::values::{cached_chunks, placeholders};
 use crate::{Engine, Store, StoreError};
 
 /// Identities per upsert statement.
@@ -65,7 +65,7 @@ pub(crate) async fn upsert_rows(
     rows: &[LedgerRow],
 ) -> Result<(), StoreError> {
     let engine = Engine::of(conn);
-    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+    for chunk in cached_chunks(rows, ROWS_PER_STATEMENT) {
         let sql = format!(
             "INSERT INTO ledger_identities (client_ip, tls_voice_id, updated_unix_ms, entry) \
              VALUES {} ON CONFLICT (client_ip, tls_voice_id) DO UPDATE SET \

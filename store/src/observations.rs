@@ -10,7 +10,7 @@ use sqlx::{Connection as _, Row as _};
 
 use crate::ledger::LedgerRow;
 use crate::quic::{QuicConnectionRow, QuicRequestRow};
-use crate::values::{placeholders, Filters};
+use crate::values::{cached_chunks, placeholders, Filters};
 use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::{Http1Echo, Peer};
 use exitvoice_schema::observation::{
@@ -351,7 +351,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
     // (docs/benchmarks.md).
     let engine = Engine::of(conn);
     let connections = latest_per_connection(&batch.connections);
-    for chunk in connections.chunks(CONNECTIONS_PER_STATEMENT) {
+    for chunk in cached_chunks(&connections, CONNECTIONS_PER_STATEMENT) {
         let facts = chunk
             .iter()
             .map(|row| match row.analysed_prefix_len {
@@ -392,7 +392,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
     }
     // One multi-row statement per chunk: each statement is a round trip to sqlx's SQLite
     // thread, which cost more than the rows themselves (docs/benchmarks.md).
-    for chunk in batch.requests.chunks(REQUESTS_PER_STATEMENT) {
+    for chunk in cached_chunks(&batch.requests, REQUESTS_PER_STATEMENT) {
         let sql = format!(
             "INSERT INTO requests (conn_id, request_index, time_unix_ms, token, method, path, \
              stream_id, bucket, pseudo_order, header_order, http1) VALUES {}",

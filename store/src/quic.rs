@@ -5,7 +5,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
-use crate::values::{placeholders, Filters};
+use crate::values::{cached_chunks, placeholders, Filters};
 use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::Peer;
 use exitvoice_schema::ObservationQuery;
@@ -187,7 +187,7 @@ pub(crate) async fn insert_rows(
     requests: &[QuicRequestRow],
 ) -> Result<(), StoreError> {
     let engine = Engine::of(conn);
-    for chunk in connections.chunks(CONNECTIONS_PER_STATEMENT) {
+    for chunk in cached_chunks(connections, CONNECTIONS_PER_STATEMENT) {
         let sql = format!(
             "INSERT INTO quic_connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, ja4, \
              tls_voice_id, quic_voice_id, http3_voice_id, h3_text, quic, http3, hello) \
@@ -213,7 +213,7 @@ pub(crate) async fn insert_rows(
         }
         insert.execute(&mut *conn).await?;
     }
-    for chunk in requests.chunks(REQUESTS_PER_STATEMENT) {
+    for chunk in cached_chunks(requests, REQUESTS_PER_STATEMENT) {
         let sql = format!(
             "INSERT INTO quic_requests (conn_id, request_index, time_unix_ms, token, method, \
              path, stream_id, pseudo_order, header_order) VALUES {}",

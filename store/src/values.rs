@@ -36,6 +36,26 @@ pub(crate) fn push_placeholder(sql: &mut String, engine: Engine, n: usize) {
     }
 }
 
+/// `rows` in chunks whose lengths are powers of two, largest first, none longer than `max` (a
+/// power of two). A multi-row INSERT is prepared once per distinct length and then cached by
+/// sqlx; a chunk of whatever length a batch has would be a new statement each time, and SQLite
+/// parsing and compiling an INSERT of many rows costs more than running it (callgrind,
+/// docs/benchmarks.md). So a table sees at most log2(max) + 1 statement texts, for at most
+/// that many statements per batch.
+pub(crate) fn cached_chunks<T>(rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
+    debug_assert!(max.is_power_of_two());
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let len = max.min(1 << rest.len().ilog2());
+        let (chunk, tail) = rest.split_at(len);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
 /// `AND <column> <op> $N` clauses for a query's optional filters, numbered after `$1` (the
 /// query's limit) in the order they are asked for; the caller binds the set ones in that order.
 pub(crate) struct Filters {
@@ -74,5 +94,29 @@ mod tests {
             "($1, $2, $3), ($4, $5, $6)"
         );
         assert_eq!(placeholders(Engine::Sqlite, 2, 2), "(?, ?), (?, ?)");
+    }
+
+    #[test]
+    fn chunks_are_powers_of_two_up_to_the_cap_and_keep_every_row_in_order() {
+        let lengths = |n: usize, max| {
+            let rows: Vec<usize> = (0..n).collect();
+            let chunks: Vec<&[usize]> = cached_chunks(&rows, max).collect();
+            assert_eq!(chunks.concat(), rows, "every row once, in order");
+            chunks.iter().map(|c| c.len()).collect::<Vec<_>>()
+        };
+        assert_eq!(lengths(0, 64), Vec::<usize>::new());
+        assert_eq!(lengths(1, 64), [1]);
+        assert_eq!(lengths(37, 64), [32, 4, 1]);
+        assert_eq!(lengths(64, 64), [64]);
+        assert_eq!(lengths(200, 64), [64, 64, 64, 8]);
+        // Whatever the batch, at most log2(max) + 1 lengths, hence statement texts.
+        let mut seen = std::collections::BTreeSet::new();
+        for n in 0..600 {
+            seen.extend(lengths(n, 64));
+        }
+        assert_eq!(
+            seen.into_iter().collect::<Vec<_>>(),
+            [1, 2, 4, 8, 16, 32, 64]
+        );
     }
 }
