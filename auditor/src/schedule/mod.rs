@@ -495,7 +495,8 @@ async fn sample_exit(
     sink: sink::Sink,
 ) -> (Exit, bool) {
     let config = &shared.config;
-    // The Chromium persona's first token: the ledger is asked about its identity at the end.
+    // The token of the first sample that reached the echo: at the end, the Chromium persona
+    // asks the echo's ledger about the identity it made.
     let mut first_token = None;
     for sample in 0..config.samples {
         if sample > 0 {
@@ -517,7 +518,6 @@ async fn sample_exit(
             }
         }
         let token = probe::new_token();
-        first_token.get_or_insert_with(|| token.clone());
         let started_at = now_rfc3339();
         let outcome = {
             let _guard = in_flight.enter(in_flight_key(&exit));
@@ -535,6 +535,7 @@ async fn sample_exit(
         let failed = match &outcome {
             Ok(_) => {
                 tracing::info!(exit = %exit.name, sample, "probe ok");
+                first_token.get_or_insert_with(|| token.clone());
                 false
             }
             Err(error) => {
