@@ -135,16 +135,30 @@ pub async fn associate(
         _ => return Err(ProbeError::ProxyProtocol("UDP relay address is not an IP")),
     };
     let port = tcp.read_u16().await.map_err(|e| io_error(&e))?;
-    // An unspecified address means "the address you reached me on".
-    let ip = if ip.is_unspecified() {
-        tcp.peer_addr().map_err(|e| io_error(&e))?.ip()
-    } else {
-        ip
-    };
+    let proxy = tcp.peer_addr().map_err(|e| io_error(&e))?.ip();
     Ok(Association {
         control: tcp,
-        relay: SocketAddr::new(ip, port),
+        relay: SocketAddr::new(relay_ip(ip, proxy), port),
     })
+}
+
+/// Where to send datagrams, from the relay address a server granted and the address the
+/// auditor reached it on. An unspecified address means "the address you reached me on"; a
+/// server behind NAT often names its own private address, which the auditor cannot reach when
+/// it reached the server on a public one, so that one is used instead (the relay listens on the
+/// same host).
+fn relay_ip(granted: IpAddr, proxy: IpAddr) -> IpAddr {
+    let private = |ip: IpAddr| match ip.to_canonical() {
+        IpAddr::V4(v4) => v4.is_private() || v4.is_link_local() || v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.is_unicast_link_local() || (v6.segments()[0] & 0xfe00) == 0xfc00
+        }
+    };
+    if granted.is_unspecified() || (private(granted) && !private(proxy)) {
+        proxy
+    } else {
+        granted
+    }
 }
 
 /// The section 7 header for a datagram to `target`.
@@ -321,6 +335,32 @@ mod tests {
         for h in [&v4, &name, &v6] {
             assert_eq!(header_len(h), Some(h.len()));
         }
+    }
+
+    #[test]
+    fn relay_address_falls_back_to_the_proxy_behind_nat() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // What the server granted, when the auditor can reach it.
+        assert_eq!(
+            relay_ip(ip("203.0.113.9"), ip("203.0.113.7")),
+            ip("203.0.113.9")
+        );
+        assert_eq!(relay_ip(ip("127.0.0.1"), ip("127.0.0.1")), ip("127.0.0.1"));
+        assert_eq!(relay_ip(ip("10.0.0.5"), ip("10.0.0.4")), ip("10.0.0.5"));
+        // Unspecified, or private behind a public address: the proxy's own address.
+        assert_eq!(
+            relay_ip(ip("0.0.0.0"), ip("203.0.113.7")),
+            ip("203.0.113.7")
+        );
+        assert_eq!(relay_ip(ip("::"), ip("2001:db8::7")), ip("2001:db8::7"));
+        assert_eq!(
+            relay_ip(ip("192.168.1.20"), ip("203.0.113.7")),
+            ip("203.0.113.7")
+        );
+        assert_eq!(
+            relay_ip(ip("fd00::20"), ip("2001:db8::7")),
+            ip("2001:db8::7")
+        );
     }
 
     #[test]
