@@ -128,12 +128,12 @@ fn both_personas_give_the_same_route_and_flags() {
 /// Issue 16: the persona's h3 ledger verdict. Chromium sends no QUIC while a proxy is
 /// configured (specs/quic.md section 5.4), so behind squid it keeps coming back over TCP after
 /// the echo's `alt-svc`: the echo's ledger (its rule scaled down from 3 returns 2 s apart over
-/// 60 s to 300 ms and 1 s; each sample is a Chromium start, about a second) says
+/// 60 s to 200 ms and 500 ms: each sample is a Chromium start, which takes longer) says
 /// `never_tries_h3`, while the auditor's own QUIC probe says squid carries no UDP at all. On
 /// loopback the direct baseline's Chromium is the same identity (127.0.0.1, Chromium's voice).
 #[test]
 fn chromium_behind_an_exit_never_comes_back_over_h3() {
-    let echo = EchoServer::start_with(&["--ledger-spacing", "300ms", "--ledger-span", "1s"]);
+    let echo = EchoServer::start_with(&["--ledger-spacing", "200ms", "--ledger-span", "500ms"]);
     let squid = Proxy::squid();
     let work = tempfile::tempdir().unwrap();
     let exits = exits_file(work.path(), &echo, &[("squid", squid.squid_url())]);

@@ -281,14 +281,17 @@ fn chromium_direct_tries_h3_and_through_squid_never_does() {
 
     // Through squid: CONNECT carries TCP only, and Chromium with a proxy never tries QUIC.
     let squid = Squid::start();
-    // Each visit is a Chromium start (about a second): four are spaced returns over seconds.
-    let proxied = server_with_test_leaf(&["--ledger-spacing", "300ms", "--ledger-span", "2s"]);
+    // The rule scaled down; the visits are spaced by sleeps, not by how long Chromium takes.
+    let proxied = server_with_test_leaf(&QUICK_RULE);
     let url = format!(
         "https://echo.exitvoice.test:{}/probe/ledger-chromium-squid",
         proxied.port
     );
     let profile = dir.path().join("squid");
-    for _ in 0..4 {
+    for visit in 0..4 {
+        if visit > 0 {
+            std::thread::sleep(Duration::from_millis(400));
+        }
         chromium(&home, &profile, &url, Some(squid.port));
     }
     assert!(
