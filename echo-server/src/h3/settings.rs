@@ -61,17 +61,21 @@ pub fn decode_settings(payload: &[u8]) -> Result<Vec<Setting>, H3Error> {
     Ok(out)
 }
 
+/// Chrome's SETTINGS payload as specs/quic.md section 3 records it: 1:65536, 6:262144, 7:100,
+/// 51:1, then GREASE 0x1f*3+0x21 = 0x7e with value 5.
+#[cfg(test)]
+pub(crate) const CHROME_SETTINGS: [u8; 18] = [
+    0x01, 0x80, 0x01, 0x00, 0x00, 0x06, 0x80, 0x04, 0x00, 0x00, 0x07, 0x40, 0x64, 0x33, 0x01, 0x40,
+    0x7e, 0x05,
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn wire_order_and_grease_are_kept() {
-        // 1:65536, 6:262144, 7:100, 51:1, then GREASE 0x1f*3+0x21 = 0x7e with value 5.
-        let payload = [
-            0x01, 0x80, 0x01, 0x00, 0x00, 0x06, 0x80, 0x04, 0x00, 0x00, 0x07, 0x40, 0x64, 0x33,
-            0x01, 0x40, 0x7e, 0x05,
-        ];
+        let payload = CHROME_SETTINGS;
         let settings = decode_settings(&payload).expect("settings");
         let ids: Vec<u64> = settings.iter().map(|s| s.id).collect();
         assert_eq!(ids, [1, 6, 7, 0x33, 0x7e]);

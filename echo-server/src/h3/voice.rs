@@ -123,11 +123,7 @@ mod tests {
     /// from peers (specs/quic.md section 3).
     #[test]
     fn chrome_h3_text_matches_the_published_hash() {
-        let payload = [
-            0x01, 0x80, 0x01, 0x00, 0x00, 0x06, 0x80, 0x04, 0x00, 0x00, 0x07, 0x40, 0x64, 0x33,
-            0x01, 0x40, 0x7e, 0x05,
-        ];
-        let settings = decode_settings(&payload).expect("settings");
+        let settings = decode_settings(&super::super::settings::CHROME_SETTINGS).expect("settings");
         let fields: Vec<HeaderField> = [":method", ":authority", ":scheme", ":path", "user-agent"]
             .into_iter()
             .map(field)

@@ -14,7 +14,8 @@
 //! tp=<transport parameters, normalised, ';'-joined>
 //! ```
 //!
-//! (`quicv1` had no `crypto` and `pad` lines; specs/quic.md section 1.9 hashes both.)
+//! (`quicv1_` voices were hashed without the `crypto` and `pad` lines, which specs/quic.md
+//! section 1.9 asks for, and do not compare with these.)
 //!
 //! Transport parameters (specs/quic.md section 2.1): sorted by id; GREASE ids (RFC 9000
 //! section 18.1) become one `GREASE` each, at the end; integers as `id:value`;
