@@ -23,6 +23,7 @@ mod metrics;
 pub mod pcap;
 pub mod quic;
 mod server;
+mod text;
 pub mod tls;
 mod writer;
 

@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use exitvoice_schema::VoiceId;
 
 use super::H1Head;
+use crate::text::hex_id;
 
 const PER_REQUEST_HEADERS: [&str; 5] = [
     "cookie",
@@ -43,8 +44,5 @@ pub fn voice_description(head: &H1Head) -> String {
 /// The HTTP/1 voice, `h1v1_` + 24 lowercase hex.
 pub fn voice_id(head: &H1Head) -> VoiceId {
     let digest = Sha256::digest(voice_description(head).as_bytes());
-    VoiceId(format!(
-        "h1v1_{}",
-        hex::encode(digest.get(..12).unwrap_or_default())
-    ))
+    VoiceId(hex_id("h1v1_", digest.get(..12).unwrap_or_default()))
 }

@@ -12,6 +12,7 @@
 use md5::{Digest, Md5};
 
 use super::H2Prefix;
+use crate::text::hex_id;
 
 /// A way of writing the Akamai string. Only [`AkamaiVariant::Canonical`] is the spec's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -51,26 +52,12 @@ pub fn akamai_fingerprint(prefix: &H2Prefix) -> String {
 
 /// md5 of an Akamai string, lowercase hex (what tls.peet.ws calls `akamai_fingerprint_hash`).
 pub fn akamai_fingerprint_hash(fingerprint: &str) -> String {
-    hex::encode(Md5::digest(fingerprint.as_bytes()))
-}
-
-/// `n` in decimal, written at the end of `buf` (no `fmt` machinery on the hot path).
-pub(crate) fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    while let Some(slot) = i.checked_sub(1).and_then(|j| buf.get_mut(j)) {
-        *slot = b'0' + (n % 10) as u8;
-        i -= 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.get(i..).unwrap_or_default()
+    hex_id("", &Md5::digest(fingerprint.as_bytes()))
 }
 
 /// Append `n` in decimal.
 fn push_num(s: &mut Vec<u8>, n: u64) {
-    s.extend_from_slice(decimal(n, &mut [0; 20]));
+    s.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// The Akamai string as `variant` writes it.
@@ -179,27 +166,4 @@ fn window_updates(
             super::Payload::WindowUpdate(w) => Some((f.header.stream_id, w.increment)),
             _ => None,
         })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::decimal;
-
-    #[test]
-    fn decimal_matches_std_formatting() {
-        let edges = [
-            0, 1, 9, 10, 99, 100, 101, 999, 1_000, 65_535, 6_291_456, 15_663_105,
-        ];
-        let powers = (0..20).flat_map(|p| {
-            let x = 10u64.pow(p);
-            [x - 1, x, x + 1]
-        });
-        for n in edges
-            .into_iter()
-            .chain(powers)
-            .chain([u64::MAX, u64::MAX - 1])
-        {
-            assert_eq!(decimal(n, &mut [0; 20]), n.to_string().as_bytes(), "{n}");
-        }
-    }
 }

@@ -25,8 +25,9 @@ use sha2::{Digest, Sha256};
 
 use exitvoice_schema::VoiceId;
 
-use super::akamai::{decimal, pseudo_letter};
+use super::akamai::pseudo_letter;
 use super::H2Prefix;
+use crate::text::hex_id;
 
 /// Header names left out of the voice (they depend on the request, not the stack).
 pub(crate) const PER_REQUEST_HEADERS: [&[u8]; 4] =
@@ -38,7 +39,7 @@ trait Sink {
     fn put(&mut self, bytes: &[u8]);
 
     fn num(&mut self, n: u64) {
-        self.put(decimal(n, &mut [0; 20]));
+        self.put(itoa::Buffer::new().format(n).as_bytes());
     }
 }
 
@@ -171,8 +172,6 @@ pub fn voice_description(prefix: &H2Prefix) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 /// The HTTP/2 voice, `h2v1_` + 24 lowercase hex.
 pub fn voice_id(prefix: &H2Prefix) -> VoiceId {
     let mut sink = StackSink {
@@ -182,11 +181,5 @@ pub fn voice_id(prefix: &H2Prefix) -> VoiceId {
     };
     describe(prefix, &mut sink);
     let digest = Sha256::digest(sink.bytes());
-    let mut id = Vec::with_capacity(29);
-    id.extend_from_slice(b"h2v1_");
-    for &b in digest.get(..12).unwrap_or_default() {
-        id.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
-    }
-    // Only ASCII was written.
-    VoiceId(String::from_utf8(id).unwrap_or_default())
+    VoiceId(hex_id("h2v1_", digest.get(..12).unwrap_or_default()))
 }

@@ -14,6 +14,13 @@ pub const fn is_grease(value: u16) -> bool {
     value & 0x0f0f == 0x0a0a && value >> 8 == value & 0x00ff
 }
 
+/// `values` without GREASE, in order, in one allocation (room for all of them).
+pub(crate) fn without_grease(values: impl Iterator<Item = u16>) -> Vec<u16> {
+    let mut out = Vec::with_capacity(values.size_hint().0);
+    out.extend(values.filter(|v| !is_grease(*v)));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

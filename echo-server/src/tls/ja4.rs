@@ -6,14 +6,16 @@ use sha2::{Digest as _, Sha256};
 
 use super::client_hello::ClientHello;
 use super::enums::{ExtensionType, ProtocolVersion, SignatureScheme};
-use super::grease::is_grease;
+use super::grease::{is_grease, without_grease};
+use crate::text::{push_decimal, push_hex};
 
-/// The first 12 hex chars of sha256(`input`), or `000000000000` for an empty input.
-fn hash12(input: &str) -> String {
+/// Appends the first 12 hex chars of sha256(`input`), or `000000000000` for an empty input.
+fn push_hash12(out: &mut String, input: &str) {
     if input.is_empty() {
-        return "000000000000".to_owned();
+        out.push_str("000000000000");
+    } else {
+        push_hex(out, Sha256::digest(input).get(..6).unwrap_or_default());
     }
-    hex::encode(&Sha256::digest(input)[..6])
 }
 
 /// The lowercase hex digit of the low nibble of `v`.
@@ -24,13 +26,18 @@ fn hex_digit(v: u8) -> char {
 /// `values` as 4-digit lowercase hex joined by `,`.
 fn hex_list(values: &[u16]) -> String {
     let mut out = String::with_capacity(5 * values.len());
-    for v in values {
-        if !out.is_empty() {
+    push_hex_list(&mut out, values);
+    out
+}
+
+/// Appends `values` as 4-digit lowercase hex joined by `,`.
+fn push_hex_list(out: &mut String, values: &[u16]) {
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
             out.push(',');
         }
-        out.extend([12, 8, 4, 0].map(|shift| hex_digit((v >> shift) as u8)));
+        push_hex(out, &v.to_be_bytes());
     }
-    out
 }
 
 /// The two ALPN characters of JA4_a from the first protocol name (spec 2024-08 / 2026-01):
@@ -95,66 +102,62 @@ fn part_a(hello: &ClientHello<'_>, ciphers: usize, types: &[u16]) -> String {
         .and_then(|e| e.names())
         .and_then(|names| names.iter().next());
     let [a0, a1] = alpn_chars(first_alpn);
-    format!(
-        "{transport}{}{sni}{:02}{:02}{a0}{a1}",
-        version_code(version),
-        ciphers.min(99),
-        types.len().min(99),
-    )
+    let mut a = String::with_capacity(10);
+    a.push(transport);
+    a.push_str(version_code(version));
+    a.push(sni);
+    for count in [ciphers, types.len()].map(|count| count.min(99)) {
+        if count < 10 {
+            a.push('0');
+        }
+        push_decimal(&mut a, count);
+    }
+    a.extend([a0, a1]);
+    a
 }
 
 /// `a_ciphers_exts[_sigs]` (raw) and `a_hash(ciphers)_hash(exts[_sigs])` (hashed); an empty
 /// extension list hashes to zeros even when there are signature algorithms.
 fn raw_and_hashed(a: &str, ciphers: &[u16], exts: &[u16], sigs: &str) -> (String, String) {
     let ciphers = hex_list(ciphers);
-    let exts_hex = hex_list(exts);
-    let exts_sigs = if sigs.is_empty() {
-        exts_hex.clone()
-    } else {
-        format!("{exts_hex}_{sigs}")
-    };
-    let exts_hash = if exts.is_empty() {
-        hash12("")
-    } else {
-        hash12(&exts_sigs)
-    };
-    (
-        format!("{a}_{ciphers}_{exts_sigs}"),
-        format!("{a}_{}_{exts_hash}", hash12(&ciphers)),
-    )
+    let mut exts_sigs = String::with_capacity(5 * exts.len() + 1 + sigs.len());
+    push_hex_list(&mut exts_sigs, exts);
+    if !sigs.is_empty() {
+        exts_sigs.push('_');
+        exts_sigs.push_str(sigs);
+    }
+    let mut raw = String::with_capacity(a.len() + ciphers.len() + exts_sigs.len() + 2);
+    for part in [a, "_", &ciphers, "_", &exts_sigs] {
+        raw.push_str(part);
+    }
+    let mut hashed = String::with_capacity(a.len() + 26);
+    hashed.push_str(a);
+    hashed.push('_');
+    push_hash12(&mut hashed, &ciphers);
+    hashed.push('_');
+    push_hash12(&mut hashed, if exts.is_empty() { "" } else { &exts_sigs });
+    (raw, hashed)
 }
 
 /// JA4, JA4_r, JA4_o and JA4_ro of `hello`.
 pub(crate) fn ja4(hello: &ClientHello<'_>) -> Ja4 {
-    let ciphers: Vec<u16> = hello
-        .cipher_suites()
-        .values()
-        .filter(|v| !is_grease(*v))
-        .collect();
-    let types: Vec<u16> = hello
-        .extensions()
-        .map(|e| e.kind.0)
-        .filter(|v| !is_grease(*v))
-        .collect();
+    let ciphers = without_grease(hello.cipher_suites().values());
+    let types = without_grease(hello.extensions().map(|e| e.kind.0));
     let a = part_a(hello, ciphers.len(), &types);
-    let sigs: Vec<u16> = hello
+    let sigs = hello
         .first_extension(ExtensionType::SIGNATURE_ALGORITHMS)
         .and_then(|e| e.long_list::<SignatureScheme>())
-        .into_iter()
-        .flat_map(|list| list.values())
-        .filter(|v| !is_grease(*v))
-        .collect();
-    let sigs = hex_list(&sigs);
+        .map(|list| hex_list(&without_grease(list.values())))
+        .unwrap_or_default();
 
     let mut sorted_ciphers = ciphers.clone();
     sorted_ciphers.sort_unstable();
     // The sorted form leaves out server_name and ALPN.
-    let mut sorted_types: Vec<u16> = types
-        .iter()
-        .copied()
-        .filter(|v| *v != ExtensionType::SERVER_NAME.0)
-        .filter(|v| *v != ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION.0)
-        .collect();
+    let mut sorted_types = types.clone();
+    sorted_types.retain(|v| {
+        *v != ExtensionType::SERVER_NAME.0
+            && *v != ExtensionType::APPLICATION_LAYER_PROTOCOL_NEGOTIATION.0
+    });
     sorted_types.sort_unstable();
 
     let (ja4_r, ja4) = raw_and_hashed(&a, &sorted_ciphers, &sorted_types, &sigs);
@@ -198,6 +201,11 @@ mod tests {
     /// Spec examples for the hashed parts (fingerprints.md section 2).
     #[test]
     fn spec_hash_examples() {
+        let hash12 = |input: &str| {
+            let mut out = String::new();
+            push_hash12(&mut out, input);
+            out
+        };
         assert_eq!(
             hash12("002f,0035,009c,009d,1301,1302,1303,c013,c014,c02b,c02c,c02f,c030,cca8,cca9"),
             "8daaf6152771"

@@ -18,6 +18,7 @@ use super::enums::ExtensionType;
 use super::extension::{EchBody, Extension, ExtensionBody};
 use super::grease::is_grease;
 use super::list::U16List;
+use crate::text::hex_id;
 
 /// Prefix of a TLS voice id; the `2` is the normalization version.
 pub const VOICE_PREFIX: &str = "tlsv2_";
@@ -95,7 +96,7 @@ fn id(prefix: &str, parts: &[&[u8]]) -> String {
     for part in parts {
         hasher.update(part);
     }
-    format!("{prefix}{}", hex::encode(&hasher.finalize()[..12]))
+    hex_id(prefix, hasher.finalize().get(..12).unwrap_or_default())
 }
 
 /// Whether an extension type belongs in the voice's extension set.
@@ -132,10 +133,8 @@ pub(crate) fn voice_id(hello: &ClientHello<'_>) -> String {
 
     // The extensions without GREASE, by type; duplicates of one type stay in wire order (a
     // stable sort), so permutation can't move the contents.
-    let mut extensions: Vec<Extension<'_>> = hello
-        .extensions()
-        .filter(|e| !is_grease(e.kind.0))
-        .collect();
+    let mut extensions: Vec<Extension<'_>> = Vec::with_capacity(hello.extensions().len());
+    extensions.extend(hello.extensions().filter(|e| !is_grease(e.kind.0)));
     extensions.sort_by_key(|e| e.kind.0);
     let grease = hello.extensions().len() - extensions.len();
     head.u16_list(
