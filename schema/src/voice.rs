@@ -52,14 +52,21 @@ pub enum Bucket {
     D,
 }
 
-impl fmt::Display for Bucket {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Bucket {
+    /// The bucket's letter.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Self::A => "A",
             Self::B => "B",
             Self::C => "C",
             Self::D => "D",
-        })
+        }
+    }
+}
+
+impl fmt::Display for Bucket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -20,6 +20,7 @@ mod retention;
 mod values;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor as _};
@@ -71,7 +72,8 @@ impl Engine {
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
-    database: Database,
+    /// Shared: the echo's handlers clone the store with their state on every request.
+    database: Arc<Database>,
 }
 
 impl Store {
@@ -124,7 +126,7 @@ impl Store {
         };
         Ok(Self {
             pool,
-            database: database.clone(),
+            database: Arc::new(database.clone()),
         })
     }
 
@@ -135,7 +137,7 @@ impl Store {
 
     /// The engine this store runs on.
     pub fn engine(&self) -> Engine {
-        match self.database {
+        match *self.database {
             Database::Sqlite(_) => Engine::Sqlite,
             Database::Postgres(_) => Engine::Postgres,
         }

@@ -348,7 +348,8 @@ fn latest_per_connection(rows: &[ConnectionRow]) -> Vec<&ConnectionRow> {
 pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Result<(), StoreError> {
     // One multi-row statement per chunk, for connections as for requests: each statement is a
     // round trip to sqlx's SQLite thread, which cost more than the rows themselves
-    // (docs/benchmarks.md).
+    // (docs/benchmarks.md). Text and bytes are bound as `&str` and `&[u8]`: sqlx's `Any`
+    // driver copies a `String` or `Vec<u8>` bound by reference, and borrows a slice.
     let engine = Engine::of(conn);
     let connections = latest_per_connection(&batch.connections);
     for chunk in cached_chunks(&connections, CONNECTIONS_PER_STATEMENT) {
@@ -371,18 +372,18 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
         let mut insert = sqlx::query(&sql);
         for (row, facts) in chunk.iter().zip(facts) {
             insert = insert
-                .bind(&row.conn_id)
+                .bind(row.conn_id.as_str())
                 .bind(row.time_unix_ms)
-                .bind(&row.peer.ip)
+                .bind(row.peer.ip.as_str())
                 .bind(i64::from(row.peer.port))
-                .bind(&row.facts.sni)
+                .bind(row.facts.sni.as_deref())
                 .bind(row.failure.map(Failure::as_str))
-                .bind(&row.failure_detail)
+                .bind(row.failure_detail.as_deref())
                 .bind(i64::from(row.requests))
                 .bind(row.prefix_truncated)
                 .bind(facts)
-                .bind(&row.hello)
-                .bind(&row.prefix)
+                .bind(row.hello.as_slice())
+                .bind(row.prefix.as_slice())
                 .bind(
                     row.analysed_prefix_len
                         .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
@@ -401,14 +402,14 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
         let mut insert = sqlx::query(&sql);
         for request in chunk {
             insert = insert
-                .bind(&request.conn_id)
+                .bind(request.conn_id.as_str())
                 .bind(i64::from(request.index))
                 .bind(request.time_unix_ms)
-                .bind(&request.token)
-                .bind(&request.method)
-                .bind(&request.path)
+                .bind(request.token.as_deref())
+                .bind(request.method.as_str())
+                .bind(request.path.as_str())
                 .bind(request.stream_id.map(i64::from))
-                .bind(request.bucket.map(|b| b.to_string()))
+                .bind(request.bucket.map(Bucket::as_str))
                 .bind(json_list(&request.pseudo_header_order)?)
                 .bind(json_list(&request.header_order)?)
                 .bind(
