@@ -12,13 +12,17 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{BufMut as _, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use crate::tls::{scan_capped, HelloScan, TlsError};
 
 /// Largest single read while waiting for the hello: one maximal TLS record (RFC 8446 5.1).
 const READ_CHUNK: usize = crate::tls::MAX_RECORD_LEN + 5;
+/// Bytes a read asks for at least: a usual ClientHello whole (Chrome's, with its post-quantum
+/// key share, is about 1,900 bytes), so it takes one read where reading the record header
+/// first took two.
+const FIRST_READ: usize = 2048;
 
 /// Why no complete ClientHello was read.
 #[derive(Debug, thiserror::Error)]
@@ -93,19 +97,20 @@ pub async fn read_client_hello<S: AsyncRead + Unpin>(
                 cap,
             });
         }
-        // Read what the next step needs at least, at most one record, never past the cap.
+        // Read what the next step needs at least, and what else already arrived up to
+        // FIRST_READ (one read takes a whole usual hello; bytes past it are replayed too), never
+        // more than a record's length at once, never past the cap.
         let room = cap.saturating_sub(buf.len()).max(1);
         let want = at_least
             .saturating_sub(buf.len())
+            .max(FIRST_READ)
             .clamp(1, READ_CHUNK)
             .min(room);
-        // Read into a scratch buffer, never into `buf` itself: if the deadline cancels this
-        // future mid-read, `buf` must hold exactly the bytes received.
-        let mut chunk = vec![0_u8; want];
-        let read = stream.read(&mut chunk).await?;
+        buf.reserve(want);
+        // `read_buf` fills `buf`'s spare room and lengthens it only by what arrived, so a deadline
+        // that cancels this future leaves `buf` holding exactly the bytes received.
         let start = buf.len();
-        buf.extend_from_slice(chunk.get(..read).unwrap_or_default());
-        if read == 0 {
+        if stream.read_buf(&mut (&mut *buf).limit(want)).await? == 0 {
             return Err(HelloError::Closed { received: start });
         }
     }
