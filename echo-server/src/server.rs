@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use crate::acme;
-use crate::api::{self, ApiState};
+use crate::api::{self, ApiShared};
 use crate::capture::admission::Admission;
 use crate::capture::listener::{accept_loop, Limiter};
 use crate::capture::quic::{self, QuicListener};
@@ -162,7 +162,7 @@ impl Server {
             None => (None, None),
         };
         let admission = Arc::new(Admission::new(config.limits.admission));
-        let api_state = ApiState {
+        let api_state = Arc::new(ApiShared {
             metrics: Arc::clone(&metrics),
             store: store.clone(),
             writer: writer.clone(),
@@ -172,7 +172,7 @@ impl Server {
             started: OffsetDateTime::now_utc(),
             ledger,
             alt_svc: config.quic,
-        };
+        });
         let mut router = api::router(api_state.clone());
         let mut udp_sockets = Vec::new();
         if config.quic {

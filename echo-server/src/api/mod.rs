@@ -60,9 +60,13 @@ pub(crate) fn h3_answer(
 /// Version of the API's JSON shapes other than the echo itself (which carries its own).
 pub const API_VERSION: u32 = 1;
 
-/// What the handlers share.
-#[derive(Clone, Debug)]
-pub(crate) struct ApiState {
+/// What the handlers share, behind one `Arc`: axum clones the state for each extractor that
+/// takes it, several times a request.
+pub(crate) type ApiState = Arc<ApiShared>;
+
+/// What [`ApiState`] points to.
+#[derive(Debug)]
+pub(crate) struct ApiShared {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) store: Store,
     pub(crate) writer: WriterHandle,
