@@ -4,13 +4,17 @@
 # Usage: [SERVER=baseline] bench/profile.sh TOOL TEST [PATH]
 #   TOOL  perf       `perf record -e cpu-clock` (a software clock: works where the hardware
 #                    counters do not, e.g. in a VM) on the running server; shares of CPU time
+#         groups     the same with DWARF call graphs, each sample put in one part of the server
+#                    (TLS handshake, hyper, analysis, store, …) by bench/perf_groups.py; compare
+#                    two servers by their shares, or by samples per handshake sample
 #         callgrind  the server under `valgrind --tool=callgrind` (about 50× slower, so the load is
 #                    small); shares of instructions executed
 #   TEST  a (new TLS connection per request over h2) or b (h2 keep-alive, 10 × 10 streams)
 #   PATH  the exitvoice path loaded (default /api/clean)
-#   N_A, N_B  callgrind's load sizes (200 new connections, 1,000 keep-alive requests): larger
-#             ones amortise what the first batches prepare (each pooled SQLite connection
-#             prepares and caches each multi-row INSERT length once)
+#   N_A, N_B  load sizes: for callgrind 200 new connections and 1,000 keep-alive requests by
+#             default (larger ones amortise what the first batches prepare: each pooled SQLite
+#             connection prepares and caches each multi-row INSERT length once); for perf and
+#             groups 2,000 and 10,000
 #   SERVER=baseline profiles the bare rustls + hyper echo (bench/baseline) under the same load,
 #                   on exitvoice's certificate: callgrind's instruction counts per connection of
 #                   the two, unlike CPU time, do not move with the machine's load
@@ -27,14 +31,14 @@ OUT=${CARGO_TARGET_DIR:-target}/bench/profile-$TOOL-$TEST-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 
 case $TOOL in
-  perf) WRAP=() N_A=2000 N_B=10000 ;;
+  perf | groups) WRAP=() N_A=${N_A:-2000} N_B=${N_B:-10000} ;;
   callgrind)
     # Instrumentation starts with the load: the start-up (aws-lc seeding its entropy, the
     # certificate, the schema) is not in the figures.
     WRAP=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$OUT/callgrind.out")
     N_A=${N_A:-200} N_B=${N_B:-1000}
     ;;
-  *) echo "profile: TOOL is perf or callgrind" >&2; exit 2 ;;
+  *) echo "profile: TOOL is perf, groups or callgrind" >&2; exit 2 ;;
 esac
 
 SERVE=("$EV" serve --listen 127.0.0.1:0 --db "$OUT/exitvoice.db"
@@ -69,8 +73,11 @@ load() {
 }
 
 taskset -c 1 h2load -n 200 -c 10 -m 10 "$URL" > /dev/null 2>&1 # warm-up
-if [ "$TOOL" = perf ]; then
-  perf record -e cpu-clock -F 2000 -p "$SERVER" -o "$OUT/perf.data" 2> "$OUT/perf.err" &
+if [ "$TOOL" != callgrind ]; then
+  RECORD=(-F 2000)
+  # 32 KiB of stack per sample: deep enough for tokio's and rustls's frames.
+  [ "$TOOL" = groups ] && RECORD=(-F 1000 --call-graph dwarf,32768)
+  perf record -e cpu-clock "${RECORD[@]}" -p "$SERVER" -o "$OUT/perf.data" 2> "$OUT/perf.err" &
   PERF=$!
   sleep 0.5
   load
@@ -78,10 +85,15 @@ if [ "$TOOL" = perf ]; then
   wait "$PERF" || true
   kill -TERM "$SERVER"
   wait "$SERVER" || true
-  for sort in dso symbol; do
-    perf report -i "$OUT/perf.data" --no-children --sort "$sort" --stdio 2> /dev/null |
-      grep -E '^ +[0-9.]+%' | sed 's/[ -]*$//' | head -n 25 | tee "$OUT/top-$sort.txt" || true
-  done
+  if [ "$TOOL" = groups ]; then
+    perf script -i "$OUT/perf.data" 2> /dev/null | bench/perf_groups.py --leaves 8 |
+      tee "$OUT/groups.txt"
+  else
+    for sort in dso symbol; do
+      perf report -i "$OUT/perf.data" --no-children --sort "$sort" --stdio 2> /dev/null |
+        grep -E '^ +[0-9.]+%' | sed 's/[ -]*$//' | head -n 25 | tee "$OUT/top-$sort.txt" || true
+    done
+  fi
 else
   callgrind_control -i on "$SERVER" > /dev/null
   load
