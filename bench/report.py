@@ -90,6 +90,35 @@ def side_by_side(out, meta):
     return lines
 
 
+def per_round(out, meta):
+    """Each round's CPU ratio to the baseline's in the same round, per test and target: on a
+    host whose CPU time drifts between rounds, their median is steadier than the medians' ratio."""
+    path = out / "records.tsv"
+    if not path.exists() or int(meta.get("rounds", 1)) < 2:
+        return []
+    cpu = {}
+    with path.open() as f:
+        for rec in csv.DictReader(f, delimiter="\t"):
+            if int(rec["ok"]):
+                cpu[(rec["round"], rec["test"], rec["target"])] = int(rec["cpu_ticks"]) / int(rec["ok"])
+    lines = ["Each round's CPU ratio to the baseline's in that round (median first):", ""]
+    for test, (title, _) in TESTS.items():
+        targets = list(dict.fromkeys(t for (_, x, t) in cpu if x == test and t != BASELINE))
+        for target in targets:
+            ratios = [
+                value / cpu[(r, test, BASELINE)]
+                for (r, x, t), value in sorted(cpu.items(), key=lambda item: int(item[0][0]))
+                if x == test and t == target and cpu.get((r, test, BASELINE))
+            ]
+            if ratios:
+                each = ", ".join(f"{value:.2f}" for value in ratios)
+                lines.append(
+                    f"- {title[:3]} `{target[len('exitvoice'):]}`: "
+                    f"**{statistics.median(ratios):.2f}×** ({each})"
+                )
+    return lines + [""]
+
+
 def walk_drops(value, prefix=""):
     """Every numeric /healthz field whose name speaks of drops, as `path = value`."""
     if isinstance(value, dict):
@@ -170,6 +199,7 @@ def main():
             "",
             *table,
             "",
+            *per_round(out, meta),
         ]
     lines += drops(out, meta)
     lines += store(out)
