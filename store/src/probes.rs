@@ -11,6 +11,7 @@ const PROBE_COLUMNS: usize = 10;
 const PROBES_PER_STATEMENT: usize = 64;
 use exitvoice_schema::label::LabelsDoc;
 use exitvoice_schema::probe::ProbeRecord;
+use exitvoice_schema::Bucket;
 
 impl Store {
     /// Stores one probe record.
@@ -61,7 +62,7 @@ impl Store {
                             .and_then(|s| s.h2_voice.as_ref().or(s.h1_voice.as_ref()))
                             .map(|v| v.0.as_str()),
                     )
-                    .bind(sample.and_then(|s| s.bucket).map(|b| b.to_string()))
+                    .bind(sample.and_then(|s| s.bucket).map(Bucket::as_str))
                     .bind(json);
             }
             insert.execute(&mut *tx).await?;

@@ -103,8 +103,7 @@ pub async fn read_client_hello<S: AsyncRead + Unpin>(
         let room = cap.saturating_sub(buf.len()).max(1);
         let want = at_least
             .saturating_sub(buf.len())
-            .max(FIRST_READ)
-            .clamp(1, READ_CHUNK)
+            .clamp(FIRST_READ, READ_CHUNK)
             .min(room);
         buf.reserve(want);
         // `read_buf` fills `buf`'s spare room and lengthens it only by what arrived, so a deadline

@@ -22,6 +22,7 @@ use exitvoice_schema::VoiceId;
 
 use super::{HeaderField, Setting};
 use crate::h2::{pseudo_letter, PER_REQUEST_HEADERS};
+use crate::text::hex_id;
 
 /// What the HTTP/3 voice is computed from, with the results.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -72,7 +73,7 @@ pub fn voice_description(settings: &[Setting], fields: &[HeaderField]) -> String
 /// The HTTP/3 voice, `h3v1_` + 24 lowercase hex.
 pub fn voice_id(settings: &[Setting], fields: &[HeaderField]) -> VoiceId {
     let digest = Sha256::digest(voice_description(settings, fields).as_bytes());
-    VoiceId(format!("h3v1_{}", hex::encode(&digest[..12])))
+    VoiceId(hex_id("h3v1_", digest.get(..12).unwrap_or_default()))
 }
 
 /// pingly's `h3_text`: `1:65536;7:100;51:1;GREASE|m,a,s,p`.
@@ -104,7 +105,7 @@ fn settings_text<'a>(settings: impl Iterator<Item = &'a Setting>, grease: &str) 
 
 /// md5 of an `h3_text`, lowercase hex.
 pub fn h3_text_hash(text: &str) -> String {
-    hex::encode(Md5::digest(text.as_bytes()))
+    hex_id("", &Md5::digest(text.as_bytes()))
 }
 
 #[cfg(test)]

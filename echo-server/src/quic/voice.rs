@@ -35,6 +35,7 @@ use exitvoice_schema::VoiceId;
 use super::{
     crypto_order, padding_where, InitialPacket, ParameterValue, TransportParameter, Version,
 };
+use crate::text::hex_id;
 
 const GOOGLE_INITIAL_RTT: u64 = 0x3127;
 const GOOGLE_CONNECTION_OPTIONS: u64 = 0x3128;
@@ -124,10 +125,8 @@ pub fn voice_id(
     parameters: &[TransportParameter],
 ) -> VoiceId {
     let text = voice_description(version, first_dcid_len, packets, parameters);
-    VoiceId(format!(
-        "quicv2_{}",
-        hex::encode(&Sha256::digest(text.as_bytes())[..12])
-    ))
+    let digest = Sha256::digest(text.as_bytes());
+    VoiceId(hex_id("quicv2_", digest.get(..12).unwrap_or_default()))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use serde::{Serialize, Serializer};
 use super::enums::NamedGroup;
 use super::error::TlsError;
 use crate::codec::Reader;
+use crate::text::hex_id;
 
 /// Raw bytes from the wire; serialized as lowercase hex.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -47,7 +48,7 @@ impl fmt::Debug for Raw<'_> {
 
 impl Serialize for Raw<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&hex::encode(self.0))
+        serializer.serialize_str(&hex_id("", self.0))
     }
 }
 
