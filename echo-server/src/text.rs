@@ -1,7 +1,7 @@
-//! Hex and decimal text for fingerprints and voice ids, written without `fmt`'s machinery: a new
-//! connection builds about twenty such strings (JA3, JA4 and their hashes, the voice ids), and
-//! `format!`, `hex::encode`'s per-character iterator and their allocations were a tenth of its
-//! analysis (docs/benchmarks.md).
+//! Hex and decimal text for fingerprints, voice ids and hashes, written with the itoa and hex
+//! crates' direct APIs rather than `fmt`: a new connection builds about twenty such strings (JA3,
+//! JA4 and their hashes, the voice ids), and `format!` with `hex::encode`'s per-character
+//! iterator doubles the time of its analysis (docs/decisions.md, "Vectors, sorting and strings").
 
 /// Appends `bytes` in lowercase hex.
 pub(crate) fn push_hex(out: &mut String, bytes: &[u8]) {
