@@ -5,7 +5,7 @@
 
 use sqlx::{AnyConnection, Row as _};
 
-use crate::values::{cached_chunks, placeholders};
+use crate::values::{cached_chunks, insert_into, placeholders};
 use crate::{Engine, Store, StoreError};
 
 /// Identities per upsert statement.
@@ -67,9 +67,10 @@ pub(crate) async fn upsert_rows(
     let engine = Engine::of(conn);
     for chunk in cached_chunks(rows, ROWS_PER_STATEMENT) {
         let sql = format!(
-            "INSERT INTO ledger_identities (client_ip, tls_voice_id, updated_unix_ms, entry) \
+            "{} ledger_identities (client_ip, tls_voice_id, updated_unix_ms, entry) \
              VALUES {} ON CONFLICT (client_ip, tls_voice_id) DO UPDATE SET \
              updated_unix_ms = excluded.updated_unix_ms, entry = excluded.entry",
+            insert_into(engine),
             placeholders(engine, chunk.len(), COLUMNS)
         );
         let mut upsert = sqlx::query(&sql);

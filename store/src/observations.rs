@@ -10,7 +10,7 @@ use sqlx::{Connection as _, Row as _};
 
 use crate::ledger::LedgerRow;
 use crate::quic::{QuicConnectionRow, QuicRequestRow};
-use crate::values::{cached_chunks, placeholders, Filters};
+use crate::values::{cached_chunks, insert_into, placeholders, Filters};
 use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::{Http1Echo, Peer};
 use exitvoice_schema::observation::{
@@ -361,16 +361,17 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
             })
             .collect::<Result<Vec<_>, _>>()?;
         let sql = format!(
-            "INSERT INTO connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
+            "{} connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
              failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len) \
              VALUES {} ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
              failure_detail = excluded.failure_detail, requests = excluded.requests, \
              prefix_truncated = excluded.prefix_truncated, facts = excluded.facts, \
              prefix = excluded.prefix, analysed_len = excluded.analysed_len",
+            insert_into(engine),
             placeholders(engine, chunk.len(), CONNECTION_COLUMNS)
         );
         let mut insert = sqlx::query(&sql);
-        for (row, facts) in chunk.iter().zip(facts) {
+        for (row, facts) in chunk.iter().zip(&facts) {
             insert = insert
                 .bind(row.conn_id.as_str())
                 .bind(row.time_unix_ms)
@@ -381,7 +382,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
                 .bind(row.failure_detail.as_deref())
                 .bind(i64::from(row.requests))
                 .bind(row.prefix_truncated)
-                .bind(facts)
+                .bind(facts.as_str())
                 .bind(row.hello.as_slice())
                 .bind(row.prefix.as_slice())
                 .bind(
@@ -395,12 +396,27 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
     // thread, which cost more than the rows themselves (docs/benchmarks.md).
     for chunk in cached_chunks(&batch.requests, REQUESTS_PER_STATEMENT) {
         let sql = format!(
-            "INSERT INTO requests (conn_id, request_index, time_unix_ms, token, method, path, \
+            "{} requests (conn_id, request_index, time_unix_ms, token, method, path, \
              stream_id, bucket, pseudo_order, header_order, http1) VALUES {}",
+            insert_into(engine),
             placeholders(engine, chunk.len(), REQUEST_COLUMNS)
         );
+        let json = chunk
+            .iter()
+            .map(|request| {
+                Ok([
+                    json_list(&request.pseudo_header_order)?,
+                    json_list(&request.header_order)?,
+                    request
+                        .http1
+                        .as_ref()
+                        .map(serde_json::to_string)
+                        .transpose()?,
+                ])
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let mut insert = sqlx::query(&sql);
-        for request in chunk {
+        for (request, [pseudo_order, header_order, http1]) in chunk.iter().zip(&json) {
             insert = insert
                 .bind(request.conn_id.as_str())
                 .bind(i64::from(request.index))
@@ -410,15 +426,9 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
                 .bind(request.path.as_str())
                 .bind(request.stream_id.map(i64::from))
                 .bind(request.bucket.map(Bucket::as_str))
-                .bind(json_list(&request.pseudo_header_order)?)
-                .bind(json_list(&request.header_order)?)
-                .bind(
-                    request
-                        .http1
-                        .as_ref()
-                        .map(serde_json::to_string)
-                        .transpose()?,
-                );
+                .bind(pseudo_order.as_deref())
+                .bind(header_order.as_deref())
+                .bind(http1.as_deref());
         }
         insert.execute(&mut *conn).await?;
     }
@@ -639,6 +649,49 @@ mod tests {
                 .await
                 .expect("list");
             assert_eq!(since.len(), 2);
+        }
+
+        async fn a_batch_that_fails_midway_stores_none_of_its_rows(store: Store) {
+            // A trigger fails the third request row. On SQLite the INSERT runs `OR FAIL`, which
+            // keeps the statement's earlier rows: only the batch's transaction takes them away.
+            let setup: &[&str] = match store.engine() {
+                Engine::Sqlite => &["CREATE TRIGGER fail_third BEFORE INSERT ON requests \
+                     WHEN NEW.request_index = 3 BEGIN SELECT RAISE(FAIL, 'third'); END"],
+                Engine::Postgres => &[
+                    "CREATE FUNCTION fail_third() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                     BEGIN IF NEW.request_index = 3 THEN RAISE EXCEPTION 'third'; END IF; \
+                     RETURN NEW; END $$",
+                    "CREATE TRIGGER fail_third BEFORE INSERT ON requests FOR EACH ROW \
+                     EXECUTE FUNCTION fail_third()",
+                ],
+            };
+            for sql in setup {
+                sqlx::Executor::execute(store.pool(), *sql)
+                    .await
+                    .expect("trigger");
+            }
+            let counts = || async {
+                sqlx::query_as::<_, (i64, i64)>(
+                    "SELECT (SELECT COUNT(*) FROM connections), (SELECT COUNT(*) FROM requests)",
+                )
+                .fetch_one(store.pool())
+                .await
+                .expect("counts")
+            };
+            let failing = Batch {
+                connections: vec![connection("a", 1_000, 4)],
+                requests: (1..=4).map(|i| request("a", i, None, 1_000)).collect(),
+                ..Batch::default()
+            };
+            assert!(store.write_batch(&failing).await.is_err());
+            assert_eq!(counts().await, (0, 0), "none of the failed batch's rows");
+            let next = Batch {
+                connections: vec![connection("b", 2_000, 2)],
+                requests: (1..=2).map(|i| request("b", i, None, 2_000)).collect(),
+                ..Batch::default()
+            };
+            store.write_batch(&next).await.expect("the next batch");
+            assert_eq!(counts().await, (1, 2));
         }
 
         async fn a_connection_twice_in_one_batch_is_one_row_with_the_later_state(store: Store) {

@@ -5,7 +5,7 @@
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
-use crate::values::{cached_chunks, placeholders, Filters};
+use crate::values::{cached_chunks, insert_into, placeholders, Filters};
 use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::Peer;
 use exitvoice_schema::ObservationQuery;
@@ -189,9 +189,10 @@ pub(crate) async fn insert_rows(
     let engine = Engine::of(conn);
     for chunk in cached_chunks(connections, CONNECTIONS_PER_STATEMENT) {
         let sql = format!(
-            "INSERT INTO quic_connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, ja4, \
+            "{} quic_connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, ja4, \
              tls_voice_id, quic_voice_id, http3_voice_id, h3_text, quic, http3, hello) \
              VALUES {} ON CONFLICT (conn_id) DO NOTHING",
+            insert_into(engine),
             placeholders(engine, chunk.len(), CONNECTION_COLUMNS)
         );
         let mut insert = sqlx::query(&sql);
@@ -215,8 +216,9 @@ pub(crate) async fn insert_rows(
     }
     for chunk in cached_chunks(requests, REQUESTS_PER_STATEMENT) {
         let sql = format!(
-            "INSERT INTO quic_requests (conn_id, request_index, time_unix_ms, token, method, \
+            "{} quic_requests (conn_id, request_index, time_unix_ms, token, method, \
              path, stream_id, pseudo_order, header_order) VALUES {}",
+            insert_into(engine),
             placeholders(engine, chunk.len(), REQUEST_COLUMNS)
         );
         let mut insert = sqlx::query(&sql);

@@ -25,6 +25,20 @@ pub(crate) fn placeholders(engine: Engine, rows: usize, columns: usize) -> Strin
     sql
 }
 
+/// The verb of a multi-row INSERT inside a batch's transaction. SQLite gets `INSERT OR FAIL`:
+/// under the default conflict resolution (ABORT) a statement must be able to undo its own
+/// earlier rows when a later one breaks a constraint, so SQLite copies every page it touches
+/// to a statement journal first, ~10 % of its thread under h2 keep-alive (`bench/profile.sh
+/// groups b`); FAIL keeps those rows instead (https://sqlite.org/lang_conflict.html), and the
+/// batch's transaction, rolled back on any error, still stores all its rows or none. An
+/// upsert's own `ON CONFLICT` clause is unaffected. PostgreSQL has no such clause.
+pub(crate) fn insert_into(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Sqlite => "INSERT OR FAIL INTO",
+        Engine::Postgres => "INSERT INTO",
+    }
+}
+
 /// Appends the `n`th placeholder (from 1) in `engine`'s style to `sql`.
 pub(crate) fn push_placeholder(sql: &mut String, engine: Engine, n: usize) {
     match engine {
