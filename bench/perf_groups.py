@@ -14,7 +14,7 @@ import sys
 # (group, test on the sample's thread name and its frames joined by newlines), first match wins.
 GROUPS = [
     ("store: SQLite's thread", lambda comm, stack: comm.startswith("sqlx-sqlite")),
-    ("store: the writer task", lambda comm, stack: "writer::Writer" in stack),
+    ("store: the writer (queueing, batching, binding)", lambda comm, stack: "exitvoice_echo::writer::" in stack),
     ("the connection's analysis", lambda comm, stack: "analysis::" in stack or "tls::fingerprints" in stack),
     ("the h3 ledger", lambda comm, stack: "ledger::Ledger" in stack),
     ("the echo handler", lambda comm, stack: "api::echo" in stack),
