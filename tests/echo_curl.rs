@@ -1,6 +1,6 @@
 //! `exitvoice serve` against real curl: HTTP/2 and HTTP/1.1 echoes that match what is stored,
-//! two requests on one HTTP/2 connection, the certificate pin, a client rejecting the
-//! certificate, `--record-dir`, and SSLKEYLOGFILE.
+//! each echo route's JSON, two requests on one HTTP/2 connection, the certificate pin, a client
+//! rejecting the certificate, `--record-dir`, and SSLKEYLOGFILE.
 //!
 //! Run with `cargo test --test echo_curl`; needs curl (scripts/install-test-deps.sh).
 
@@ -150,6 +150,25 @@ async fn printed_pin_is_the_certificate_spki_pin_curl_checks() {
     let wrong = "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
     let refused = curl(&["-sk", "--pinnedpubkey", wrong, &url]);
     assert_eq!(refused.status.code(), Some(90), "curl: pinned key mismatch");
+}
+
+#[tokio::test]
+async fn every_echo_route_answers_json_with_its_layer() {
+    let server = EchoServer::start(&[]);
+    for (path, http, key) in [
+        ("/api/clean", "--http2", "ja4"),
+        ("/api/all", "--http2", "tls"),
+        ("/api/tls", "--http2", "tls"),
+        ("/api/http2", "--http2", "http2"),
+        ("/api/http1", "--http1.1", "http1"),
+    ] {
+        let out = curl(&["-sk", http, "-w", "\n%{content_type}", &server.url(path)]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (body, kind) = text.rsplit_once('\n').expect("content type line");
+        assert_eq!(kind, "application/json", "{path}");
+        let body: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        assert!(!body[key].is_null(), "{path}: no {key} in {body}");
+    }
 }
 
 #[tokio::test]

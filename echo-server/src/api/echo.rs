@@ -7,11 +7,10 @@
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::header::USER_AGENT;
+use axum::http::header::{CONTENT_TYPE, USER_AGENT};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use exitvoice_pages::negotiate::prefers_html;
 use exitvoice_schema::coherence;
 use exitvoice_schema::{
@@ -33,6 +32,23 @@ use serde_json::value::RawValue;
 
 /// Longest probe token accepted.
 const MAX_TOKEN_LEN: usize = 128;
+
+/// Room for an answer beside the connection's raw JSON: the request's own fields, the clean
+/// summary (~450 bytes) or a 404 (~520).
+const ANSWER_BYTES: usize = 1024;
+
+/// `value` as the JSON answer, written into a buffer of `size` bytes to start with. axum's
+/// `Json` starts at 128 bytes and doubles as it writes: a `/api/clean` answer was copied twice
+/// on its way, a full echo (~9 KB) seven times.
+fn json_answer(value: &impl Serialize, size: usize) -> Result<Response, ApiError> {
+    let mut body = Vec::with_capacity(size);
+    serde_json::to_writer(&mut body, value).map_err(|_| ApiError::Encode)?;
+    Ok((
+        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+        body,
+    )
+        .into_response())
+}
 
 /// The request's connection and how the request arrived on it.
 pub(super) struct Ctx {
@@ -147,6 +163,14 @@ impl Observed {
         };
         echo.coherence = Some(coherence::judge(echo.alpn, families));
         echo
+    }
+
+    /// Room for an answer that carries the connection's raw JSON (`tls`, `http2.detail`).
+    fn raw_bytes(&self, metrics: &crate::metrics::Metrics) -> usize {
+        let json = self.conn.echo_json(metrics);
+        json.tls.as_ref().map_or(0, |tls| tls.get().len())
+            + json.http2_detail.get().len()
+            + ANSWER_BYTES
     }
 
     /// The full echo of the request, as the client itself sees it (its own full address).
@@ -314,7 +338,10 @@ pub(super) async fn all(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    Ok(Json(seen.full_echo(&state.metrics)).into_response())
+    json_answer(
+        &seen.full_echo(&state.metrics),
+        seen.raw_bytes(&state.metrics),
+    )
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived
@@ -346,15 +373,15 @@ pub(super) async fn tls(
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
     let echo = seen.echo(&state.metrics);
-    Ok(Json(TlsView {
+    let view = TlsView {
         schema_version: echo.schema_version,
         time: echo.time,
         peer: echo.peer,
         alpn: echo.alpn,
         tls: echo.tls,
         request: echo.request,
-    })
-    .into_response())
+    };
+    json_answer(&view, seen.raw_bytes(&state.metrics))
 }
 
 /// `/api/http2`: the HTTP/2 layer, the request's position and the bucket.
@@ -376,7 +403,7 @@ pub(super) async fn http2(
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
     let echo = seen.echo(&state.metrics);
-    Ok(Json(Http2Only {
+    let view = Http2Only {
         schema_version: echo.schema_version,
         time: echo.time,
         alpn: echo.alpn,
@@ -384,8 +411,8 @@ pub(super) async fn http2(
         request: echo.request,
         bucket: echo.bucket,
         profile: echo.profile,
-    })
-    .into_response())
+    };
+    json_answer(&view, seen.raw_bytes(&state.metrics))
 }
 
 /// `/api/http1`: the HTTP/1 layer.
@@ -406,15 +433,15 @@ pub(super) async fn http1(
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
     let echo = seen.echo(&state.metrics);
-    Ok(Json(Http1Only {
+    let view = Http1Only {
         schema_version: echo.schema_version,
         time: echo.time,
         alpn: echo.alpn,
         http1: echo.http1,
         request: echo.request,
         bucket: echo.bucket,
-    })
-    .into_response())
+    };
+    json_answer(&view, ANSWER_BYTES)
 }
 
 /// `/api/clean`, and the summary inside every 404: hashes and ids only.
@@ -465,11 +492,8 @@ pub(super) async fn clean(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    Ok(Json(Clean::new(
-        &seen.analysis(&state.metrics).facts,
-        &seen.record,
-    ))
-    .into_response())
+    let clean = Clean::new(&seen.analysis(&state.metrics).facts, &seen.record);
+    json_answer(&clean, ANSWER_BYTES)
 }
 
 /// The JSON 404 of every unknown path.
@@ -512,7 +536,7 @@ pub(super) async fn not_found(
     Ok((
         StatusCode::NOT_FOUND,
         [(axum::http::header::VARY, "Accept")],
-        Json(body),
+        json_answer(&body, ANSWER_BYTES)?,
     )
         .into_response())
 }

@@ -42,6 +42,9 @@ pub enum ApiError {
     /// The fingerprint page could not be written (the echo did not read back as an `Echo`).
     #[error("the page could not be written")]
     Page,
+    /// The answer could not be written as JSON.
+    #[error("the answer could not be written")]
+    Encode,
 }
 
 impl ApiError {
@@ -56,6 +59,7 @@ impl ApiError {
             Self::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::Store => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             Self::Page => (StatusCode::INTERNAL_SERVER_ERROR, "page_failed"),
+            Self::Encode => (StatusCode::INTERNAL_SERVER_ERROR, "encode_failed"),
         }
     }
 }
