@@ -232,6 +232,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
     }
 }
 
+// Vectored writes are left to the default (not vectored) on purpose: h2 then copies a DATA
+// payload under 1 KiB into its frame buffer, so the answers of several streams leave in one
+// write and one TLS record. Forwarded to the TLS stream, each `/api/clean` answer (~450 bytes)
+// was its own record: 3,050 seals for 3,000 keep-alive requests instead of 1,371, and 1.7 % more
+// instructions per request (callgrind).
 impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
     fn poll_write(
         self: Pin<&mut Self>,
