@@ -105,11 +105,6 @@ pub(crate) struct WriterHandle {
     metrics: Arc<Metrics>,
     recording: bool,
     close: Arc<Notify>,
-    /// Wakes the writer while it gathers a batch: the queue holds `wake_at` jobs, or half the
-    /// byte budget.
-    full: Arc<Notify>,
-    /// A batch, or half the queue's slots when it has fewer.
-    wake_at: usize,
     /// Raw bytes held by queued jobs right now.
     bytes: Arc<AtomicUsize>,
     max_bytes: usize,
@@ -162,9 +157,6 @@ impl WriterHandle {
         match self.tx.try_send(Queued { job, bytes }) {
             Ok(()) => {
                 self.metrics.queued();
-                if self.depth() >= self.wake_at || held + bytes >= self.max_bytes / 2 {
-                    self.full.notify_one();
-                }
                 true
             }
             Err(error) => {
@@ -209,15 +201,12 @@ pub(crate) fn spawn(
 ) -> (WriterHandle, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel(config.queue_size.max(1));
     let close = Arc::new(Notify::new());
-    let full = Arc::new(Notify::new());
     let bytes = Arc::new(AtomicUsize::new(0));
     let handle = WriterHandle {
         tx,
         metrics: Arc::clone(&metrics),
         recording: record_dir.is_some(),
         close: Arc::clone(&close),
-        full: Arc::clone(&full),
-        wake_at: config.batch_size.min(config.queue_size / 2).max(1),
         bytes: Arc::clone(&bytes),
         max_bytes: config.queue_bytes,
     };
@@ -229,7 +218,7 @@ pub(crate) fn spawn(
         bytes,
         ledger,
     };
-    (handle, tokio::spawn(writer.run(rx, close, full)))
+    (handle, tokio::spawn(writer.run(rx, close)))
 }
 
 struct Writer {
@@ -244,7 +233,7 @@ struct Writer {
 }
 
 impl Writer {
-    async fn run(self, mut rx: mpsc::Receiver<Queued>, close: Arc<Notify>, full: Arc<Notify>) {
+    async fn run(self, mut rx: mpsc::Receiver<Queued>, close: Arc<Notify>) {
         let batch_size = self.config.batch_size.max(1);
         let mut closing = false;
         let mut maintenance = tokio::time::interval(MAINTENANCE_EVERY);
@@ -270,24 +259,20 @@ impl Writer {
             let Some(first) = first else { break };
             let deadline = Instant::now() + self.config.flush_interval;
             let mut jobs = vec![first];
-            // The batch gathers in the queue: the writer takes what is there and then sleeps
-            // until the deadline, or until the handles say the queue holds a full batch. Waiting
-            // on the queue itself would wake the writer for every job (one task poll, one timer
-            // and one `Notify` registration per request).
-            let mut due = false;
-            loop {
-                while jobs.len() < batch_size {
+            while jobs.len() < batch_size {
+                if closing {
                     match rx.try_recv() {
                         Ok(queued) => jobs.push(queued),
                         Err(_) => break,
                     }
-                }
-                if jobs.len() >= batch_size || closing || due {
-                    break;
+                    continue;
                 }
                 tokio::select! {
-                    () = tokio::time::sleep_until(deadline) => due = true,
-                    () = full.notified() => {}
+                    job = rx.recv() => match job {
+                        Some(queued) => jobs.push(queued),
+                        None => break,
+                    },
+                    () = tokio::time::sleep_until(deadline) => break,
                     () = close.notified() => {
                         closing = true;
                         rx.close();
