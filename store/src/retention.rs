@@ -51,11 +51,8 @@ impl Store {
     ) -> Result<Pruned, StoreError> {
         let mut requests = 0;
         let mut connections = 0;
-        // TCP's tables, then QUIC's (docs/quic.md), each requests first.
-        for tables in [
-            ("requests", "connections"),
-            ("quic_requests", "quic_connections"),
-        ] {
+        // Each pair's requests first: a connection goes once no request refers to it.
+        for tables in TABLES {
             let [requests_sql, connections_sql] =
                 prune_statements(tables, before_unix_ms.is_some());
             requests += with_bounds(&requests_sql, batch, before_unix_ms)
@@ -122,6 +119,12 @@ impl Store {
     }
 }
 
+/// The pruned tables, `(requests, their connections)`: TCP's, then QUIC's (docs/quic.md).
+const TABLES: [(&str, &str); 2] = [
+    ("requests", "connections"),
+    ("quic_requests", "quic_connections"),
+];
+
 /// The two DELETEs of one pass over `(requests table, connections table)`: with `retention`,
 /// rows older than `$2`; else the oldest. Rows go oldest first, found through the time index
 /// (`ORDER BY time_unix_ms`): ordered by id, SQLite scanned the whole table for rows older than
@@ -173,10 +176,7 @@ mod tests {
         let store = Store::open(&dir.path().join("plan.db"))
             .await
             .expect("open");
-        for tables in [
-            ("requests", "connections"),
-            ("quic_requests", "quic_connections"),
-        ] {
+        for tables in TABLES {
             for sql in prune_statements(tables, true) {
                 let plan = with_bounds(&format!("EXPLAIN QUERY PLAN {sql}"), 1000, Some(0))
                     .fetch_all(store.pool())
