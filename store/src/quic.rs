@@ -181,6 +181,7 @@ fn stored(row: &AnyRow) -> Result<StoredQuicRequest, StoreError> {
 }
 
 /// Inserts QUIC rows inside the caller's transaction; a connection already stored is kept.
+/// Text and bytes are bound borrowed, as the TCP rows' (`observations::insert_rows`).
 pub(crate) async fn insert_rows(
     conn: &mut AnyConnection,
     connections: &[QuicConnectionRow],
@@ -198,19 +199,19 @@ pub(crate) async fn insert_rows(
         let mut insert = sqlx::query(&sql);
         for row in chunk {
             insert = insert
-                .bind(&row.conn_id)
+                .bind(row.conn_id.as_str())
                 .bind(row.time_unix_ms)
-                .bind(&row.peer.ip)
+                .bind(row.peer.ip.as_str())
                 .bind(i64::from(row.peer.port))
-                .bind(&row.sni)
-                .bind(&row.ja4)
-                .bind(&row.tls_voice_id)
-                .bind(&row.quic_voice_id)
-                .bind(&row.http3_voice_id)
-                .bind(&row.h3_text)
-                .bind(&row.quic)
-                .bind(&row.http3)
-                .bind(&row.hello);
+                .bind(row.sni.as_deref())
+                .bind(row.ja4.as_deref())
+                .bind(row.tls_voice_id.as_deref())
+                .bind(row.quic_voice_id.as_deref())
+                .bind(row.http3_voice_id.as_deref())
+                .bind(row.h3_text.as_deref())
+                .bind(row.quic.as_deref())
+                .bind(row.http3.as_deref())
+                .bind(row.hello.as_slice());
         }
         insert.execute(&mut *conn).await?;
     }
@@ -221,18 +222,27 @@ pub(crate) async fn insert_rows(
             insert_into(engine),
             placeholders(engine, chunk.len(), REQUEST_COLUMNS)
         );
+        let orders = chunk
+            .iter()
+            .map(|request| {
+                Ok([
+                    serde_json::to_string(&request.pseudo_header_order)?,
+                    serde_json::to_string(&request.header_order)?,
+                ])
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let mut insert = sqlx::query(&sql);
-        for request in chunk {
+        for (request, [pseudo_order, header_order]) in chunk.iter().zip(&orders) {
             insert = insert
-                .bind(&request.conn_id)
+                .bind(request.conn_id.as_str())
                 .bind(i64::from(request.index))
                 .bind(request.time_unix_ms)
-                .bind(&request.token)
-                .bind(&request.method)
-                .bind(&request.path)
+                .bind(request.token.as_deref())
+                .bind(request.method.as_str())
+                .bind(request.path.as_str())
                 .bind(i64::try_from(request.stream_id).unwrap_or(i64::MAX))
-                .bind(serde_json::to_string(&request.pseudo_header_order)?)
-                .bind(serde_json::to_string(&request.header_order)?);
+                .bind(pseudo_order.as_str())
+                .bind(header_order.as_str());
         }
         insert.execute(&mut *conn).await?;
     }
