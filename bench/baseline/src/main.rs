@@ -83,6 +83,12 @@ async fn main() -> anyhow::Result<()> {
                 continue;
             }
         };
+        // `TCP_NODELAY`, as exitvoice sets it (capture/connection.rs), so that both servers send
+        // the same segments. Under Nagle's algorithm the kernel holds a small answer back while
+        // an earlier one is unacknowledged and sends them together, and on loopback every
+        // segment's receive path runs inside the sender's system call: that would measure
+        // Nagle's algorithm, not exitvoice's work (docs/benchmarks.md).
+        let _ = tcp.set_nodelay(true);
         let (acceptor, server) = (acceptor.clone(), Arc::clone(&server));
         tokio::spawn(async move {
             let Ok(tls) = acceptor.accept(tcp).await else {
