@@ -127,6 +127,9 @@ async fn serve_tls(
     let accepted = OffsetDateTime::now_utc();
     let limits = &shared.limits;
     let tap = Arc::new(TapBuffer::new(limits.capture_bytes));
+    // Without TCP_NODELAY, an answer written while earlier bytes (the session tickets) are
+    // unacknowledged waits for the client's delayed ACK (Nagle's algorithm, RFC 896), up to
+    // 200 ms on some systems.
     let _ = tcp.set_nodelay(true);
 
     let mut shutdown = shared.shutdown.clone();
