@@ -190,9 +190,11 @@ def main():
     table = side_by_side(out, meta)
     if table:
         lines += [
-            f"Side by side, {meta['rounds']} round(s), targets interleaved: (a) {meta['batches']} × "
-            f"`h2load -n {meta['batch_size']} -c {meta['batch_size']} -m 1`, (b) `h2load -D "
-            f"{meta['seconds']} -c 10 -m 10`, (c) `h2load --h1 -D {meta['seconds']} -c 10`. CPU is "
+            f"Side by side, {meta['rounds']} round(s), one process per target, the load "
+            f"alternating between them slice by slice: (a) {meta['batches']} × `h2load -n "
+            f"{meta['batch_size']} -c {meta['batch_size']} -m 1` per target, (b) `h2load -D "
+            f"{meta.get('slice_seconds', meta['seconds'])} -c 10 -m 10` and (c) `h2load --h1 -D "
+            f"{meta.get('slice_seconds', meta['seconds'])} -c 10`, {meta['seconds']} s per target. CPU is "
             "the server's utime+stime per answered request (median of rounds, min–max), writer "
             f"included; DB bytes are the pages the test added to the database (rows in "
             f"`{meta.get('rows_table', '?')}`), per request.",

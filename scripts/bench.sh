@@ -4,17 +4,21 @@
 # Usage: scripts/bench.sh [OPTIONS]
 #
 # Builds the release binaries (`exitvoice` and `baseline-echo`, bench/baseline/), then:
-#   1. Side by side. Starts `baseline-echo` and `exitvoice serve` (per-source limits lifted for the
-#      load tool), each on a free loopback port, exitvoice on its own temporary database, both
-#      pinned to --server-cpu; h2load runs pinned to --client-cpu. For each round, each test and
-#      each target (baseline, then exitvoice once per --paths entry), so the targets alternate:
-#        (a) a new TLS connection per request over h2: --batches × `h2load -n B -c B -m 1`
-#        (b) h2 keep-alive:        `h2load -D --seconds -c 10 -m 10`
-#        (c) HTTP/1.1 keep-alive:  `h2load --h1 -D --seconds -c 10`
-#      Per test it reads the server's utime+stime (/proc/PID/stat) before h2load and after the
-#      server's writer went quiet (stored rows and database pages unchanged for 0.6 s), resets and
-#      reads the peak RSS (VmHWM, via /proc/PID/clear_refs), and reads the database's size in
-#      pages (what the test added, WAL included).
+#   1. Side by side. Starts `baseline-echo` and one `exitvoice serve` per --paths entry (per-source
+#      limits lifted for the load tool), all at once, each on a free loopback port, each exitvoice
+#      on its own temporary database, all pinned to --server-cpu; h2load runs pinned to
+#      --client-cpu. For each round and each test, the load alternates between the targets in
+#      short slices (baseline, then each exitvoice), so that the host's drift hits all alike:
+#        (a) a new TLS connection per request over h2: --batches slices of
+#            `h2load -n B -c B -m 1` per target
+#        (b) h2 keep-alive:        `h2load -D --slice-seconds -c 10 -m 10`, --seconds in all
+#        (c) HTTP/1.1 keep-alive:  `h2load --h1 -D --slice-seconds -c 10`, --seconds in all
+#      After each exitvoice slice it waits 0.2 s, twice the writer's flush interval, so that the
+#      commits run before the next target's slice. Per test and target it reads the server's
+#      utime+stime (/proc/PID/stat) before the first slice and after the writer went quiet
+#      (stored rows and database pages unchanged for 0.6 s), resets and reads the peak RSS
+#      (VmHWM, via /proc/PID/clear_refs), and reads the database's size in pages (what the test
+#      added, WAL included).
 #   2. Drops. A fresh `exitvoice serve` with default flags (only --listen and --db set), one client
 #      at full keep-alive speed (`h2load -D --drops-seconds -c 4 -m 10 …/api/clean`): requests
 #      answered, rows stored, what /healthz counts as dropped, and the database's bytes on disk
@@ -34,6 +38,7 @@
 #   --batches N         (a): h2load runs per round and target (default 20)
 #   --batch-size N      (a): connections opened at once per run (default 100)
 #   --seconds S         (b), (c): seconds per round and target (default 10)
+#   --slice-seconds S   (b), (c): seconds of one slice (default 2)
 #   --drops-seconds S   the drops run (default 60; 0 skips it)
 #   --store-rows N      the store run (default 200000; 0 skips it)
 #   --quick             smoke preset: --rounds 1 --batches 2 --batch-size 20 --seconds 2
@@ -54,7 +59,7 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"; }
 die() { echo "bench: $*" >&2; exit 1; }
 say() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 
-ROUNDS=3 TESTS=abc PATHS="/api/clean /api/all" BATCHES=20 BATCH=100 SECS=10 DROP_SECS=60
+ROUNDS=3 TESTS=abc PATHS="/api/clean /api/all" BATCHES=20 BATCH=100 SECS=10 SLICE_SECS=2 DROP_SECS=60
 STORE_ROWS=200000
 PROFILE=release BUILD=1 SCPU=0 CCPU=1 OUT=
 while [ $# -gt 0 ]; do
@@ -72,6 +77,7 @@ while [ $# -gt 0 ]; do
     --batches) BATCHES=$2 ;;
     --batch-size) BATCH=$2 ;;
     --seconds) SECS=$2 ;;
+    --slice-seconds) SLICE_SECS=$2 ;;
     --drops-seconds) DROP_SECS=$2 ;;
     --store-rows) STORE_ROWS=$2 ;;
     --server-cpu) SCPU=$2 ;;
@@ -81,10 +87,11 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-for v in ROUNDS BATCHES BATCH SECS DROP_SECS STORE_ROWS SCPU CCPU; do
+for v in ROUNDS BATCHES BATCH SECS SLICE_SECS DROP_SECS STORE_ROWS SCPU CCPU; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "${v,,} must be a whole number, got '${!v}'"
 done
 [[ $TESTS =~ ^[abc]*$ ]] || die "--tests takes letters of abc, got '$TESTS'"
+[ "$SLICE_SECS" -gt 0 ] || die "--slice-seconds must be at least 1"
 for tool in h2load sqlite3 curl taskset python3; do
   command -v "$tool" > /dev/null || die "$tool is missing (h2load: apt-get install nghttp2-client)"
 done
@@ -121,7 +128,7 @@ say "results in $OUT; load average $LOAD_BEFORE"
   printf 'h2load\t%s\n' "$(h2load --version | head -n 1)"
   printf 'load_before\t%s\n' "$LOAD_BEFORE"
   printf 'profile\t%s\nclk_tck\t%s\nrounds\t%s\ntests\t%s\n' "$PROFILE" "$CLK_TCK" "$ROUNDS" "$TESTS"
-  printf 'batches\t%s\nbatch_size\t%s\nseconds\t%s\n' "$BATCHES" "$BATCH" "$SECS"
+  printf 'batches\t%s\nbatch_size\t%s\nseconds\t%s\nslice_seconds\t%s\n' "$BATCHES" "$BATCH" "$SECS" "$SLICE_SECS"
   printf 'drops_seconds\t%s\nstore_rows\t%s\n' "$DROP_SECS" "$STORE_ROWS"
   printf 'server_cpu\t%s\nclient_cpu\t%s\n' "$SCPU" "$CCPU"
 } > "$OUT/meta.tsv"
@@ -220,25 +227,35 @@ h2stats() {
 
 # ---------- 1. side by side ----------
 if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
-  EVDB=$OUT/db/exitvoice.db
-  # Limits per source lifted: h2load is one source opening connections as fast as it can.
-  start exitvoice "$OUT/exitvoice.log" "$EV" serve --listen 127.0.0.1:0 --db "$EVDB" \
-    --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0
-  EV_PID=$PID EV_ADDR=$ADDR
+  # One process per target, all up at once, so that the load can alternate between them in short
+  # slices: the host's speed drifts by tens of per cent within a minute, and a slice of each
+  # target in turn puts the drift on all alike. The exitvoice processes share the first one's
+  # certificate, which the baseline serves too. Limits per source lifted: h2load is one source
+  # opening connections as fast as it can.
+  TARGETS=() # "NAME PID URL DB" (DB empty for the baseline)
+  EV_PIDS=()
+  for p in $PATHS; do
+    name=exitvoice$p
+    db=$OUT/db/$(tr / _ <<< "$name").db
+    cert=()
+    [ ${#EV_PIDS[@]} -eq 0 ] || cert=(--cert "$EVDB.cert.pem" --key "$EVDB.key.pem")
+    start "$name" "$OUT/$(tr / _ <<< "$name").log" "$EV" serve --listen 127.0.0.1:0 --db "$db" \
+      --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0 \
+      "${cert[@]+"${cert[@]}"}"
+    [ ${#EV_PIDS[@]} -gt 0 ] || EVDB=$db
+    EV_PIDS+=("$PID")
+    TARGETS+=("$name $PID https://$ADDR$p $db")
+  done
   start baseline "$OUT/baseline.log" "$BASE" --listen 127.0.0.1:0 \
     --cert "$EVDB.cert.pem" --key "$EVDB.key.pem"
-  BASE_PID=$PID BASE_ADDR=$ADDR
+  TARGETS=("baseline $PID https://$ADDR/api/clean " "${TARGETS[@]}")
   TABLE=$(rows_table "$EVDB")
   [ -n "$TABLE" ] || die "no requests or observations table in $EVDB"
   printf 'rows_table\t%s\n' "$TABLE" >> "$OUT/meta.tsv"
 
-  # Targets: "NAME PID URL".
-  TARGETS=("baseline $BASE_PID https://$BASE_ADDR/api/clean")
-  for p in $PATHS; do TARGETS+=("exitvoice$p $EV_PID https://$EV_ADDR$p"); done
-
   say "warming up"
   for t in "${TARGETS[@]}"; do
-    read -r name _ url <<< "$t"
+    read -r name _ url _ <<< "$t"
     load "$OUT/raw/warm-$(tr / _ <<< "$name").txt" -n 2000 -c 10 -m 10 "$url"
     read -r ok _ < <(h2stats "$OUT/raw/warm-$(tr / _ <<< "$name").txt")
     [ "$ok" -gt 0 ] || die "warm-up of $name: no 2xx answer (see $OUT/raw/)"
@@ -248,34 +265,53 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
   for ((r = 1; r <= ROUNDS; r++)); do
     for ((k = 0; k < ${#TESTS}; k++)); do
       test=${TESTS:k:1}
+      case $test in
+        a) slices=$BATCHES ;;
+        *) slices=$(((SECS + SLICE_SECS - 1) / SLICE_SECS)) ;;
+      esac
+      declare -A c0=() db0=()
       for t in "${TARGETS[@]}"; do
-        read -r name pid url <<< "$t"
-        raw=$OUT/raw/r$r-$test-$(tr / _ <<< "$name")
-        db0='0 0' db1='0 0'
-        [ "$pid" != "$EV_PID" ] || db0=$(settle "$EVDB" "$TABLE")
+        read -r name pid _ db <<< "$t"
+        db0[$name]='0 0'
+        [ -z "$db" ] || db0[$name]=$(settle "$db" "$TABLE")
         reset_hwm "$pid"
-        c0=$(cpu_ticks "$pid")
-        case $test in
-          a) for ((b = 1; b <= BATCHES; b++)); do load "$raw-$b.txt" -n "$BATCH" -c "$BATCH" -m 1 "$url"; done ;;
-          b) load "$raw.txt" -D "$SECS" -c 10 -m 10 "$url" ;;
-          c) load "$raw.txt" --h1 -D "$SECS" -c 10 "$url" ;;
-        esac
-        [ "$pid" != "$EV_PID" ] || db1=$(settle "$EVDB" "$TABLE")
+        c0[$name]=$(cpu_ticks "$pid")
+      done
+      for ((s = 1; s <= slices; s++)); do
+        for t in "${TARGETS[@]}"; do
+          read -r name pid url db <<< "$t"
+          raw=$OUT/raw/r$r-$test-$(tr / _ <<< "$name")-$s.txt
+          case $test in
+            a) load "$raw" -n "$BATCH" -c "$BATCH" -m 1 "$url" ;;
+            b) load "$raw" -D "$SLICE_SECS" -c 10 -m 10 "$url" ;;
+            c) load "$raw" --h1 -D "$SLICE_SECS" -c 10 "$url" ;;
+          esac
+          # exitvoice's writer commits what the slice queued within --flush-interval (100 ms):
+          # in its own slice's time, not while the next target runs on the same CPU.
+          [ -z "$db" ] || sleep 0.2
+        done
+      done
+      for t in "${TARGETS[@]}"; do
+        read -r name pid _ db <<< "$t"
+        db1='0 0'
+        [ -z "$db" ] || db1=$(settle "$db" "$TABLE")
         c1=$(cpu_ticks "$pid")
         kill -0 "$pid" 2> /dev/null || die "$name died in round $r test $test"
-        read -r ok failed secs < <(h2stats "$raw"*.txt)
-        read -r bytes0 rows0 <<< "$db0"
+        read -r ok failed secs < <(h2stats "$OUT/raw/r$r-$test-$(tr / _ <<< "$name")"-*.txt)
+        read -r bytes0 rows0 <<< "${db0[$name]}"
         read -r bytes1 rows1 <<< "$db1"
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$test" "$name" "$ok" "$failed" "$secs" \
-          "$((c1 - c0))" "$(hwm_kib "$pid")" "$((bytes1 - bytes0))" "$((rows1 - rows0))" \
+          "$((c1 - c0[$name]))" "$(hwm_kib "$pid")" "$((bytes1 - bytes0))" "$((rows1 - rows0))" \
           "$(cut -d' ' -f1 /proc/loadavg)" >> "$OUT/records.tsv"
-        say "round $r/$ROUNDS ($test) $name: $ok ok, $failed failed, server CPU $((c1 - c0)) ticks"
+        say "round $r/$ROUNDS ($test) $name: $ok ok, $failed failed, server CPU $((c1 - c0[$name])) ticks"
       done
     done
   done
-  stop "$BASE_PID"
-  stop "$EV_PID"
-  printf 'side_db_bytes\t%s\n' "$(cat "$EVDB" "$EVDB-wal" 2> /dev/null | wc -c)" >> "$OUT/meta.tsv"
+  for t in "${TARGETS[@]}"; do
+    read -r _ pid _ _ <<< "$t"
+    stop "$pid"
+  done
+  printf 'side_db_bytes\t%s\n' "$(cat "$OUT"/db/exitvoice*.db "$OUT"/db/exitvoice*.db-wal 2> /dev/null | wc -c)" >> "$OUT/meta.tsv"
 fi
 
 # ---------- 2. drops: default flags, one client at full keep-alive speed ----------
