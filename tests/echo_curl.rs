@@ -238,15 +238,9 @@ async fn record_dir_gets_the_file_trio_and_sslkeylogfile_the_secrets() {
     let rows = server.rows_until(|rows| !rows.is_empty()).await;
     let row = rows.first().expect("stored");
     let stem = records.path().join(&row.conn_id);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let json_path = stem.with_extension("json");
-    while !json_path.exists() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let json = recorded_json(&stem);
     let hello = std::fs::read(format!("{}.hello.bin", stem.display())).expect("hello.bin");
     let prefix = std::fs::read(format!("{}.prefix.bin", stem.display())).expect("prefix.bin");
-    let json: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json_path).expect("json")).expect("json");
     assert_eq!(hello, row.hello);
     assert!(prefix.starts_with(PREFACE));
     assert_eq!(json["sni"], "localhost");
@@ -281,6 +275,55 @@ async fn record_dir_gets_the_file_trio_and_sslkeylogfile_the_secrets() {
         "{secrets}"
     );
     assert!(secrets.contains("CLIENT_TRAFFIC_SECRET_0"));
+}
+
+/// The `--record-dir` JSON file of the connection at `stem`, once the server wrote it (when the
+/// connection closed).
+fn recorded_json(stem: &std::path::Path) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let json_path = stem.with_extension("json");
+    while !json_path.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    serde_json::from_slice(&std::fs::read(&json_path).expect("json")).expect("json")
+}
+
+#[tokio::test]
+async fn negotiated_tls_version_is_recorded_as_curl_names_it() {
+    // TLS 1.2 and 1.3: the version is named as OpenSSL (curl's library, and the captures
+    // format) names it, whatever rustls calls it; the cipher by its IANA name.
+    for max in ["1.2", "1.3"] {
+        let records = tempfile::tempdir().expect("tempdir");
+        let server = EchoServer::start(&["--record-dir", records.path().to_str().expect("utf-8")]);
+        let out = curl(&[
+            "-sk",
+            "-v",
+            "--http1.1",
+            "--tls-max",
+            max,
+            &server.url("/api/clean"),
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        // `* SSL connection using TLSv1.2 / ECDHE-ECDSA-AES256-GCM-SHA384…`
+        let verbose = String::from_utf8_lossy(&out.stderr);
+        let version = verbose
+            .lines()
+            .find_map(|line| line.split("SSL connection using ").nth(1))
+            .and_then(|rest| rest.split(" / ").next())
+            .expect("curl -v names the negotiated version")
+            .to_owned();
+        assert!(version.ends_with(max), "{version}");
+        let rows = server.rows_until(|rows| !rows.is_empty()).await;
+        let row = rows.first().expect("stored");
+        let json = recorded_json(&records.path().join(&row.conn_id));
+        assert_eq!(json["tls_version"], version.as_str(), "{json}");
+        assert!(
+            json["cipher"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("TLS_")),
+            "{json}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ fn tls(conn: &QuicConnection) -> (Value, analysis::Analysis) {
     let analysis = analysis::analyse(&ConnectionInput {
         hello,
         alpn_negotiated: Some("h3"),
-        tls_version: Some("TLSv1_3"),
+        tls_version: crate::tls::ProtocolVersion::TLS_1_3.name(),
         ..ConnectionInput::default()
     });
     let tls = analysis

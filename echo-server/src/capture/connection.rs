@@ -229,15 +229,15 @@ async fn serve_tls(
         alpn: server_conn
             .alpn_protocol()
             .map(|p| String::from_utf8_lossy(p).into_owned()),
-        // rustls spells versions `TLSv1_3`; the captures format (OpenSSL's) says `TLSv1.3`.
-        tls_version: server_conn
-            .protocol_version()
-            .map(|v| format!("{v:?}").replace('_', ".")),
+        // Named as the captures format (OpenSSL's) names them, `TLSv1.3`, from our registry:
+        // not from rustls's `Debug`, which spells `TLSv1_3` and is no contract.
+        tls_version: server_conn.protocol_version().map(|version| {
+            let code = u16::from(version);
+            registry_name(crate::tls::ProtocolVersion(code).name(), code)
+        }),
         cipher: server_conn.negotiated_cipher_suite().map(|suite| {
             let code = u16::from(suite.suite());
-            crate::tls::CipherSuite(code)
-                .name()
-                .map_or_else(|| format!("0x{code:04x}"), str::to_owned)
+            registry_name(crate::tls::CipherSuite(code).name(), code)
         }),
     };
     let conn = Arc::new(Connection::new(
@@ -256,6 +256,11 @@ async fn serve_tls(
         shared.metrics.heads_unfollowed();
     }
     (shared.closed)(conn, failure);
+}
+
+/// A code point's registry name, or its hex when the registry has none.
+fn registry_name(name: Option<&'static str>, code: u16) -> String {
+    name.map_or_else(|| format!("0x{code:04x}"), str::to_owned)
 }
 
 /// Typed reason and stored detail for a failed rustls handshake.
