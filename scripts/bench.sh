@@ -233,17 +233,16 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
   # certificate, which the baseline serves too. Limits per source lifted: h2load is one source
   # opening connections as fast as it can.
   TARGETS=() # "NAME PID URL DB" (DB empty for the baseline)
-  EV_PIDS=()
+  EVDB=       # the first exitvoice's database, beside which its certificate is
   for p in $PATHS; do
     name=exitvoice$p
     db=$OUT/db/$(tr / _ <<< "$name").db
     cert=()
-    [ ${#EV_PIDS[@]} -eq 0 ] || cert=(--cert "$EVDB.cert.pem" --key "$EVDB.key.pem")
+    [ -z "$EVDB" ] || cert=(--cert "$EVDB.cert.pem" --key "$EVDB.key.pem")
     start "$name" "$OUT/$(tr / _ <<< "$name").log" "$EV" serve --listen 127.0.0.1:0 --db "$db" \
       --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0 \
       "${cert[@]+"${cert[@]}"}"
-    [ ${#EV_PIDS[@]} -gt 0 ] || EVDB=$db
-    EV_PIDS+=("$PID")
+    [ -n "$EVDB" ] || EVDB=$db
     TARGETS+=("$name $PID https://$ADDR$p $db")
   done
   start baseline "$OUT/baseline.log" "$BASE" --listen 127.0.0.1:0 \
