@@ -236,10 +236,10 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
   EVDB=       # the first exitvoice's database, beside which its certificate is
   for p in $PATHS; do
     name=exitvoice$p
-    db=$OUT/db/$(tr / _ <<< "$name").db
+    db=$OUT/db/${name//\//_}.db
     cert=()
     [ -z "$EVDB" ] || cert=(--cert "$EVDB.cert.pem" --key "$EVDB.key.pem")
-    start "$name" "$OUT/$(tr / _ <<< "$name").log" "$EV" serve --listen 127.0.0.1:0 --db "$db" \
+    start "$name" "$OUT/${name//\//_}.log" "$EV" serve --listen 127.0.0.1:0 --db "$db" \
       --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0 \
       "${cert[@]+"${cert[@]}"}"
     [ -n "$EVDB" ] || EVDB=$db
@@ -255,8 +255,8 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
   say "warming up"
   for t in "${TARGETS[@]}"; do
     read -r name _ url _ <<< "$t"
-    load "$OUT/raw/warm-$(tr / _ <<< "$name").txt" -n 2000 -c 10 -m 10 "$url"
-    read -r ok _ < <(h2stats "$OUT/raw/warm-$(tr / _ <<< "$name").txt")
+    load "$OUT/raw/warm-${name//\//_}.txt" -n 2000 -c 10 -m 10 "$url"
+    read -r ok _ < <(h2stats "$OUT/raw/warm-${name//\//_}.txt")
     [ "$ok" -gt 0 ] || die "warm-up of $name: no 2xx answer (see $OUT/raw/)"
   done
 
@@ -279,7 +279,7 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
       for ((s = 1; s <= slices; s++)); do
         for t in "${TARGETS[@]}"; do
           read -r name pid url db <<< "$t"
-          raw=$OUT/raw/r$r-$test-$(tr / _ <<< "$name")-$s.txt
+          raw=$OUT/raw/r$r-$test-${name//\//_}-$s.txt
           case $test in
             a) load "$raw" -n "$BATCH" -c "$BATCH" -m 1 "$url" ;;
             b) load "$raw" -D "$SLICE_SECS" -c 10 -m 10 "$url" ;;
@@ -296,7 +296,7 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
         [ -z "$db" ] || db1=$(settle "$db" "$TABLE")
         c1=$(cpu_ticks "$pid")
         kill -0 "$pid" 2> /dev/null || die "$name died in round $r test $test"
-        read -r ok failed secs < <(h2stats "$OUT/raw/r$r-$test-$(tr / _ <<< "$name")"-*.txt)
+        read -r ok failed secs < <(h2stats "$OUT/raw/r$r-$test-${name//\//_}"-*.txt)
         read -r bytes0 rows0 <<< "${db0[$name]}"
         read -r bytes1 rows1 <<< "$db1"
         printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$test" "$name" "$ok" "$failed" "$secs" \
