@@ -15,6 +15,7 @@
 #             default (larger ones amortise what the first batches prepare: each pooled SQLite
 #             connection prepares and caches each multi-row INSERT length once); for perf and
 #             groups 2,000 and 10,000
+#   CALLGRIND_ARGS  more valgrind options for callgrind, e.g. `--cache-sim=yes` (cache misses)
 #   SERVER=baseline profiles the bare rustls + hyper echo (bench/baseline) under the same load,
 #                   on exitvoice's certificate: callgrind's instruction counts per connection of
 #                   the two, unlike CPU time, do not move with the machine's load
@@ -35,7 +36,8 @@ case $TOOL in
   callgrind)
     # Instrumentation starts with the load: the start-up (aws-lc seeding its entropy, the
     # certificate, the schema) is not in the figures.
-    WRAP=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$OUT/callgrind.out")
+    # shellcheck disable=SC2206 # CALLGRIND_ARGS is split into words on purpose
+    WRAP=(valgrind --tool=callgrind --instr-atstart=no ${CALLGRIND_ARGS:-} "--callgrind-out-file=$OUT/callgrind.out")
     N_A=${N_A:-200} N_B=${N_B:-1000}
     ;;
   *) echo "profile: TOOL is perf, groups or callgrind" >&2; exit 2 ;;
