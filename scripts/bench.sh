@@ -310,7 +310,6 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
     read -r _ pid _ _ <<< "$t"
     stop "$pid"
   done
-  printf 'side_db_bytes\t%s\n' "$(cat "$OUT"/db/exitvoice*.db "$OUT"/db/exitvoice*.db-wal 2> /dev/null | wc -c)" >> "$OUT/meta.tsv"
 fi
 
 # ---------- 2. drops: default flags, one client at full keep-alive speed ----------
