@@ -35,6 +35,13 @@ def spread(values):
     return mid, f"{mid:,.1f} ({min(values):,.1f}–{max(values):,.1f})"
 
 
+def server(target):
+    """A side-by-side target as the tables name it: the server (`exitvoice`, or `compare` for the
+    build given to --compare), then the path it was loaded on."""
+    label, _, path = target.partition("/")
+    return f"{label} `/{path}`"
+
+
 def ratio(value, base):
     return f"{value / base:.2f}×" if base else "–"
 
@@ -78,7 +85,7 @@ def side_by_side(out, meta):
             if target == BASELINE:
                 cells = [title, BASELINE]
             else:
-                cells = ["", f"exitvoice `{target[len('exitvoice'):]}`"]
+                cells = ["", server(target)]
             for key, suffix in (("cpu", f" /{unit}"), ("rate", ""), ("hwm", "")):
                 value, text = fig[key]
                 cells.append(text + suffix)
@@ -113,7 +120,7 @@ def per_round(out, meta):
             if ratios:
                 each = ", ".join(f"{value:.2f}" for value in ratios)
                 lines.append(
-                    f"- {title[:3]} `{target[len('exitvoice'):]}`: "
+                    f"- {title[:3]} {server(target)}: "
                     f"**{statistics.median(ratios):.2f}×** ({each})"
                 )
     return lines + [""]
@@ -197,7 +204,8 @@ def main():
             f"{meta.get('slice_seconds', meta['seconds'])} -c 10`, {meta['seconds']} s per target. CPU is "
             "the server's utime+stime per answered request (median of rounds, min–max), writer "
             f"included; DB bytes are the pages the test added to the database (rows in "
-            f"`{meta.get('rows_table', '?')}`), per request.",
+            f"`{meta.get('rows_table', '?')}`), per request."
+            + (f" `compare` is {meta['compare']}." if "compare" in meta else ""),
             "",
             *table,
             "",

@@ -35,6 +35,10 @@
 #   --tests LIST        side-by-side tests, letters of abc (default abc)
 #   --paths "P ..."     exitvoice paths measured (default "/api/clean /api/all"); the baseline
 #                       answers any path
+#   --compare BIN       another exitvoice binary (a build of other code, or with other build
+#                       settings), run beside the built one on each path of the side-by-side
+#                       tests as target `compare/PATH`: two builds compared in one run, under the
+#                       same drift (the drops and store runs use the built one only)
 #   --batches N         (a): h2load runs per round and target (default 20)
 #   --batch-size N      (a): connections opened at once per run (default 100)
 #   --seconds S         (b), (c): seconds per round and target (default 10)
@@ -61,7 +65,7 @@ say() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 
 ROUNDS=3 TESTS=abc PATHS="/api/clean /api/all" BATCHES=20 BATCH=100 SECS=10 SLICE_SECS=2 DROP_SECS=60
 STORE_ROWS=200000
-PROFILE=release BUILD=1 SCPU=0 CCPU=1 OUT=
+PROFILE=release BUILD=1 SCPU=0 CCPU=1 OUT= COMPARE=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) ROUNDS=1 BATCHES=2 BATCH=20 SECS=2 DROP_SECS=5 STORE_ROWS=20000; shift; continue ;;
@@ -74,6 +78,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2 ;;
     --tests) TESTS=$2 ;;
     --paths) PATHS=$2 ;;
+    --compare) COMPARE=$2 ;;
     --batches) BATCHES=$2 ;;
     --batch-size) BATCH=$2 ;;
     --seconds) SECS=$2 ;;
@@ -109,6 +114,7 @@ fi
 EV=$TARGET_DIR/$PROFILE/exitvoice
 BASE=$TARGET_DIR/$PROFILE/baseline-echo
 STORE=$TARGET_DIR/$PROFILE/store-bench
+[ -z "$COMPARE" ] || [ -x "$COMPARE" ] || die "--compare: $COMPARE is not an executable"
 for bin in "$EV" "$BASE" "$STORE"; do
   [ -x "$bin" ] || die "$bin is not built (drop --no-build)"
 done
@@ -131,6 +137,7 @@ say "results in $OUT; load average $LOAD_BEFORE"
   printf 'batches\t%s\nbatch_size\t%s\nseconds\t%s\nslice_seconds\t%s\n' "$BATCHES" "$BATCH" "$SECS" "$SLICE_SECS"
   printf 'drops_seconds\t%s\nstore_rows\t%s\n' "$DROP_SECS" "$STORE_ROWS"
   printf 'server_cpu\t%s\nclient_cpu\t%s\n' "$SCPU" "$CCPU"
+  [ -z "$COMPARE" ] || printf 'compare\t%s (%s)\n' "$COMPARE" "$("$COMPARE" --version 2> /dev/null | head -n 1)"
 } > "$OUT/meta.tsv"
 
 # ---------- processes ----------
@@ -232,25 +239,30 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
   # target in turn puts the drift on all alike. The exitvoice processes share the first one's
   # certificate, which the baseline serves too. Limits per source lifted: h2load is one source
   # opening connections as fast as it can.
-  TARGETS=() # "NAME PID URL DB" (DB empty for the baseline)
-  EVDB=       # the first exitvoice's database, beside which its certificate is
+  TARGETS=()          # "NAME PID URL DB" (DB empty for the baseline)
+  declare -A TABLE=() # each exitvoice's table of requests (a --compare build may predate the split)
+  EVDB=               # the first exitvoice's database, beside which its certificate is
   for p in $PATHS; do
-    name=exitvoice$p
-    db=$OUT/db/${name//\//_}.db
-    cert=()
-    [ -z "$EVDB" ] || cert=(--cert "$EVDB.cert.pem" --key "$EVDB.key.pem")
-    start "$name" "$OUT/${name//\//_}.log" "$EV" serve --listen 127.0.0.1:0 --db "$db" \
-      --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0 \
-      "${cert[@]+"${cert[@]}"}"
-    [ -n "$EVDB" ] || EVDB=$db
-    TARGETS+=("$name $PID https://$ADDR$p $db")
+    for label in exitvoice ${COMPARE:+compare}; do
+      bin=$EV
+      [ "$label" = exitvoice ] || bin=$COMPARE
+      name=$label$p
+      db=$OUT/db/${name//\//_}.db
+      cert=()
+      [ -z "$EVDB" ] || cert=(--cert "$EVDB.cert.pem" --key "$EVDB.key.pem")
+      start "$name" "$OUT/${name//\//_}.log" "$bin" serve --listen 127.0.0.1:0 --db "$db" \
+        --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0 \
+        "${cert[@]+"${cert[@]}"}"
+      [ -n "$EVDB" ] || EVDB=$db
+      TABLE[$name]=$(rows_table "$db")
+      [ -n "${TABLE[$name]}" ] || die "no requests or observations table in $db"
+      TARGETS+=("$name $PID https://$ADDR$p $db")
+    done
   done
   start baseline "$OUT/baseline.log" "$BASE" --listen 127.0.0.1:0 \
     --cert "$EVDB.cert.pem" --key "$EVDB.key.pem"
   TARGETS=("baseline $PID https://$ADDR/api/clean " "${TARGETS[@]}")
-  TABLE=$(rows_table "$EVDB")
-  [ -n "$TABLE" ] || die "no requests or observations table in $EVDB"
-  printf 'rows_table\t%s\n' "$TABLE" >> "$OUT/meta.tsv"
+  printf 'rows_table\t%s\n' "${TABLE[exitvoice${PATHS%% *}]}" >> "$OUT/meta.tsv"
 
   say "warming up"
   for t in "${TARGETS[@]}"; do
@@ -272,7 +284,7 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
       for t in "${TARGETS[@]}"; do
         read -r name pid _ db <<< "$t"
         db0[$name]='0 0'
-        [ -z "$db" ] || db0[$name]=$(settle "$db" "$TABLE")
+        [ -z "$db" ] || db0[$name]=$(settle "$db" "${TABLE[$name]}")
         reset_hwm "$pid"
         c0[$name]=$(cpu_ticks "$pid")
       done
@@ -293,7 +305,7 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
       for t in "${TARGETS[@]}"; do
         read -r name pid _ db <<< "$t"
         db1='0 0'
-        [ -z "$db" ] || db1=$(settle "$db" "$TABLE")
+        [ -z "$db" ] || db1=$(settle "$db" "${TABLE[$name]}")
         c1=$(cpu_ticks "$pid")
         kill -0 "$pid" 2> /dev/null || die "$name died in round $r test $test"
         read -r ok failed secs < <(h2stats "$OUT/raw/r$r-$test-${name//\//_}"-*.txt)

@@ -11,8 +11,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets --no-fail-fast
 # A smoke run of the benchmark harness on dev binaries (it builds the three it runs; `cargo test`
 # does not build other packages' executables): it checks that the harness works end to end and
-# asserts no speed (figures: docs/benchmarks.md).
-scripts/bench.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-bench-smoke.XXXXXX)"
+# asserts no speed (figures: docs/benchmarks.md). `--compare` with the same binary runs its
+# two-build path too.
+scripts/bench.sh --quick --debug --compare "${CARGO_TARGET_DIR:-target}/debug/exitvoice" \
+  --out "$(mktemp -d /tmp/exitvoice-bench-smoke.XXXXXX)"
 # The same for the audit-scale harness: 200 simulated exits, on SQLite and on a throwaway
 # PostgreSQL cluster; it fails on any count that is off (probes stored, tunnels, tokens).
 scripts/bench-audit-scale.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-scale-smoke.XXXXXX)"
