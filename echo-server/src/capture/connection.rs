@@ -6,6 +6,7 @@
 //! in the connection record (`record.rs`), analysed once when the first request (or the writer,
 //! for a connection without one) needs the facts.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -259,8 +260,8 @@ async fn serve_tls(
 }
 
 /// A code point's registry name, or its hex when the registry has none.
-fn registry_name(name: Option<&'static str>, code: u16) -> String {
-    name.map_or_else(|| format!("0x{code:04x}"), str::to_owned)
+fn registry_name(name: Option<&'static str>, code: u16) -> Cow<'static, str> {
+    name.map_or_else(|| Cow::Owned(format!("0x{code:04x}")), Cow::Borrowed)
 }
 
 /// Typed reason and stored detail for a failed rustls handshake.

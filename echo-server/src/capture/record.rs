@@ -2,6 +2,7 @@
 //! its peer, raw ClientHello records, negotiated session, tapped bytes, requests — and, made once
 //! on first use, the analysis of its bytes and each request's head.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -65,10 +66,10 @@ pub struct Connection {
 pub struct Session {
     /// The ALPN protocol the server selected.
     pub alpn: Option<String>,
-    /// The TLS version, e.g. `TLSv1.3`.
-    pub tls_version: Option<String>,
+    /// The TLS version, e.g. `TLSv1.3` (the registry's name: borrowed, not allocated, when known).
+    pub tls_version: Option<Cow<'static, str>>,
     /// The cipher suite (IANA name, or hex when unnamed).
-    pub cipher: Option<String>,
+    pub cipher: Option<Cow<'static, str>>,
 }
 
 impl Connection {
