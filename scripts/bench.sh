@@ -262,7 +262,7 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
   start baseline "$OUT/baseline.log" "$BASE" --listen 127.0.0.1:0 \
     --cert "$EVDB.cert.pem" --key "$EVDB.key.pem"
   TARGETS=("baseline $PID https://$ADDR/api/clean " "${TARGETS[@]}")
-  printf 'rows_table\t%s\n' "${TABLE[exitvoice${PATHS%% *}]}" >> "$OUT/meta.tsv"
+  printf 'rows_table\t%s\n' "$(rows_table "$EVDB")" >> "$OUT/meta.tsv"
 
   say "warming up"
   for t in "${TARGETS[@]}"; do
