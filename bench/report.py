@@ -37,9 +37,11 @@ def spread(values):
 
 def server(target):
     """A side-by-side target as the tables name it: the server (`exitvoice`, or `compare` for the
-    build given to --compare), then the path it was loaded on."""
-    label, _, path = target.partition("/")
-    return f"{label} `/{path}`"
+    build given to --compare), then the path it was loaded on; or `floor-echo` and its part."""
+    label, _, rest = target.partition("/")
+    if label == "floor":
+        return f"floor-echo `--upto {rest}`"
+    return f"{label} `/{rest}`"
 
 
 def ratio(value, base):
@@ -205,7 +207,13 @@ def main():
             "the server's utime+stime per answered request (median of rounds, min–max), writer "
             f"included; DB bytes are the pages the test added to the database (rows in "
             f"`{meta.get('rows_table', '?')}`), per request."
-            + (f" `compare` is {meta['compare']}." if "compare" in meta else ""),
+            + (f" `compare` is {meta['compare']}." if "compare" in meta else "")
+            + (
+                " `floor-echo` (bench/floor) is the baseline plus the least of the issue's work "
+                "with exitvoice's own analysis and store, up to the part named."
+                if "floor" in meta
+                else ""
+            ),
             "",
             *table,
             "",

@@ -3,7 +3,8 @@
 #
 # Usage: scripts/bench.sh [OPTIONS]
 #
-# Builds the release binaries (`exitvoice` and `baseline-echo`, bench/baseline/), then:
+# Builds the release binaries (`exitvoice`, `baseline-echo` of bench/baseline/, `floor-echo` of
+# bench/floor/ and `store-bench` of bench/store/), then:
 #   1. Side by side. Starts `baseline-echo` and one `exitvoice serve` per --paths entry (per-source
 #      limits lifted for the load tool), all at once, each on a free loopback port, each exitvoice
 #      on its own temporary database, all pinned to --server-cpu; h2load runs pinned to
@@ -39,6 +40,11 @@
 #                       settings), run beside the built one on each path of the side-by-side
 #                       tests as target `compare/PATH`: two builds compared in one run, under the
 #                       same drift (the drops and store runs use the built one only)
+#   --floor "PART ..."  also runs `floor-echo` (bench/floor/: the baseline plus the least of the
+#                       issue's work, with exitvoice's own analysis and store) once per PART, as
+#                       target `floor/PART`: `nothing` (the baseline's work in that binary, a
+#                       control), `capture`, `analysis`, `store` (each with the parts before it);
+#                       what the work costs done the shortest way, beside what exitvoice pays
 #   --batches N         (a): h2load runs per round and target (default 20)
 #   --batch-size N      (a): connections opened at once per run (default 100)
 #   --seconds S         (b), (c): seconds per round and target (default 10)
@@ -65,7 +71,7 @@ say() { echo "[bench $(date +%H:%M:%S)] $*" >&2; }
 
 ROUNDS=3 TESTS=abc PATHS="/api/clean /api/all" BATCHES=20 BATCH=100 SECS=10 SLICE_SECS=2 DROP_SECS=60
 STORE_ROWS=200000
-PROFILE=release BUILD=1 SCPU=0 CCPU=1 OUT= COMPARE=
+PROFILE=release BUILD=1 SCPU=0 CCPU=1 OUT= COMPARE= FLOOR=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) ROUNDS=1 BATCHES=2 BATCH=20 SECS=2 DROP_SECS=5 STORE_ROWS=20000; shift; continue ;;
@@ -79,6 +85,7 @@ while [ $# -gt 0 ]; do
     --tests) TESTS=$2 ;;
     --paths) PATHS=$2 ;;
     --compare) COMPARE=$2 ;;
+    --floor) FLOOR=$2 ;;
     --batches) BATCHES=$2 ;;
     --batch-size) BATCH=$2 ;;
     --seconds) SECS=$2 ;;
@@ -96,6 +103,9 @@ for v in ROUNDS BATCHES BATCH SECS SLICE_SECS DROP_SECS STORE_ROWS SCPU CCPU; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "${v,,} must be a whole number, got '${!v}'"
 done
 [[ $TESTS =~ ^[abc]*$ ]] || die "--tests takes letters of abc, got '$TESTS'"
+for part in $FLOOR; do
+  [[ $part =~ ^(nothing|capture|analysis|store)$ ]] || die "--floor: no part '$part' (see --help)"
+done
 [ "$SLICE_SECS" -gt 0 ] || die "--slice-seconds must be at least 1"
 for tool in h2load sqlite3 curl taskset python3; do
   command -v "$tool" > /dev/null || die "$tool is missing (h2load: apt-get install nghttp2-client)"
@@ -109,13 +119,14 @@ if [ -n "$BUILD" ]; then
   flags=()
   [ "$PROFILE" = debug ] || flags=(--release)
   cargo build "${flags[@]}" --quiet -p exitvoice --bin exitvoice -p exitvoice-baseline --bin baseline-echo \
-    -p exitvoice-store-bench --bin store-bench
+    -p exitvoice-store-bench --bin store-bench -p exitvoice-floor --bin floor-echo
 fi
 EV=$TARGET_DIR/$PROFILE/exitvoice
 BASE=$TARGET_DIR/$PROFILE/baseline-echo
 STORE=$TARGET_DIR/$PROFILE/store-bench
+FLOOR_ECHO=$TARGET_DIR/$PROFILE/floor-echo
 [ -z "$COMPARE" ] || [ -x "$COMPARE" ] || die "--compare: $COMPARE is not an executable"
-for bin in "$EV" "$BASE" "$STORE"; do
+for bin in "$EV" "$BASE" "$STORE" ${FLOOR:+"$FLOOR_ECHO"}; do
   [ -x "$bin" ] || die "$bin is not built (drop --no-build)"
 done
 
@@ -138,6 +149,7 @@ say "results in $OUT; load average $LOAD_BEFORE"
   printf 'drops_seconds\t%s\nstore_rows\t%s\n' "$DROP_SECS" "$STORE_ROWS"
   printf 'server_cpu\t%s\nclient_cpu\t%s\n' "$SCPU" "$CCPU"
   [ -z "$COMPARE" ] || printf 'compare\t%s (%s)\n' "$COMPARE" "$("$COMPARE" --version 2> /dev/null | head -n 1)"
+  [ -z "$FLOOR" ] || printf 'floor\t%s\n' "$FLOOR"
 } > "$OUT/meta.tsv"
 
 # ---------- processes ----------
@@ -166,8 +178,9 @@ start() {
   SERVERS+=("$PID")
   for ((i = 0; i < 300; i++)); do
     ADDR=$(sed -n 's|.*listening on https://\([^ ]*\).*|\1|p' "$log" | head -n 1)
-    # exitvoice prints its pin once it is ready; the baseline is ready when it prints its address.
-    if [ -n "$ADDR" ] && { [ "$name" = baseline ] || grep -q 'certificate pin' "$log"; }; then
+    # exitvoice prints its pin once it is ready; the baseline and the floor are ready when they
+    # print their address.
+    if [ -n "$ADDR" ] && { [[ $name =~ ^(baseline|floor/) ]] || grep -q 'certificate pin' "$log"; }; then
       say "$name is up on $ADDR (pid $PID)"
       return 0
     fi
@@ -262,6 +275,14 @@ if [ -n "$TESTS" ] && [ "$ROUNDS" -gt 0 ]; then
   start baseline "$OUT/baseline.log" "$BASE" --listen 127.0.0.1:0 \
     --cert "$EVDB.cert.pem" --key "$EVDB.key.pem"
   TARGETS=("baseline $PID https://$ADDR/api/clean " "${TARGETS[@]}")
+  for part in $FLOOR; do
+    name=floor/$part
+    db=$OUT/db/floor_$part.db
+    start "$name" "$OUT/floor_$part.log" "$FLOOR_ECHO" --listen 127.0.0.1:0 \
+      --cert "$EVDB.cert.pem" --key "$EVDB.key.pem" --db "$db" --upto "$part"
+    TABLE[$name]=requests
+    TARGETS+=("$name $PID https://$ADDR/api/clean $db")
+  done
   printf 'rows_table\t%s\n' "$(rows_table "$EVDB")" >> "$OUT/meta.tsv"
 
   say "warming up"

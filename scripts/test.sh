@@ -9,11 +9,11 @@ export CARGO_INCREMENTAL=0
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --all-targets --no-fail-fast
-# A smoke run of the benchmark harness on dev binaries (it builds the three it runs; `cargo test`
+# A smoke run of the benchmark harness on dev binaries (it builds the four it runs; `cargo test`
 # does not build other packages' executables): it checks that the harness works end to end and
 # asserts no speed (figures: docs/benchmarks.md). `--compare` with the same binary runs its
-# two-build path too.
-scripts/bench.sh --quick --debug --compare "${CARGO_TARGET_DIR:-target}/debug/exitvoice" \
+# two-build path too, `--floor store` the floor's.
+scripts/bench.sh --quick --debug --compare "${CARGO_TARGET_DIR:-target}/debug/exitvoice" --floor store \
   --out "$(mktemp -d /tmp/exitvoice-bench-smoke.XXXXXX)"
 # The same for the audit-scale harness: 200 simulated exits, on SQLite and on a throwaway
 # PostgreSQL cluster; it fails on any count that is off (probes stored, tunnels, tokens).

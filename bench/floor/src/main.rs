@@ -1,0 +1,442 @@
+//! `floor-echo`: `baseline-echo` plus the least of the work issue 11 asks of every connection,
+//! done the shortest way: the floor under exitvoice's cost per new connection.
+//!
+//! Beside the baseline's rustls + hyper-util server it copies the ClientHello's first record as
+//! rustls reads it and the decrypted client bytes as hyper reads them (up to 64 KiB), analyses
+//! the connection once with exitvoice's own [`analyse`] at its first request, reads each
+//! request's head with exitvoice's [`Follower`], answers `/api/clean`'s fields, and queues the
+//! connection's row (at its first request) and each request's row to one batching writer task
+//! that writes them through exitvoice's [`Store::write_batch`] (up to 256 jobs, 100 ms after
+//! the first, as `exitvoice serve`). No deadlines, shutdown signal, admission, metrics,
+//! ledger, router, record of a failed handshake or multi-record ClientHello: what exitvoice
+//! does beyond this is what a hardened server adds on top of the issue's work.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use clap::Parser;
+use exitvoice_echo::analysis::{self, analyse, Analysis, ConnectionInput, Follower};
+use exitvoice_echo::tls::{CipherSuite, ProtocolVersion};
+use exitvoice_schema::{ConnectionRow, PeerPolicy, RequestRecord, Spoken};
+use exitvoice_store::{Batch, Store};
+use http::{header, Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+
+/// Flags of `floor-echo`.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Address to listen on; port 0 picks a free port (the address is printed).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// PEM certificate chain, leaf first.
+    #[arg(long)]
+    cert: PathBuf,
+    /// PEM private key of --cert.
+    #[arg(long)]
+    key: PathBuf,
+    /// SQLite database (created with exitvoice's schema if missing).
+    #[arg(long)]
+    db: PathBuf,
+    /// The work done, each part with the ones before it: `nothing` (the baseline's work, in
+    /// this binary), `capture` (copy the hello and the decrypted bytes, answer `{"ok":true}`),
+    /// `analysis` (and analyse, read each head, answer the clean fields), `store` (and store
+    /// the rows).
+    #[arg(long, value_enum, default_value_t = Upto::Store)]
+    upto: Upto,
+}
+
+/// How much of the issue's work `floor-echo` does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Upto {
+    /// `baseline-echo`'s work: a control for this binary's size and layout.
+    Nothing,
+    /// Copy the ClientHello and the decrypted client bytes.
+    Capture,
+    /// And analyse the connection and read each request's head.
+    Analysis,
+    /// And store the connection's row and each request's.
+    Store,
+}
+
+/// Decrypted client bytes kept per connection (exitvoice's default `--capture-bytes`).
+const CAPTURE_BYTES: usize = 64 * 1024;
+/// Jobs per batch at most, and how long the writer waits for more after the first.
+const BATCH: usize = 256;
+const FLUSH: Duration = Duration::from_millis(100);
+
+/// One connection: its bytes, its analysis, its requests.
+struct Conn {
+    id: String,
+    accepted_ms: i64,
+    peer: SocketAddr,
+    hello: Vec<u8>,
+    alpn: Option<String>,
+    tls_version: Option<&'static str>,
+    cipher: Option<&'static str>,
+    prefix: Mutex<Vec<u8>>,
+    analysis: OnceLock<Analysis>,
+    follower: Mutex<Option<Follower>>,
+    requests: AtomicU32,
+}
+
+/// What the writer stores.
+enum Job {
+    Connection(Box<ConnectionRow>),
+    Request(Box<RequestRecord>),
+}
+
+/// `/api/clean`'s fields.
+#[derive(Serialize)]
+struct Clean<'a> {
+    ja3_hash: Option<&'a str>,
+    ja3n_hash: Option<&'a str>,
+    ja4: Option<&'a str>,
+    tls_voice_id: Option<&'a str>,
+    order_id: Option<&'a str>,
+    akamai_fingerprint_hash: Option<&'a str>,
+    http2_voice_id: Option<&'a str>,
+    spoken: Spoken,
+    stream_id: Option<u32>,
+    index: u32,
+    bucket: Option<exitvoice_schema::Bucket>,
+}
+
+/// The baseline's answer.
+const OK: &[u8] = br#"{"ok":true}"#;
+
+/// A JSON answer.
+fn json(body: Bytes) -> Result<Response<Full<Bytes>>, Infallible> {
+    let mut response = Response::new(Full::new(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Copies the first TLS record the client sends (its ClientHello) as rustls reads it.
+struct HelloCopy<S> {
+    inner: S,
+    hello: Vec<u8>,
+    done: bool,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for HelloCopy<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let start = buf.filled().len();
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if !this.done {
+            this.hello.extend_from_slice(&buf.filled()[start..]);
+            if let [_, _, _, high, low, ..] = this.hello[..] {
+                // The record header's length (RFC 8446 section 5.1).
+                let end = 5 + usize::from(u16::from_be_bytes([high, low]));
+                if this.hello.len() >= end {
+                    this.hello.truncate(end);
+                    this.done = true;
+                }
+            }
+        }
+        poll
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for HelloCopy<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Copies the decrypted client bytes into the connection's prefix as hyper reads them.
+struct Tap<S> {
+    inner: S,
+    conn: Arc<Conn>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let start = buf.filled().len();
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let read = &buf.filled()[start..];
+        if !read.is_empty() {
+            let mut prefix = this
+                .conn
+                .prefix
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let room = CAPTURE_BYTES.saturating_sub(prefix.len());
+            prefix.extend_from_slice(&read[..read.len().min(room)]);
+        }
+        poll
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Analyses the connection at its first request, reads the request's own head, queues the
+/// rows and answers the clean fields.
+fn answer(
+    conn: &Conn,
+    request: &Request<Incoming>,
+    upto: Upto,
+    queue: &mpsc::Sender<Job>,
+) -> Vec<u8> {
+    if upto == Upto::Capture {
+        return OK.to_vec();
+    }
+    let store = upto == Upto::Store;
+    let index = conn.requests.fetch_add(1, Ordering::Relaxed) + 1;
+    let prefix = conn.prefix.lock().unwrap_or_else(PoisonError::into_inner);
+    let analysis = conn.analysis.get_or_init(|| {
+        analyse(&ConnectionInput {
+            hello: &conn.hello,
+            prefix: &prefix,
+            alpn_negotiated: conn.alpn.as_deref(),
+            tls_version: conn.tls_version,
+            cipher: conn.cipher,
+            spoken: None,
+        })
+    });
+    let facts = &analysis.facts;
+    let head = {
+        let mut follower = conn.follower.lock().unwrap_or_else(PoisonError::into_inner);
+        let follower = follower.get_or_insert_with(|| Follower::new(facts.alpn.spoken));
+        follower.head(&prefix, 0, index).0
+    };
+    if store && index == 1 {
+        let row = ConnectionRow {
+            conn_id: conn.id.clone(),
+            time_unix_ms: conn.accepted_ms,
+            peer: PeerPolicy::Full.apply(conn.peer),
+            facts: Arc::clone(facts),
+            failure: None,
+            failure_detail: None,
+            requests: 1,
+            prefix_truncated: false,
+            analysed_prefix_len: Some(analysis.prefix_len),
+            hello: conn.hello.clone(),
+            prefix: prefix.clone(),
+        };
+        let _ = queue.try_send(Job::Connection(Box::new(row)));
+    }
+    drop(prefix);
+    let record = RequestRecord {
+        conn_id: conn.id.clone(),
+        index,
+        time_unix_ms: unix_ms(),
+        token: None,
+        method: request.method().as_str().to_owned(),
+        path: request
+            .uri()
+            .path_and_query()
+            .map_or_else(String::new, |p| p.as_str().to_owned()),
+        stream_id: head.stream_id,
+        bucket: analysis::bucket(facts, index, false),
+        pseudo_header_order: head.pseudo_header_order,
+        header_order: head.header_order,
+        http1: head.http1,
+    };
+    let tls = facts.tls.as_ref();
+    let http2 = facts.http2.as_ref();
+    let clean = Clean {
+        ja3_hash: tls.map(|t| t.ja3_hash.as_str()),
+        ja3n_hash: tls.map(|t| t.ja3n_hash.as_str()),
+        ja4: tls.map(|t| t.ja4.as_str()),
+        tls_voice_id: tls.map(|t| t.voice_id.0.as_str()),
+        order_id: tls.map(|t| t.order_id.as_str()),
+        akamai_fingerprint_hash: http2.map(|h| h.akamai_fingerprint_hash.as_str()),
+        http2_voice_id: http2.map(|h| h.voice_id.0.as_str()),
+        spoken: facts.alpn.spoken,
+        stream_id: record.stream_id,
+        index,
+        bucket: record.bucket,
+    };
+    let mut body = Vec::with_capacity(1024);
+    let _ = serde_json::to_writer(&mut body, &clean);
+    if store {
+        let _ = queue.try_send(Job::Request(Box::new(record)));
+    }
+    body
+}
+
+/// Writes the queued rows in batches, one transaction each.
+async fn write(store: Store, mut queue: mpsc::Receiver<Job>) {
+    let mut jobs = Vec::with_capacity(BATCH);
+    while queue.recv_many(&mut jobs, BATCH).await > 0 {
+        // Up to a batch, or what came within the flush interval after the first.
+        let flush = tokio::time::sleep(FLUSH);
+        tokio::pin!(flush);
+        while jobs.len() < BATCH {
+            let room = BATCH - jobs.len();
+            tokio::select! {
+                received = queue.recv_many(&mut jobs, room) => if received == 0 { break },
+                () = &mut flush => break,
+            }
+        }
+        let mut batch = Batch::default();
+        for job in jobs.drain(..) {
+            match job {
+                Job::Connection(row) => batch.connections.push(*row),
+                Job::Request(record) => batch.requests.push(*record),
+            }
+        }
+        if let Err(error) = store.write_batch(&batch).await {
+            eprintln!("floor-echo: batch not stored: {error}");
+        }
+    }
+}
+
+fn tls_config(args: &Args) -> anyhow::Result<rustls::ServerConfig> {
+    let certs = CertificateDer::pem_file_iter(&args.cert)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .with_context(|| format!("reading {}", args.cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(&args.key)
+        .with_context(|| format!("reading {}", args.key.display()))?;
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
+    Ok(config)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let upto = args.upto;
+    let acceptor = TlsAcceptor::from(Arc::new(tls_config(&args)?));
+    let store = Store::open(&args.db).await?;
+    let (queue, jobs) = mpsc::channel(16_384);
+    tokio::spawn(write(store, jobs));
+    let listener = TcpListener::bind(args.listen).await?;
+    println!(
+        "floor-echo: listening on https://{}",
+        listener.local_addr()?
+    );
+    let server = Arc::new(auto::Builder::new(TokioExecutor::new()));
+    let boot = unix_ms();
+    let sequence = Arc::new(AtomicU64::new(0));
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                eprintln!("floor-echo: accept: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, server) = (acceptor.clone(), Arc::clone(&server));
+        if upto == Upto::Nothing {
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = service_fn(|_| async { json(Bytes::from_static(OK)) });
+                let _ = server.serve_connection(TokioIo::new(tls), service).await;
+            });
+            continue;
+        }
+        let queue = queue.clone();
+        let id = format!("{boot}-{:06}", sequence.fetch_add(1, Ordering::Relaxed));
+        tokio::spawn(async move {
+            let accepted_ms = unix_ms();
+            let copy = HelloCopy {
+                inner: tcp,
+                hello: Vec::with_capacity(2048),
+                done: false,
+            };
+            let Ok(mut tls) = acceptor.accept(copy).await else {
+                return;
+            };
+            let hello = std::mem::take(&mut tls.get_mut().0.hello);
+            let (_, session) = tls.get_ref();
+            let conn = Arc::new(Conn {
+                id,
+                accepted_ms,
+                peer,
+                hello,
+                alpn: session
+                    .alpn_protocol()
+                    .map(|p| String::from_utf8_lossy(p).into_owned()),
+                tls_version: session
+                    .protocol_version()
+                    .and_then(|v| ProtocolVersion(u16::from(v)).name()),
+                cipher: session
+                    .negotiated_cipher_suite()
+                    .and_then(|s| CipherSuite(u16::from(s.suite())).name()),
+                prefix: Mutex::new(Vec::new()),
+                analysis: OnceLock::new(),
+                follower: Mutex::new(None),
+                requests: AtomicU32::new(0),
+            });
+            let tap = Tap {
+                inner: tls,
+                conn: Arc::clone(&conn),
+            };
+            let service = service_fn(move |request: Request<Incoming>| {
+                let answered = json(Bytes::from(answer(&conn, &request, upto, &queue)));
+                async move { answered }
+            });
+            let _ = server.serve_connection(TokioIo::new(tap), service).await;
+        });
+    }
+}
