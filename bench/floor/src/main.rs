@@ -2,9 +2,9 @@
 //! done the shortest way: the floor under exitvoice's cost per new connection.
 //!
 //! Beside the baseline's rustls + hyper-util server it copies the ClientHello's first record as
-//! rustls reads it and the decrypted client bytes as hyper reads them (up to 64 KiB), analyses
-//! the connection once with exitvoice's own [`analyse`] at its first request, reads each
-//! request's head with exitvoice's [`Follower`], answers `/api/clean`'s fields, and queues the
+//! rustls reads it and the decrypted client bytes as hyper reads them (those the follower has
+//! not read yet, up to 64 KiB), analyses the connection once with exitvoice's own [`analyse`]
+//! at its first request, reads each request's head with exitvoice's [`Follower`], answers `/api/clean`'s fields, and queues the
 //! connection's row (at its first request) and each request's row to one batching writer task
 //! that writes them through exitvoice's [`Store::write_batch`] (up to 256 jobs, 100 ms after
 //! the first, as `exitvoice serve`). No deadlines, shutdown signal, admission, metrics,
@@ -77,7 +77,8 @@ enum Upto {
     Store,
 }
 
-/// Decrypted client bytes kept per connection (exitvoice's default `--capture-bytes`).
+/// Decrypted client bytes kept per connection and not yet read by its follower (exitvoice's
+/// default `--capture-bytes`).
 const CAPTURE_BYTES: usize = 64 * 1024;
 /// Jobs per batch at most, and how long the writer waits for more after the first.
 const BATCH: usize = 256;
@@ -92,10 +93,18 @@ struct Conn {
     alpn: Option<String>,
     tls_version: Option<&'static str>,
     cipher: Option<&'static str>,
-    prefix: Mutex<Vec<u8>>,
+    stream: Mutex<Stream>,
     analysis: OnceLock<Analysis>,
     follower: Mutex<Option<Follower>>,
     requests: AtomicU32,
+}
+
+/// The decrypted client bytes from stream offset `base` on: from the first byte until the
+/// first request's head was read, then what the follower has not read yet.
+#[derive(Default)]
+struct Stream {
+    bytes: Vec<u8>,
+    base: usize,
 }
 
 /// What the writer stores.
@@ -186,7 +195,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for HelloCopy<S> {
     }
 }
 
-/// Copies the decrypted client bytes into the connection's prefix as hyper reads them.
+/// Copies the decrypted client bytes into the connection's stream as hyper reads them.
 struct Tap<S> {
     inner: S,
     conn: Arc<Conn>,
@@ -203,13 +212,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
         let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
         let read = &buf.filled()[start..];
         if !read.is_empty() {
-            let mut prefix = this
+            let mut stream = this
                 .conn
-                .prefix
+                .stream
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let room = CAPTURE_BYTES.saturating_sub(prefix.len());
-            prefix.extend_from_slice(&read[..read.len().min(room)]);
+            let room = CAPTURE_BYTES.saturating_sub(stream.bytes.len());
+            stream
+                .bytes
+                .extend_from_slice(&read[..read.len().min(room)]);
         }
         poll
     }
@@ -244,11 +255,11 @@ fn answer(
     }
     let store = upto == Upto::Store;
     let index = conn.requests.fetch_add(1, Ordering::Relaxed) + 1;
-    let prefix = conn.prefix.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut stream = conn.stream.lock().unwrap_or_else(PoisonError::into_inner);
     let analysis = conn.analysis.get_or_init(|| {
         analyse(&ConnectionInput {
             hello: &conn.hello,
-            prefix: &prefix,
+            prefix: &stream.bytes,
             alpn_negotiated: conn.alpn.as_deref(),
             tls_version: conn.tls_version,
             cipher: conn.cipher,
@@ -256,10 +267,11 @@ fn answer(
         })
     });
     let facts = &analysis.facts;
-    let head = {
+    let (head, read) = {
         let mut follower = conn.follower.lock().unwrap_or_else(PoisonError::into_inner);
         let follower = follower.get_or_insert_with(|| Follower::new(facts.alpn.spoken));
-        follower.head(&prefix, 0, index).0
+        let head = follower.head(&stream.bytes, stream.base, index).0;
+        (head, follower.offset())
     };
     if store && index == 1 {
         let row = ConnectionRow {
@@ -273,11 +285,15 @@ fn answer(
             prefix_truncated: false,
             analysed_prefix_len: Some(analysis.prefix_len),
             hello: conn.hello.clone(),
-            prefix: prefix.clone(),
+            prefix: stream.bytes.clone(),
         };
         let _ = queue.try_send(Job::Connection(Box::new(row)));
     }
-    drop(prefix);
+    // The bytes the follower has read are no longer needed.
+    let consumed = read.saturating_sub(stream.base).min(stream.bytes.len());
+    stream.bytes.drain(..consumed);
+    stream.base += consumed;
+    drop(stream);
     let record = RequestRecord {
         conn_id: conn.id.clone(),
         index,
@@ -423,7 +439,7 @@ async fn main() -> anyhow::Result<()> {
                 cipher: session
                     .negotiated_cipher_suite()
                     .and_then(|s| CipherSuite(u16::from(s.suite())).name()),
-                prefix: Mutex::new(Vec::new()),
+                stream: Mutex::new(Stream::default()),
                 analysis: OnceLock::new(),
                 follower: Mutex::new(None),
                 requests: AtomicU32::new(0),
