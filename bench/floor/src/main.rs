@@ -1,17 +1,18 @@
 //! `floor-echo`: `baseline-echo` plus the least of the work issue 11 asks of every connection,
 //! done the shortest way: the floor under exitvoice's cost per new connection.
 //!
-//! Beside the baseline's rustls + hyper-util server it copies the ClientHello's first record as
-//! rustls reads it and the decrypted client bytes as hyper reads them (those the follower has
-//! not read yet, up to 64 KiB), analyses the connection once with exitvoice's own [`analyse`]
-//! at its first request, reads each request's head with exitvoice's [`Follower`], answers `/api/clean`'s fields, and queues the
-//! connection's row (at its first request) and each request's row to one batching writer task
-//! that writes them through exitvoice's [`Store::write_batch`] (up to 256 jobs, 100 ms after
-//! the first, as `exitvoice serve`). No deadlines, shutdown signal, admission, metrics,
-//! ledger, router, record of a failed handshake or multi-record ClientHello: what exitvoice
-//! does beyond this is what a hardened server adds on top of the issue's work.
+//! Beside the baseline's rustls + hyper-util server (its TLS configuration and answer come from
+//! `exitvoice_baseline`, so both do the same TLS and HTTP work) it copies the ClientHello's
+//! first record as rustls reads it and the decrypted client bytes as hyper reads them (those the
+//! follower has not read yet, up to 64 KiB), analyses the connection once with exitvoice's own
+//! [`analyse`] at its first request, reads each request's head with exitvoice's [`Follower`],
+//! answers `/api/clean`'s fields, and queues the connection's row (at its first request) and
+//! each request's row to one batching writer task that writes them through exitvoice's
+//! [`Store::write_batch`] (up to 256 jobs, 100 ms after the first, as `exitvoice serve`). No
+//! deadlines, shutdown signal, admission, metrics, ledger, router, record of a failed handshake
+//! or multi-record ClientHello: what exitvoice does beyond this is what a hardened server adds
+//! on top of the issue's work.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -20,21 +21,18 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context as _;
 use bytes::Bytes;
 use clap::Parser;
+use exitvoice_baseline::{json, tls_config, Serving, OK};
 use exitvoice_echo::analysis::{self, analyse, Analysis, ConnectionInput, Follower};
 use exitvoice_echo::tls::{CipherSuite, ProtocolVersion};
 use exitvoice_schema::{ConnectionRow, PeerPolicy, RequestRecord, Spoken};
 use exitvoice_store::{Batch, Store};
-use http::{header, Request, Response};
-use http_body_util::Full;
+use http::Request;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
@@ -44,15 +42,8 @@ use tokio_rustls::TlsAcceptor;
 /// Flags of `floor-echo`.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Address to listen on; port 0 picks a free port (the address is printed).
-    #[arg(long, default_value = "127.0.0.1:0")]
-    listen: SocketAddr,
-    /// PEM certificate chain, leaf first.
-    #[arg(long)]
-    cert: PathBuf,
-    /// PEM private key of --cert.
-    #[arg(long)]
-    key: PathBuf,
+    #[command(flatten)]
+    serving: Serving,
     /// SQLite database (created with exitvoice's schema if missing).
     #[arg(long)]
     db: PathBuf,
@@ -129,79 +120,24 @@ struct Clean<'a> {
     bucket: Option<exitvoice_schema::Bucket>,
 }
 
-/// The baseline's answer.
-const OK: &[u8] = br#"{"ok":true}"#;
-
-/// A JSON answer.
-fn json(body: Bytes) -> Result<Response<Full<Bytes>>, Infallible> {
-    let mut response = Response::new(Full::new(body));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    Ok(response)
-}
-
 fn unix_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Copies the first TLS record the client sends (its ClientHello) as rustls reads it.
-struct HelloCopy<S> {
+/// Where a [`Copying`] stream puts the bytes read through it.
+trait Sink {
+    fn copy(&mut self, read: &[u8]);
+}
+
+/// A stream that hands every byte read through it to its sink.
+struct Copying<S, K> {
     inner: S,
-    hello: Vec<u8>,
-    done: bool,
+    sink: K,
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for HelloCopy<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let start = buf.filled().len();
-        let this = &mut *self;
-        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if !this.done {
-            this.hello.extend_from_slice(&buf.filled()[start..]);
-            if let [_, _, _, high, low, ..] = this.hello[..] {
-                // The record header's length (RFC 8446 section 5.1).
-                let end = 5 + usize::from(u16::from_be_bytes([high, low]));
-                if this.hello.len() >= end {
-                    this.hello.truncate(end);
-                    this.done = true;
-                }
-            }
-        }
-        poll
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for HelloCopy<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// Copies the decrypted client bytes into the connection's stream as hyper reads them.
-struct Tap<S> {
-    inner: S,
-    conn: Arc<Conn>,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
+impl<S: AsyncRead + Unpin, K: Sink + Unpin> AsyncRead for Copying<S, K> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -212,21 +148,13 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
         let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
         let read = &buf.filled()[start..];
         if !read.is_empty() {
-            let mut stream = this
-                .conn
-                .stream
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let room = CAPTURE_BYTES.saturating_sub(stream.bytes.len());
-            stream
-                .bytes
-                .extend_from_slice(&read[..read.len().min(room)]);
+            this.sink.copy(read);
         }
         poll
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
+impl<S: AsyncWrite + Unpin, K: Unpin> AsyncWrite for Copying<S, K> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -239,6 +167,43 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The first TLS record the client sends (its ClientHello), as rustls reads it.
+#[derive(Default)]
+struct Hello {
+    bytes: Vec<u8>,
+    done: bool,
+}
+
+impl Sink for Hello {
+    fn copy(&mut self, read: &[u8]) {
+        if self.done {
+            return;
+        }
+        self.bytes.extend_from_slice(read);
+        if let [_, _, _, high, low, ..] = self.bytes[..] {
+            // The record header's length (RFC 8446 section 5.1).
+            let end = 5 + usize::from(u16::from_be_bytes([high, low]));
+            if self.bytes.len() >= end {
+                self.bytes.truncate(end);
+                self.done = true;
+            }
+        }
+    }
+}
+
+/// The connection's decrypted client bytes, as hyper reads them.
+struct Tap(Arc<Conn>);
+
+impl Sink for Tap {
+    fn copy(&mut self, read: &[u8]) {
+        let mut stream = self.0.stream.lock().unwrap_or_else(PoisonError::into_inner);
+        let room = CAPTURE_BYTES.saturating_sub(stream.bytes.len());
+        stream
+            .bytes
+            .extend_from_slice(&read[..read.len().min(room)]);
     }
 }
 
@@ -360,29 +325,15 @@ async fn write(store: Store, mut queue: mpsc::Receiver<Job>) {
     }
 }
 
-fn tls_config(args: &Args) -> anyhow::Result<rustls::ServerConfig> {
-    let certs = CertificateDer::pem_file_iter(&args.cert)
-        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
-        .with_context(|| format!("reading {}", args.cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(&args.key)
-        .with_context(|| format!("reading {}", args.key.display()))?;
-    let mut config = rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()?;
-    Ok(config)
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let upto = args.upto;
-    let acceptor = TlsAcceptor::from(Arc::new(tls_config(&args)?));
+    let acceptor = TlsAcceptor::from(Arc::new(tls_config(&args.serving.cert, &args.serving.key)?));
     let store = Store::open(&args.db).await?;
     let (queue, jobs) = mpsc::channel(16_384);
     tokio::spawn(write(store, jobs));
-    let listener = TcpListener::bind(args.listen).await?;
+    let listener = TcpListener::bind(args.serving.listen).await?;
     println!(
         "floor-echo: listening on https://{}",
         listener.local_addr()?
@@ -415,15 +366,17 @@ async fn main() -> anyhow::Result<()> {
         let id = format!("{boot}-{:06}", sequence.fetch_add(1, Ordering::Relaxed));
         tokio::spawn(async move {
             let accepted_ms = unix_ms();
-            let copy = HelloCopy {
+            let copy = Copying {
                 inner: tcp,
-                hello: Vec::with_capacity(2048),
-                done: false,
+                sink: Hello {
+                    bytes: Vec::with_capacity(2048),
+                    done: false,
+                },
             };
             let Ok(mut tls) = acceptor.accept(copy).await else {
                 return;
             };
-            let hello = std::mem::take(&mut tls.get_mut().0.hello);
+            let hello = std::mem::take(&mut tls.get_mut().0.sink.bytes);
             let (_, session) = tls.get_ref();
             let conn = Arc::new(Conn {
                 id,
@@ -444,9 +397,9 @@ async fn main() -> anyhow::Result<()> {
                 follower: Mutex::new(None),
                 requests: AtomicU32::new(0),
             });
-            let tap = Tap {
+            let tap = Copying {
                 inner: tls,
-                conn: Arc::clone(&conn),
+                sink: Tap(Arc::clone(&conn)),
             };
             let service = service_fn(move |request: Request<Incoming>| {
                 let answered = json(Bytes::from(answer(&conn, &request, upto, &queue)));
