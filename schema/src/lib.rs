@@ -24,9 +24,9 @@ pub use label::{
     LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
 pub use observation::{
-    compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRecord, ConnectionRow, ConnectionSummary,
-    Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery, RequestRecord,
-    StoredFacts, StoredObservation, OBSERVATION_SCHEMA_VERSION,
+    compose_echo, rfc3339_ms, CleanEcho, ConnectionFacts, ConnectionRecord, ConnectionRow,
+    ConnectionSummary, Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery,
+    RequestRecord, StoredFacts, StoredObservation, OBSERVATION_SCHEMA_VERSION,
 };
 pub use probe::{
     H3Probe, LedgerVerdict, ProbeFailure, ProbeRecord, Sample, UdpPath, PROBE_SCHEMA_VERSION,

@@ -7,7 +7,7 @@ use crate::echo::{
     Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho,
     ECHO_SCHEMA_VERSION,
 };
-use crate::voice::Bucket;
+use crate::voice::{Bucket, VoiceId};
 
 /// Version of the observation JSON shape. Bump when a field changes meaning or is removed.
 pub const OBSERVATION_SCHEMA_VERSION: u32 = 2;
@@ -195,6 +195,50 @@ pub struct RequestRecord {
     pub header_order: Vec<String>,
     /// HTTP/1.x: this request's head.
     pub http1: Option<Http1Echo>,
+}
+
+/// The clean echo of a request (`/api/clean`, and the summary in every 404 of the echo server):
+/// hashes and ids only, borrowed from its connection's facts and its own record.
+#[derive(Debug, Serialize)]
+pub struct CleanEcho<'a> {
+    schema_version: u32,
+    ja3_hash: Option<&'a str>,
+    ja3n_hash: Option<&'a str>,
+    ja4: Option<&'a str>,
+    tls_voice_id: Option<&'a VoiceId>,
+    order_id: Option<&'a str>,
+    akamai_fingerprint_hash: Option<&'a str>,
+    http2_voice_id: Option<&'a VoiceId>,
+    http1_voice_id: Option<&'a VoiceId>,
+    spoken: Spoken,
+    stream_id: Option<u32>,
+    index: u32,
+    bucket: Option<Bucket>,
+    profile: Option<&'a str>,
+}
+
+impl<'a> CleanEcho<'a> {
+    /// The clean echo of `record`, a request on a connection with these `facts`.
+    pub fn new(facts: &'a ConnectionFacts, record: &'a RequestRecord) -> Self {
+        let tls = facts.tls.as_ref();
+        let http2 = facts.http2.as_ref();
+        Self {
+            schema_version: ECHO_SCHEMA_VERSION,
+            ja3_hash: tls.map(|t| t.ja3_hash.as_str()),
+            ja3n_hash: tls.map(|t| t.ja3n_hash.as_str()),
+            ja4: tls.map(|t| t.ja4.as_str()),
+            tls_voice_id: tls.map(|t| &t.voice_id),
+            order_id: tls.map(|t| t.order_id.as_str()),
+            akamai_fingerprint_hash: http2.map(|h| h.akamai_fingerprint_hash.as_str()),
+            http2_voice_id: http2.map(|h| &h.voice_id),
+            http1_voice_id: record.http1.as_ref().map(|h| &h.voice_id),
+            spoken: facts.alpn.spoken,
+            stream_id: record.stream_id,
+            index: record.index,
+            bucket: record.bucket,
+            profile: http2.and_then(|h| h.profile.as_deref()),
+        }
+    }
 }
 
 /// Composes the echo of `request` from its connection's facts: the one place both the live

@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use exitvoice_pages::negotiate::prefers_html;
 use exitvoice_schema::coherence;
 use exitvoice_schema::{
-    rfc3339_ms, Alpn, Bucket, Coherence, ConnectionFacts, Families, FirstRequest, Http1Echo, Peer,
-    PeerPolicy, RawJson, RequestPosition, RequestRecord, Spoken, VoiceId, ECHO_SCHEMA_VERSION,
+    rfc3339_ms, Alpn, Bucket, CleanEcho, Coherence, Families, FirstRequest, Http1Echo, Peer,
+    PeerPolicy, RawJson, RequestPosition, RequestRecord, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use http_body_util::BodyExt as _;
 use serde::Serialize;
@@ -444,55 +444,13 @@ pub(super) async fn http1(
     json_answer(&view, ANSWER_BYTES)
 }
 
-/// `/api/clean`, and the summary inside every 404: hashes and ids only.
-#[derive(Debug, Serialize)]
-struct Clean<'a> {
-    schema_version: u32,
-    ja3_hash: Option<&'a str>,
-    ja3n_hash: Option<&'a str>,
-    ja4: Option<&'a str>,
-    tls_voice_id: Option<&'a VoiceId>,
-    order_id: Option<&'a str>,
-    akamai_fingerprint_hash: Option<&'a str>,
-    http2_voice_id: Option<&'a VoiceId>,
-    http1_voice_id: Option<&'a VoiceId>,
-    spoken: Spoken,
-    stream_id: Option<u32>,
-    index: u32,
-    bucket: Option<Bucket>,
-    profile: Option<&'a str>,
-}
-
-impl<'a> Clean<'a> {
-    fn new(facts: &'a ConnectionFacts, record: &'a RequestRecord) -> Self {
-        let tls = facts.tls.as_ref();
-        let http2 = facts.http2.as_ref();
-        Self {
-            schema_version: ECHO_SCHEMA_VERSION,
-            ja3_hash: tls.map(|t| t.ja3_hash.as_str()),
-            ja3n_hash: tls.map(|t| t.ja3n_hash.as_str()),
-            ja4: tls.map(|t| t.ja4.as_str()),
-            tls_voice_id: tls.map(|t| &t.voice_id),
-            order_id: tls.map(|t| t.order_id.as_str()),
-            akamai_fingerprint_hash: http2.map(|h| h.akamai_fingerprint_hash.as_str()),
-            http2_voice_id: http2.map(|h| &h.voice_id),
-            http1_voice_id: record.http1.as_ref().map(|h| &h.voice_id),
-            spoken: facts.alpn.spoken,
-            stream_id: record.stream_id,
-            index: record.index,
-            bucket: record.bucket,
-            profile: http2.and_then(|h| h.profile.as_deref()),
-        }
-    }
-}
-
 pub(super) async fn clean(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let clean = Clean::new(&seen.analysis(&state.metrics).facts, &seen.record);
+    let clean = CleanEcho::new(&seen.analysis(&state.metrics).facts, &seen.record);
     json_answer(&clean, ANSWER_BYTES)
 }
 
@@ -502,7 +460,7 @@ struct NotFound<'a> {
     api_version: u32,
     error: &'static str,
     path: &'a str,
-    fingerprint: Clean<'a>,
+    fingerprint: CleanEcho<'a>,
 }
 
 /// Every path without a route: for a client that prefers HTML, the fingerprint page (`200` at
@@ -530,7 +488,7 @@ pub(super) async fn not_found(
         api_version: super::API_VERSION,
         error: "not_found",
         path: &seen.record.path,
-        fingerprint: Clean::new(&seen.analysis(&state.metrics).facts, &seen.record),
+        fingerprint: CleanEcho::new(&seen.analysis(&state.metrics).facts, &seen.record),
     };
     // The same URL answers HTML to browsers (RFC 9110 section 12.5.5).
     Ok((
@@ -544,6 +502,7 @@ pub(super) async fn not_found(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use exitvoice_schema::{ConnectionFacts, Spoken};
 
     /// The borrowed view the server answers with is the schema's `Echo`, field for field: the
     /// same value `compose_echo` builds for `/api/observations` (a real curl connection).
