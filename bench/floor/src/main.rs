@@ -26,14 +26,13 @@ use clap::Parser;
 use exitvoice_baseline::{json, tls_config, Serving, OK};
 use exitvoice_echo::analysis::{self, analyse, Analysis, ConnectionInput, Follower};
 use exitvoice_echo::tls::{CipherSuite, ProtocolVersion};
-use exitvoice_schema::{ConnectionRow, PeerPolicy, RequestRecord, Spoken};
+use exitvoice_schema::{CleanEcho, ConnectionRow, PeerPolicy, RequestRecord};
 use exitvoice_store::{Batch, Store};
 use http::Request;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -86,38 +85,23 @@ struct Conn {
     cipher: Option<&'static str>,
     stream: Mutex<Stream>,
     analysis: OnceLock<Analysis>,
-    follower: Mutex<Option<Follower>>,
     requests: AtomicU32,
 }
 
-/// The decrypted client bytes from stream offset `base` on: from the first byte until the
-/// first request's head was read, then what the follower has not read yet.
+/// The decrypted client bytes from stream offset `base` on (from the first byte until the
+/// first request's head was read, then what the follower has not read yet), and the follower
+/// that reads each request's head from them.
 #[derive(Default)]
 struct Stream {
     bytes: Vec<u8>,
     base: usize,
+    follower: Option<Follower>,
 }
 
 /// What the writer stores.
 enum Job {
     Connection(Box<ConnectionRow>),
     Request(Box<RequestRecord>),
-}
-
-/// `/api/clean`'s fields.
-#[derive(Serialize)]
-struct Clean<'a> {
-    ja3_hash: Option<&'a str>,
-    ja3n_hash: Option<&'a str>,
-    ja4: Option<&'a str>,
-    tls_voice_id: Option<&'a str>,
-    order_id: Option<&'a str>,
-    akamai_fingerprint_hash: Option<&'a str>,
-    http2_voice_id: Option<&'a str>,
-    spoken: Spoken,
-    stream_id: Option<u32>,
-    index: u32,
-    bucket: Option<exitvoice_schema::Bucket>,
 }
 
 fn unix_ms() -> i64 {
@@ -208,15 +192,15 @@ impl Sink for Tap {
 }
 
 /// Analyses the connection at its first request, reads the request's own head, queues the
-/// rows and answers the clean fields.
+/// rows and answers the clean echo.
 fn answer(
     conn: &Conn,
     request: &Request<Incoming>,
     upto: Upto,
     queue: &mpsc::Sender<Job>,
-) -> Vec<u8> {
+) -> Bytes {
     if upto == Upto::Capture {
-        return OK.to_vec();
+        return Bytes::from_static(OK);
     }
     let store = upto == Upto::Store;
     let index = conn.requests.fetch_add(1, Ordering::Relaxed) + 1;
@@ -232,12 +216,14 @@ fn answer(
         })
     });
     let facts = &analysis.facts;
-    let (head, read) = {
-        let mut follower = conn.follower.lock().unwrap_or_else(PoisonError::into_inner);
-        let follower = follower.get_or_insert_with(|| Follower::new(facts.alpn.spoken));
-        let head = follower.head(&stream.bytes, stream.base, index).0;
-        (head, follower.offset())
-    };
+    let Stream {
+        bytes,
+        base,
+        follower,
+    } = &mut *stream;
+    let follower = follower.get_or_insert_with(|| Follower::new(facts.alpn.spoken));
+    let head = follower.head(bytes, *base, index).0;
+    let read = follower.offset();
     if store && index == 1 {
         let row = ConnectionRow {
             conn_id: conn.id.clone(),
@@ -275,27 +261,12 @@ fn answer(
         header_order: head.header_order,
         http1: head.http1,
     };
-    let tls = facts.tls.as_ref();
-    let http2 = facts.http2.as_ref();
-    let clean = Clean {
-        ja3_hash: tls.map(|t| t.ja3_hash.as_str()),
-        ja3n_hash: tls.map(|t| t.ja3n_hash.as_str()),
-        ja4: tls.map(|t| t.ja4.as_str()),
-        tls_voice_id: tls.map(|t| t.voice_id.0.as_str()),
-        order_id: tls.map(|t| t.order_id.as_str()),
-        akamai_fingerprint_hash: http2.map(|h| h.akamai_fingerprint_hash.as_str()),
-        http2_voice_id: http2.map(|h| h.voice_id.0.as_str()),
-        spoken: facts.alpn.spoken,
-        stream_id: record.stream_id,
-        index,
-        bucket: record.bucket,
-    };
     let mut body = Vec::with_capacity(1024);
-    let _ = serde_json::to_writer(&mut body, &clean);
+    let _ = serde_json::to_writer(&mut body, &CleanEcho::new(facts, &record));
     if store {
         let _ = queue.try_send(Job::Request(Box::new(record)));
     }
-    body
+    body.into()
 }
 
 /// Writes the queued rows in batches, one transaction each.
@@ -394,7 +365,6 @@ async fn main() -> anyhow::Result<()> {
                     .and_then(|s| CipherSuite(u16::from(s.suite())).name()),
                 stream: Mutex::new(Stream::default()),
                 analysis: OnceLock::new(),
-                follower: Mutex::new(None),
                 requests: AtomicU32::new(0),
             });
             let tap = Copying {
@@ -402,7 +372,7 @@ async fn main() -> anyhow::Result<()> {
                 sink: Tap(Arc::clone(&conn)),
             };
             let service = service_fn(move |request: Request<Incoming>| {
-                let answered = json(Bytes::from(answer(&conn, &request, upto, &queue)));
+                let answered = json(answer(&conn, &request, upto, &queue));
                 async move { answered }
             });
             let _ = server.serve_connection(TokioIo::new(tap), service).await;
