@@ -40,9 +40,16 @@ fn chromium_through_tunnelling_exits_keeps_chromiums_tls_voice() {
         &work.path().join("audit.db"),
         &["--persona", "chromium", "--samples", "3"],
     );
-    // Chromium's request went through tinyproxy, not around it.
+    // Chromium's requests went through tinyproxy, not around it: one connection per sample, to
+    // the echo and nowhere else (Chromium's own background fetches stay off the exit).
     let log = std::fs::read_to_string(tiny.dir().join("tinyproxy.out")).unwrap_or_default();
-    assert!(log.contains("CONNECT"), "tinyproxy saw no CONNECT:\n{log}");
+    let requests: Vec<&str> = log
+        .lines()
+        .filter_map(|line| line.split_once("): ").map(|(_, request)| request))
+        .filter(|request| request.ends_with(" HTTP/1.1") || request.ends_with(" HTTP/1.0"))
+        .collect();
+    let to_echo = format!("CONNECT localhost:{} HTTP/1.1", echo.port);
+    assert_eq!(requests, vec![to_echo.as_str(); 3], "{log}");
     let direct = run.labels["baseline"]["tls_voice"]
         .as_str()
         .unwrap_or_else(|| panic!("no direct Chromium TLS voice: {}", run.labels));
@@ -123,6 +130,80 @@ fn both_personas_give_the_same_route_and_flags() {
         "the interceptor's voice is recorded: {mitm}"
     );
     assert_eq!(chromium.exit("tinyproxy")["route"], "identity");
+}
+
+/// Issue 35: one exit whose connections a real haproxy round-robins over a tunnel (squid) and an
+/// interceptor (mitmproxy), and one over three stacks (squid, mitmproxy, a TLS-terminating
+/// gateway), get one verdict whatever the persona: quarantined, intercepted, not stable. One
+/// sample is one connection through the exit for both personas, so within six samples every
+/// backend answers, and the interceptor's voice is in the Chromium persona's history too.
+#[test]
+fn a_round_robin_over_an_interceptor_gets_one_verdict_from_both_personas() {
+    use gateway::{Gateway, Mode};
+    let echo = EchoServer::start();
+    let squid = Proxy::squid();
+    let mitm = Proxy::start("mitmproxy", &[]);
+    let reoriginating = Gateway::start(Mode::Downgrade, &echo.dir.path().join("echo.db.cert.pem"));
+    let (squid_port, mitm_port) = (squid.port.to_string(), mitm.port.to_string());
+    let rr2 = Proxy::start("haproxy", &[&squid_port, &mitm_port]);
+    let rr3 = Proxy::start(
+        "haproxy",
+        &[&squid_port, &mitm_port, &reoriginating.port.to_string()],
+    );
+    let work = tempfile::tempdir().unwrap();
+    let url = |port: u16| format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{port}");
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("rr2", url(rr2.port)), ("rr3", url(rr3.port))],
+    );
+    let samples = ["--samples", "6"];
+    let rustls = audit(&exits, &work.path().join("rustls.db"), &samples);
+    let chromium = audit(
+        &exits,
+        &work.path().join("chromium.db"),
+        &["--persona", "chromium", "--samples", "6"],
+    );
+    for (persona, run) in [("rustls", &rustls), ("chromium", &chromium)] {
+        for name in ["rr2", "rr3"] {
+            let label = run.exit(name);
+            assert_eq!(label["samples"], 6, "{persona} {name}: {label}");
+            assert_eq!(label["route"], "quarantine", "{persona} {name}: {label}");
+            assert_eq!(
+                label["flags"]["tls_intercepted"], true,
+                "{persona} {name}: {label}"
+            );
+            let state = label["state"].as_str().unwrap();
+            assert!(
+                state == "alternating" || state == "mutating",
+                "{persona} {name}: {label}"
+            );
+        }
+    }
+    for name in ["rr2", "rr3"] {
+        let (a, b) = (rustls.exit(name), chromium.exit(name));
+        for flag in ["tls_intercepted", "tls_reoriginated", "tls_preserved"] {
+            assert_eq!(
+                a["flags"][flag], b["flags"][flag],
+                "{name} {flag}:\n{a}\n{b}"
+            );
+        }
+        assert_eq!(a["route"], b["route"], "{name}:\n{a}\n{b}");
+    }
+    // Behind the two-way round robin the Chromium persona heard both backends: its own voice
+    // through squid, mitmproxy's through the interceptor.
+    let direct = chromium.labels["baseline"]["tls_voice"].as_str().unwrap();
+    let voices: Vec<&str> = chromium.exit("rr2")["voices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(
+        voices.iter().any(|v| v.starts_with(direct))
+            && voices.iter().any(|v| !v.starts_with(direct)),
+        "{voices:?} lack a backend (direct {direct})"
+    );
 }
 
 /// Issue 16: the persona's h3 ledger verdict. Chromium sends no QUIC while a proxy is

@@ -3,7 +3,8 @@
 //!
 //! [`tls`] owns the handshake and the pin, [`h2`] the profile-shaped HTTP/2 client, [`http1`]
 //! the fallback when the server picks `http/1.1`; [`h3`] is the run's QUIC probe (HTTP/3 over
-//! UDP, directly or through a SOCKS5 exit's UDP relay).
+//! UDP, directly or through a SOCKS5 exit's UDP relay). [`chromium`] is the persona that loads
+//! the echo in real headless Chromium, [`netlog`] reads what Chromium's TLS was shown.
 
 pub mod chromium;
 pub mod h2;
@@ -11,6 +12,7 @@ pub mod h3;
 pub mod http1;
 pub mod leaf;
 pub mod ledger;
+pub mod netlog;
 pub mod tls;
 
 use std::time::{Duration, Instant};
@@ -31,8 +33,8 @@ pub struct ProbeOutcome {
     pub echo: Echo,
     /// ALPN the auditor saw negotiated.
     pub alpn: Option<String>,
-    /// The certificate the auditor was shown (the Chromium persona knows only whether its pin
-    /// held, not the certificate itself); `None` only when no certificate was checked.
+    /// The certificate the auditor was shown (the Chromium persona's, read from Chromium's net
+    /// log); `None` only when no certificate was checked.
     pub cert: Option<CertView>,
     /// From the start of the dial to the full echo.
     pub latency: Duration,

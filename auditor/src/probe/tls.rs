@@ -33,6 +33,20 @@ pub struct CertView {
     pub pinned: bool,
 }
 
+impl CertView {
+    /// The view of the end-entity certificate `der`, judged against `pin`; `None` when it is not
+    /// an X.509 certificate.
+    pub fn of(der: &[u8], pin: [u8; 32]) -> Option<Self> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+        let spki: [u8; 32] = Sha256::digest(cert.tbs_certificate.subject_pki.raw).into();
+        Some(Self {
+            spki_sha256: spki,
+            issuer: cert.issuer().to_string(),
+            pinned: spki == pin,
+        })
+    }
+}
+
 /// A finished handshake.
 pub struct Handshake {
     /// The TLS stream.
@@ -50,15 +64,9 @@ fn record_pin(
     seen: Arc<Mutex<Option<CertView>>>,
 ) -> impl Fn(&CertificateDer<'_>) -> Result<(), rustls::Error> + Send + Sync + 'static {
     move |end_entity| {
-        let (_, cert) = x509_parser::parse_x509_certificate(end_entity).map_err(|_| {
-            rustls::Error::InvalidCertificate(rustls::CertificateError::BadEncoding)
-        })?;
-        let spki: [u8; 32] = Sha256::digest(cert.tbs_certificate.subject_pki.raw).into();
-        let view = CertView {
-            spki_sha256: spki,
-            issuer: cert.issuer().to_string(),
-            pinned: spki == pin,
-        };
+        let view = CertView::of(end_entity, pin).ok_or(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::BadEncoding,
+        ))?;
         if let Ok(mut seen) = seen.lock() {
             *seen = Some(view);
         }
