@@ -81,6 +81,7 @@ mod tests {
             latency_ms: None,
             error: None,
             sample: None,
+            retried: Vec::new(),
             h3,
             ledger: None,
         }

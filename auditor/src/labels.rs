@@ -4,7 +4,8 @@
 //! Every part is configurable in the exits file's `[route]` table; the route is the worst one
 //! any reason asks for, and `route_reasons` lists every reason, most severe first:
 //! 1. **quarantine** if the exit is *failing* (no successful sample in the window, or a share of
-//!    failed probes ≥ `quarantine_error_ratio`), if any sample was *intercepted*
+//!    failed probes ≥ `quarantine_error_ratio`; a sample's retried attempts are probes too, each
+//!    its own connection through the exit), if any sample was *intercepted*
 //!    (`quarantine_intercepted`) or its TLS voice was not the baseline's (*re-originated*,
 //!    `quarantine_reoriginated`), if a `rotate = true` exit did not rotate, if a sample left from
 //!    the baseline's egress (`quarantine_not_proxied`, off by default), if any sample's bucket
@@ -221,22 +222,28 @@ pub fn label(
         tls_reoriginated: samples.iter().any(|(_, s)| s.tls_preserved == Some(false)),
         h3_gap: crate::h3_label::gap(h3.as_ref()),
     };
+    // Every connection through the exit counts, the retried attempts of a sample too.
     let mut errors: BTreeMap<String, u32> = BTreeMap::new();
-    for failure in window.iter().filter_map(|r| r.error.as_ref()) {
+    let failures = window
+        .iter()
+        .flat_map(|r| r.retried.iter().chain(r.error.as_ref()));
+    for failure in failures {
         *errors.entry(failure.class.clone()).or_default() += 1;
     }
     let bucket = samples.last().and_then(|(_, s)| s.bucket);
-    let failed = window.len() - samples.len();
+    let retried: usize = window.iter().map(|r| r.retried.len()).sum();
+    let failed = window.len() - samples.len() + retried;
+    let probes = window.len() + retried;
     #[allow(clippy::cast_precision_loss)]
     let error_ratio = if window.is_empty() {
         1.0
     } else {
-        failed as f64 / window.len() as f64
+        failed as f64 / probes as f64
     };
     let window_buckets: Vec<Bucket> = samples.iter().filter_map(|(_, s)| s.bucket).collect();
     let verdict = Verdict {
         failing: (samples.is_empty() || error_ratio >= rule.quarantine_error_ratio)
-            .then(|| format!("failing: {failed} of {} probes failed", window.len())),
+            .then(|| format!("failing: {failed} of {probes} probes failed")),
         state: drift.state,
         bucket,
         window_buckets: &window_buckets,
@@ -478,18 +485,19 @@ fn sticky_broken(samples: &[(&ProbeRecord, &Sample)]) -> bool {
     })
 }
 
-/// Consecutive clean probes, newest back: successful, not intercepted and not re-originated
-/// (when those quarantine), in no quarantine bucket.
+/// Consecutive clean probes, newest back: successful at the first attempt, not intercepted and
+/// not re-originated (when those quarantine), in no quarantine bucket.
 fn clean_streak(records: &[ProbeRecord], rule: &RouteRule) -> u32 {
     let clean = |r: &&ProbeRecord| {
-        r.sample.as_ref().is_some_and(|s| {
-            let intercepted = rule.quarantine_intercepted && s.tls_intercepted;
-            let reoriginated = rule.quarantine_reoriginated && s.tls_preserved == Some(false);
-            let bucket = s
-                .bucket
-                .is_some_and(|b| rule.quarantine_buckets.contains(&b));
-            !(intercepted || reoriginated || bucket)
-        })
+        r.retried.is_empty()
+            && r.sample.as_ref().is_some_and(|s| {
+                let intercepted = rule.quarantine_intercepted && s.tls_intercepted;
+                let reoriginated = rule.quarantine_reoriginated && s.tls_preserved == Some(false);
+                let bucket = s
+                    .bucket
+                    .is_some_and(|b| rule.quarantine_buckets.contains(&b));
+                !(intercepted || reoriginated || bucket)
+            })
     };
     u32::try_from(records.iter().rev().take_while(clean).count()).unwrap_or(u32::MAX)
 }
@@ -553,6 +561,7 @@ mod tests {
                 coherence: None,
                 echo: echo(),
             }),
+            retried: Vec::new(),
             h3: None,
             ledger: None,
         }
@@ -636,6 +645,37 @@ mod tests {
         assert_eq!(label.route, Route::Quarantine);
         assert_eq!(label.errors.get("proxy_auth"), Some(&4));
         assert_eq!(label.state, DriftState::Unknown);
+    }
+
+    /// Issue 35: a balancer's dead backend hidden behind each sample's retry (every first attempt
+    /// times out, every retry lands on the live backend) is half of the exit's connections.
+    #[test]
+    fn retried_attempts_are_probes_of_their_own() {
+        let records: Vec<_> = (1..=4)
+            .map(|i| ProbeRecord {
+                retried: vec![ProbeFailure {
+                    class: "timeout".into(),
+                    phase: Some("tunnel".into()),
+                    message: String::new(),
+                }],
+                ..ok(i, "tls_a", Bucket::A, true, false)
+            })
+            .collect();
+        let label = route(&records);
+        assert_eq!(label.errors.get("timeout"), Some(&4));
+        assert_eq!(label.route, Route::Quarantine);
+        assert_eq!(label.route_reasons[0], "failing: 4 of 8 probes failed");
+        assert_eq!(label.clean_samples, 0);
+        assert_eq!(
+            label.state,
+            DriftState::Stable,
+            "the voices themselves agree"
+        );
+        // Without the retries the same voices make an identity exit.
+        let first_try: Vec<_> = (1..=4)
+            .map(|i| ok(i, "tls_a", Bucket::A, true, false))
+            .collect();
+        assert_eq!(route(&first_try).route, Route::Identity);
     }
 
     /// Records from before a normalization upgrade (`tlsv1_`) are not compared with the ones

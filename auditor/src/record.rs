@@ -32,6 +32,15 @@ pub struct ProbeContext<'a> {
     pub started_at: String,
 }
 
+/// A failed probe as it is stored: class, phase and a message without secrets.
+pub fn failure(error: &ProbeError) -> ProbeFailure {
+    ProbeFailure {
+        class: error.class().as_str().to_owned(),
+        phase: error.phase().map(|p| p.to_string()),
+        message: error.to_string(),
+    }
+}
+
 /// Builds the record of one probe, comparing a sample with the baseline's.
 pub fn record(
     context: ProbeContext<'_>,
@@ -44,15 +53,7 @@ pub fn record(
             None,
             Some(sample(outcome, baseline)),
         ),
-        Err(error) => (
-            None,
-            Some(ProbeFailure {
-                class: error.class().as_str().to_owned(),
-                phase: error.phase().map(|p| p.to_string()),
-                message: error.to_string(),
-            }),
-            None,
-        ),
+        Err(error) => (None, Some(failure(&error)), None),
     };
     ProbeRecord {
         schema_version: PROBE_SCHEMA_VERSION,
@@ -69,6 +70,7 @@ pub fn record(
         latency_ms,
         error,
         sample,
+        retried: Vec::new(),
         h3: None,
         ledger: None,
     }

@@ -38,6 +38,12 @@ pub struct ProbeRecord {
     pub error: Option<ProbeFailure>,
     /// What the probe saw, if it succeeded.
     pub sample: Option<Sample>,
+    /// The failures of this sample's earlier attempts, oldest first: each was its own
+    /// connection through the exit, retried as transient. Evidence like any other connection
+    /// (a balancer's failing backend must not hide behind the retry that lands on the next
+    /// one); empty when the first attempt decided, and in records written before this field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retried: Vec<ProbeFailure>,
     /// The run's QUIC probe of this exit (or of the baseline), kept with its first sample's
     /// record; `None` on the other records, and when the run made none.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -189,6 +189,7 @@ mod tests {
                 message: "tunnel timed out".into(),
             }),
             sample: None,
+            retried: Vec::new(),
             h3: None,
             ledger: None,
         }

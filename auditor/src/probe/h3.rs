@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
-use exitvoice_schema::{H3Probe, ProbeFailure, UdpPath};
+use exitvoice_schema::{H3Probe, UdpPath};
 use quinn::{AsyncUdpSocket, Endpoint, EndpointConfig, Runtime, TokioRuntime};
 
 use super::tls::{pinned_config, server_name, shown, CertView};
@@ -64,11 +64,7 @@ pub async fn probe(
         },
         Err(error) => H3Probe {
             token: Some(token.to_owned()),
-            error: Some(ProbeFailure {
-                class: error.class().as_str().to_owned(),
-                phase: error.phase().map(|p| p.to_string()),
-                message: error.to_string(),
-            }),
+            error: Some(crate::record::failure(&error)),
             ..H3Probe::not_carried(via)
         },
     }

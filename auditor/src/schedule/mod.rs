@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use exitvoice_schema::{ExitLabel, LabelsDoc, ProbeRecord, Sample, LABELS_SCHEMA_VERSION};
+use exitvoice_schema::{
+    ExitLabel, LabelsDoc, ProbeFailure, ProbeRecord, Sample, LABELS_SCHEMA_VERSION,
+};
 use exitvoice_store::{Store, StoreError};
 use rand::Rng;
 use tokio::sync::Semaphore;
@@ -227,13 +229,15 @@ pub fn new_run_id() -> String {
     )
 }
 
+/// A sample's probe, retried while it fails transiently: the outcome of its last attempt, and
+/// the failures of the attempts before it (each its own connection through the exit).
 async fn probe_with_retries(
     exit: Option<&Exit>,
     echo: &EchoTarget,
     config: &RunConfig,
     token: &str,
-) -> Result<ProbeOutcome, ProbeError> {
-    let mut attempt = 0;
+) -> (Result<ProbeOutcome, ProbeError>, Vec<ProbeFailure>) {
+    let mut retried = Vec::new();
     loop {
         let result = match &config.persona {
             Persona::Rustls => {
@@ -243,6 +247,7 @@ async fn probe_with_retries(
                 probe::chromium::probe(exit, echo, token, &config.timeouts, chromium).await
             }
         };
+        let attempt = u32::try_from(retried.len()).unwrap_or(u32::MAX);
         match result {
             Err(error) if error.class().is_transient() && attempt < config.retries => {
                 let delay = config.backoff.saturating_mul(1 << attempt.min(16));
@@ -252,10 +257,10 @@ async fn probe_with_retries(
                     attempt,
                     "transient probe failure, retrying"
                 );
+                retried.push(record::failure(&error));
                 tokio::time::sleep(delay).await;
-                attempt += 1;
             }
-            other => return other,
+            other => return (other, retried),
         }
     }
 }
@@ -340,7 +345,7 @@ async fn run(
     config.progress.done.store(0, Ordering::Relaxed);
     let token = probe::new_token();
     let started_at = now_rfc3339();
-    let outcome = probe_with_retries(None, echo, config, &token).await;
+    let (outcome, retried) = probe_with_retries(None, echo, config, &token).await;
     config.progress.done.fetch_add(1, Ordering::Relaxed);
     if let Err(error) = &outcome {
         tracing::warn!(class = %error.class(), error = %error, "direct baseline failed");
@@ -356,6 +361,7 @@ async fn run(
         outcome,
         None,
     );
+    baseline.retried = retried;
     if config.quic {
         let h3 = probe::h3::probe(None, echo, &probe::new_token(), &config.quic_timeouts()).await;
         if let Some(error) = &h3.error {
@@ -519,7 +525,7 @@ async fn sample_exit(
         }
         let token = probe::new_token();
         let started_at = now_rfc3339();
-        let outcome = {
+        let (outcome, retried) = {
             let _guard = in_flight.enter(in_flight_key(&exit));
             // Boxed: a probe's state (TLS client, HTTP/2 writer, buffers) exists only while the
             // probe runs, instead of inside each of the run's many waiting tasks.
@@ -561,6 +567,7 @@ async fn sample_exit(
             outcome,
             shared.baseline.as_ref(),
         );
+        record.retried = retried;
         if sample == 0 && shared.quic {
             let token = probe::new_token();
             let h3 = Box::pin(probe::h3::probe(
@@ -726,18 +733,26 @@ mod tests {
         };
 
         let (silent, attempts) = counting_proxy(b"").await;
-        let error = probe_with_retries(Some(&exit_for(silent)), &echo, &config, "t")
-            .await
-            .unwrap_err();
-        assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
+        let (outcome, retried) =
+            probe_with_retries(Some(&exit_for(silent)), &echo, &config, "t").await;
+        assert_eq!(
+            outcome.unwrap_err().class(),
+            crate::error::ErrorClass::Timeout
+        );
         assert_eq!(attempts.load(Ordering::Relaxed), 3, "1 try + 2 retries");
+        // The two retried attempts are kept as evidence, each its own connection.
+        let classes: Vec<&str> = retried.iter().map(|f| f.class.as_str()).collect();
+        assert_eq!(classes, ["timeout", "timeout"]);
 
         let (auth, attempts) =
             counting_proxy(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n").await;
-        let error = probe_with_retries(Some(&exit_for(auth)), &echo, &config, "t")
-            .await
-            .unwrap_err();
-        assert_eq!(error.class(), crate::error::ErrorClass::ProxyAuth);
+        let (outcome, retried) =
+            probe_with_retries(Some(&exit_for(auth)), &echo, &config, "t").await;
+        assert_eq!(
+            outcome.unwrap_err().class(),
+            crate::error::ErrorClass::ProxyAuth
+        );
+        assert!(retried.is_empty());
         assert_eq!(
             attempts.load(Ordering::Relaxed),
             1,
@@ -756,6 +771,7 @@ mod tests {
         };
         let error = probe_with_retries(Some(&exit_for(mute)), &echo, &config, "t")
             .await
+            .0
             .unwrap_err();
         assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
         assert_eq!(error.phase(), Some(crate::error::Phase::Tls));
