@@ -20,7 +20,7 @@ use super::database::DatabaseArg;
 use anyhow::Context;
 use exitvoice_auditor::dial::Timeouts;
 use exitvoice_auditor::drift::DriftConfig;
-use exitvoice_auditor::exits::{AuditFile, EchoTarget, SessionMinter};
+use exitvoice_auditor::exits::{EchoTarget, ExitsFile, SessionMinter};
 use exitvoice_auditor::exposition::{self, AuditMetrics};
 use exitvoice_auditor::labels::RouteRule;
 use exitvoice_auditor::preflight::{self, Thresholds};
@@ -288,7 +288,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let bytes =
         std::fs::read(&args.exits).with_context(|| format!("reading {}", args.exits.display()))?;
-    let file = AuditFile::parse(&bytes)?;
+    let file = ExitsFile::<RouteRule>::parse(&bytes)?;
     let echo = match (&args.echo_url, &args.echo_pin) {
         (Some(url), Some(pin)) => EchoTarget::new(url, pin)?,
         _ => file.echo.clone().context(

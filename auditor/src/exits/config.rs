@@ -5,7 +5,7 @@
 //! url = "https://echo.example:18443"          # where probes go
 //! spki_sha256 = "9f86d08…"                    # hex sha256 of the echo certificate's SPKI
 //!
-//! [route]                                      # optional, see `labels::RouteRule`
+//! [route]                                      # optional, the reader's own table (below)
 //! quarantine_buckets = ["D"]
 //!
 //! [[exits]]
@@ -31,15 +31,20 @@
 //!
 //! Parsing never panics and never quotes credentials in its errors: TOML errors are reduced to
 //! their message and line number, URL errors to their kind.
+//!
+//! The `[route]` table belongs to one reader, the auditor (its route rule), so the file is
+//! generic over it: [`ExitsFile<R>`] deserializes the table as `R` in the same pass as the rest
+//! (its errors keep their line), and a reader with no use for it takes
+//! [`serde::de::IgnoredAny`].
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use base64::Engine;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
-use crate::labels::RouteRule;
 
 /// Largest exits file read (bytes): a config, not a data set.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
@@ -104,15 +109,15 @@ impl EchoTarget {
     }
 }
 
-/// A parsed exits file.
+/// A parsed exits file; `R` is its `[route]` table (see the module docs).
 #[derive(Clone, Debug)]
-pub struct AuditFile {
+pub struct ExitsFile<R> {
     /// The echo target, if the file names one (a plain list never does).
     pub echo: Option<EchoTarget>,
     /// The exits, gateway sessions expanded.
     pub exits: Vec<Exit>,
-    /// The route rule, default unless the file has a `[route]` table.
-    pub route: RouteRule,
+    /// The `[route]` table, `R::default()` when the file has none.
+    pub route: R,
 }
 
 /// Why an exits file was rejected. Never contains a password.
@@ -168,10 +173,10 @@ pub enum ConfigError {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawFile {
+struct RawFile<R> {
     echo: Option<RawEcho>,
     #[serde(default)]
-    route: Option<RouteRule>,
+    route: Option<R>,
     #[serde(default)]
     exits: Vec<RawExit>,
 }
@@ -196,7 +201,7 @@ struct RawExit {
     rotate: bool,
 }
 
-impl AuditFile {
+impl<R: DeserializeOwned + Default> ExitsFile<R> {
     /// Parses an exits file from bytes: TOML, or a plain list of proxy URLs.
     ///
     /// # Errors
@@ -209,7 +214,7 @@ impl AuditFile {
         if is_plain_list(text) {
             return parse_plain(text);
         }
-        let raw: RawFile = toml::from_str(text).map_err(|error| ConfigError::Toml {
+        let raw: RawFile<R> = toml::from_str(text).map_err(|error| ConfigError::Toml {
             line: error
                 .span()
                 .and_then(|span| text.as_bytes().get(..span.start))
@@ -286,7 +291,7 @@ fn is_plain_list(text: &str) -> bool {
     lines.peek().is_some() && lines.all(|line| line.contains("://") && !line.contains('='))
 }
 
-fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
+fn parse_plain<R: Default>(text: &str) -> Result<ExitsFile<R>, ConfigError> {
     let mut exits = Vec::new();
     let mut names = HashSet::new();
     for (index, line) in text.lines().enumerate() {
@@ -308,10 +313,10 @@ fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
         exits.push(Exit::new(name, proxy));
     }
     check_names(&exits)?;
-    Ok(AuditFile {
+    Ok(ExitsFile {
         echo: None,
         exits,
-        route: RouteRule::default(),
+        route: R::default(),
     })
 }
 
@@ -330,8 +335,14 @@ fn check_names(exits: &[Exit]) -> Result<(), ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use serde::de::IgnoredAny;
+
     use super::*;
     use crate::exits::ProxyScheme;
+
+    fn parse(bytes: &[u8]) -> Result<ExitsFile<IgnoredAny>, ConfigError> {
+        ExitsFile::parse(bytes)
+    }
 
     const PIN: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
@@ -354,7 +365,7 @@ url = "socks5h://cust-{{session}}:pw@127.0.0.1:11080"
 sessions = 3
 "#
         );
-        let file = AuditFile::parse(text.as_bytes()).unwrap();
+        let file = parse(text.as_bytes()).unwrap();
         let echo = file.echo.unwrap();
         assert_eq!((echo.host.as_str(), echo.port), ("localhost", 18443));
         assert_eq!(hex::encode(echo.spki_sha256), PIN);
@@ -393,7 +404,7 @@ sessions = 3
     #[test]
     fn plain_list_of_urls() {
         let text = "# exits\nhttp://zoo:zoopass@127.0.0.1:13128\n\nsocks5h://127.0.0.1:11080\n";
-        let file = AuditFile::parse(text.as_bytes()).unwrap();
+        let file = parse(text.as_bytes()).unwrap();
         assert!(file.echo.is_none());
         let names: Vec<_> = file.exits.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(
@@ -425,7 +436,7 @@ sessions = 3
             (b"exits = 5\n".to_vec(), "line"),
         ];
         for (bytes, expected) in cases {
-            let error = AuditFile::parse(&bytes).err().map(|e| e.to_string());
+            let error = parse(&bytes).err().map(|e| e.to_string());
             let error =
                 error.unwrap_or_else(|| panic!("accepted {:?}", String::from_utf8_lossy(&bytes)));
             assert!(error.contains(expected), "{error:?} lacks {expected:?}");
@@ -436,13 +447,13 @@ sessions = 3
     proptest::proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
-            let _ = AuditFile::parse(&bytes);
+            let _ = parse(&bytes);
         }
 
         #[test]
         fn arbitrary_exit_entries_never_panic(name in "\\PC{0,12}", url in "\\PC{0,60}", sessions in 0u32..3000) {
             let text = format!("[[exits]]\nname = {name:?}\nurl = {url:?}\nsessions = {sessions}\n");
-            let _ = AuditFile::parse(text.as_bytes());
+            let _ = parse(text.as_bytes());
         }
 
         #[test]

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use rand::Rng;
 
-pub use config::{AuditFile, ConfigError, EchoTarget};
+pub use config::{ConfigError, EchoTarget, ExitsFile};
 pub use proxy_url::{ProxyScheme, ProxyUrl, UrlError};
 
 use crate::secret::Secret;
