@@ -2,8 +2,8 @@
 //! each line through `ProxyUrl::parse`, with every printed form of the results.
 #![no_main]
 
-use exitvoice_auditor::exits::{ExitsFile, ProxyUrl};
 use exitvoice_auditor::labels::RouteRule;
+use exitvoice_exits::{ExitsFile, ProxyUrl};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

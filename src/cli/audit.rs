@@ -18,15 +18,15 @@ use std::time::Duration;
 
 use super::database::DatabaseArg;
 use anyhow::Context;
-use exitvoice_auditor::dial::Timeouts;
 use exitvoice_auditor::drift::DriftConfig;
-use exitvoice_auditor::exits::{EchoTarget, ExitsFile, SessionMinter};
 use exitvoice_auditor::exposition::{self, AuditMetrics};
 use exitvoice_auditor::labels::RouteRule;
 use exitvoice_auditor::preflight::{self, Thresholds};
 use exitvoice_auditor::probe::chromium::ChromiumConfig;
 use exitvoice_auditor::probe::H2Profile;
 use exitvoice_auditor::schedule::{self, Persona, RunConfig};
+use exitvoice_exits::dial::Timeouts;
+use exitvoice_exits::{EchoTarget, ExitsFile, SessionMinter};
 use exitvoice_schema::LabelsDoc;
 use rand::Rng;
 

@@ -44,7 +44,7 @@ use base64::Engine;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use super::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
+use crate::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
 
 /// Largest exits file read (bytes): a config, not a data set.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
@@ -338,7 +338,7 @@ mod tests {
     use serde::de::IgnoredAny;
 
     use super::*;
-    use crate::exits::ProxyScheme;
+    use crate::ProxyScheme;
 
     fn parse(bytes: &[u8]) -> Result<ExitsFile<IgnoredAny>, ConfigError> {
         ExitsFile::parse(bytes)

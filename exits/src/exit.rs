@@ -1,19 +1,12 @@
-//! Exits: the proxies (and gateway sessions) the auditor probes, and the echo server it probes.
-//!
-//! [`config`] reads the exits file; [`proxy_url`] parses and redacts proxy URLs; [`Exit`] is one
-//! way out, with the sticky-session id of a gateway when it has one.
-
-pub mod config;
-pub mod proxy_url;
+//! [`Exit`]: one way out, with the sticky-session id of a gateway when it has one, and the
+//! [`SessionMinter`] that mints and retires those ids.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use rand::Rng;
 
-pub use config::{ConfigError, EchoTarget, ExitsFile};
-pub use proxy_url::{ProxyScheme, ProxyUrl, UrlError};
-
+use crate::proxy_url::ProxyUrl;
 use crate::secret::Secret;
 
 /// The placeholder a gateway user name carries for the sticky-session id.
@@ -42,7 +35,7 @@ pub struct Exit {
 pub struct Session {
     /// 1-based slot within the gateway.
     pub slot: u32,
-    /// The session id substituted into the user name. Minted by the auditor.
+    /// The session id substituted into the user name, minted by a [`SessionMinter`].
     pub id: String,
 }
 

@@ -5,8 +5,8 @@
 //! timed out, then ran out of memory), and a plain list of 60,000 distinct URLs took quadratic
 //! time to name. They are generated here rather than stored (1 MiB each).
 
-use exitvoice_auditor::exits::config::{MAX_CONFIG_BYTES, MAX_EXITS, MAX_SESSIONS};
-use exitvoice_auditor::exits::{ConfigError, ExitsFile};
+use exitvoice_exits::config::{MAX_CONFIG_BYTES, MAX_EXITS, MAX_SESSIONS};
+use exitvoice_exits::{ConfigError, ExitsFile};
 use serde::de::IgnoredAny;
 
 fn parse(bytes: &[u8]) -> Result<ExitsFile<IgnoredAny>, ConfigError> {
