@@ -5,6 +5,7 @@
 //! - [`proxy_url`]: proxy URLs, parsed and redacted;
 //! - [`Exit`], [`SessionMinter`]: one way out, and gateway session ids minted and retired;
 //! - [`secret`]: passwords that never print;
+//! - [`duration`]: durations as the exits file and the command line write them (`90m`);
 //! - [`dial`]: HTTP CONNECT and SOCKS5 tunnels (and SOCKS5 UDP relays) through an exit;
 //! - [`error`]: probe errors and their classes, as labels count them.
 //!
@@ -15,6 +16,7 @@
 
 pub mod config;
 pub mod dial;
+pub mod duration;
 pub mod error;
 mod exit;
 pub mod proxy_url;

@@ -1,10 +1,14 @@
-//! Durations on the command line: `250ms`, `10s`, `2m`, `1h` (where hours are allowed), or a bare
-//! number of seconds.
+//! Durations as exitvoice writes them: `250ms`, `10s`, `2m`, `1h` (where hours are allowed), or a
+//! bare number of seconds. The command line (and so the `--config` file, whose values go through
+//! the flags' own parsers) and the exits file read them with [`parse`].
 
 use std::time::Duration;
 
 /// Parses `text`; `hours` says whether the `h` unit is accepted (the scheduler's intervals) or
 /// not (the server's timeouts, where an hour is surely a typo).
+///
+/// # Errors
+/// A message naming the text and what is wrong with it.
 pub fn parse(text: &str, hours: bool) -> Result<Duration, String> {
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(at) => text.split_at(at),
