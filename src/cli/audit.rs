@@ -165,7 +165,7 @@ pub struct LabelsArgs {
 
 /// `250ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    exitvoice_exits::duration::parse(text, true)
+    exitvoice_exits::duration::parse(text, true).map_err(|e| e.to_string())
 }
 
 fn init_logs() {
