@@ -17,6 +17,7 @@
 //! name = "gateway"
 //! url = "http://customer-{session}:pw@gw.example:7777"
 //! sessions = 4                                 # 4 exits gateway#1..#4, ids minted by us
+//! sticky = "90m"                               # optional: the provider's sticky window
 //!
 //! [[exits]]
 //! name = "rotating"
@@ -39,11 +40,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use base64::Engine;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use toml::Spanned;
 
+use crate::duration::{self, DurationError};
 use crate::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
 
 /// Largest exits file read (bytes): a config, not a data set.
@@ -163,12 +167,37 @@ pub enum ConfigError {
         "exit {0}: sessions needs `{{session}}` in the user name and a count 1..={MAX_SESSIONS}"
     )]
     BadSessions(String),
+    /// A `sticky` window is refused.
+    #[error("exits file, line {line}: exit {exit}: sticky {problem}")]
+    Sticky {
+        /// 1-based line of the value.
+        line: usize,
+        /// The exit's name.
+        exit: String,
+        /// What is wrong.
+        problem: StickyError,
+    },
     /// The file names no exit.
     #[error("exits file names no exit")]
     Empty,
     /// More than [`MAX_EXITS`] exits, gateway sessions expanded.
     #[error("exits file names more than {MAX_EXITS} exits (sessions included)")]
     TooManyExits,
+}
+
+/// Why a `sticky` window was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StickyError {
+    /// The value is not a duration.
+    #[error("{0}")]
+    Duration(DurationError),
+    /// The entry has no `sessions`: only a gateway session stays on one egress.
+    #[error("needs `sessions`: a plain proxy has no session to keep")]
+    WithoutSessions,
+    /// The window is zero.
+    #[error("must be longer than zero")]
+    Zero,
 }
 
 #[derive(Deserialize)]
@@ -196,6 +225,7 @@ struct RawExit {
     #[serde(default)]
     tags: BTreeMap<String, String>,
     sessions: Option<u32>,
+    sticky: Option<Spanned<String>>,
     proxy_ca: Option<PathBuf>,
     #[serde(default)]
     rotate: bool,
@@ -215,11 +245,7 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
             return parse_plain(text);
         }
         let raw: RawFile<R> = toml::from_str(text).map_err(|error| ConfigError::Toml {
-            line: error
-                .span()
-                .and_then(|span| text.as_bytes().get(..span.start))
-                .map(|before| before.iter().filter(|b| **b == b'\n').count() + 1)
-                .unwrap_or(0),
+            line: error.span().map_or(0, |span| line_of(text, span.start)),
             message: error.message().to_owned(),
         })?;
         let echo = raw
@@ -236,6 +262,11 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
                 which: raw_exit.name.clone(),
                 error,
             })?;
+            let sticky = raw_exit
+                .sticky
+                .as_ref()
+                .map(|value| sticky(text, &raw_exit.name, raw_exit.sessions.is_some(), value))
+                .transpose()?;
             let adding = raw_exit.sessions.map_or(1, |count| count as usize);
             if exits.len().saturating_add(adding) > MAX_EXITS {
                 return Err(ConfigError::TooManyExits);
@@ -265,6 +296,7 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
                             session: Some(Session {
                                 slot,
                                 id: minter.mint(),
+                                sticky,
                             }),
                             proxy_ca: raw_exit.proxy_ca.clone(),
                             rotate: raw_exit.rotate,
@@ -280,6 +312,37 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
             route: raw.route.unwrap_or_default(),
         })
     }
+}
+
+/// A gateway's `sticky` window: a duration (hours allowed) longer than zero, on an entry with
+/// `sessions`. A plain proxy has no session to keep, so the key there is a mistake, not a no-op.
+fn sticky(
+    text: &str,
+    exit: &str,
+    gateway: bool,
+    value: &Spanned<String>,
+) -> Result<Duration, ConfigError> {
+    let problem = if gateway {
+        match duration::parse(value.get_ref(), true) {
+            Ok(window) if window.is_zero() => StickyError::Zero,
+            Ok(window) => return Ok(window),
+            Err(error) => StickyError::Duration(error),
+        }
+    } else {
+        StickyError::WithoutSessions
+    };
+    Err(ConfigError::Sticky {
+        line: line_of(text, value.span().start),
+        exit: exit.to_owned(),
+        problem,
+    })
+}
+
+/// The 1-based line of byte `offset` in `text`, 0 when the offset is past its end.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes().get(..offset).map_or(0, |before| {
+        before.iter().filter(|b| **b == b'\n').count() + 1
+    })
 }
 
 fn is_plain_list(text: &str) -> bool {
@@ -363,6 +426,7 @@ tags = {{ tier = "dc", region = "eu" }}
 name = "gw"
 url = "socks5h://cust-{{session}}:pw@127.0.0.1:11080"
 sessions = 3
+sticky = "90m"
 "#
         );
         let file = parse(text.as_bytes()).unwrap();
@@ -387,6 +451,71 @@ sessions = 3
         let (user, _) = file.exits[2].credentials().unwrap();
         assert!(user.starts_with("cust-") && user.len() == 5 + 16, "{user}");
         assert_eq!(file.exits[1].proxy.scheme, ProxyScheme::Socks5h);
+        for gateway in &file.exits[1..] {
+            let sticky = gateway.session.as_ref().and_then(|s| s.sticky);
+            assert_eq!(
+                sticky,
+                Some(Duration::from_secs(90 * 60)),
+                "{}",
+                gateway.name
+            );
+        }
+    }
+
+    /// A gateway of two sessions on lines 1 to 4: a `sticky` appended is on line 5.
+    const GATEWAY: &str =
+        "[[exits]]\nname = \"gw\"\nurl = \"http://u-{session}:s3cret@h:1\"\nsessions = 2\n";
+
+    #[test]
+    fn sticky_windows_take_the_command_line_grammar() {
+        for (value, window) in [("90m", 5400), ("1.5h", 5400), ("600", 600), ("30s", 30)] {
+            let file = parse(format!("{GATEWAY}sticky = \"{value}\"\n").as_bytes()).unwrap();
+            let sticky = file.exits[0].session.as_ref().and_then(|s| s.sticky);
+            assert_eq!(sticky, Some(Duration::from_secs(window)), "{value}");
+        }
+        let file = parse(GATEWAY.as_bytes()).unwrap();
+        assert_eq!(file.exits[0].session.as_ref().unwrap().sticky, None);
+    }
+
+    #[test]
+    fn a_refused_sticky_window_names_its_line_and_what_is_wrong() {
+        let plain = "[[exits]]\nname = \"plain\"\nurl = \"http://u:s3cret@h:2\"\n";
+        for (text, line, problem, message) in [
+            (
+                format!("{GATEWAY}sticky = \"90x\"\n"),
+                5,
+                StickyError::Duration(duration::parse("90x", true).unwrap_err()),
+                "exits file, line 5: exit gw: sticky `90x`: unit must be ms, s, m or h",
+            ),
+            (
+                format!("{GATEWAY}sticky = \"0m\"\n"),
+                5,
+                StickyError::Zero,
+                "exits file, line 5: exit gw: sticky must be longer than zero",
+            ),
+            (
+                format!("{GATEWAY}\n{plain}sticky = \"90m\"\n"),
+                9,
+                StickyError::WithoutSessions,
+                "exits file, line 9: exit plain: sticky needs `sessions`: a plain proxy has no \
+                 session to keep",
+            ),
+        ] {
+            let error = parse(text.as_bytes()).err();
+            assert_eq!(
+                error.as_ref().map(ToString::to_string).as_deref(),
+                Some(message)
+            );
+            let Some(ConfigError::Sticky {
+                line: at,
+                problem: refused,
+                ..
+            }) = error
+            else {
+                panic!("not a sticky error: {text}");
+            };
+            assert_eq!((at, refused), (line, problem));
+        }
     }
 
     #[test]
@@ -434,6 +563,8 @@ sessions = 3
             (b"[echo]\nurl=\"https://h\"\nspki_sha256=\"zz\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "sha256"),
             (b"http://u:s3cret@h:99999\n".to_vec(), "line 1"),
             (b"exits = 5\n".to_vec(), "line"),
+            (format!("{GATEWAY}sticky = 90\n").into_bytes(), "line 5"),
+            (format!("{GATEWAY}sticky = \"-1m\"\n").into_bytes(), "line 5"),
         ];
         for (bytes, expected) in cases {
             let error = parse(&bytes).err().map(|e| e.to_string());
@@ -454,6 +585,12 @@ sessions = 3
         fn arbitrary_exit_entries_never_panic(name in "\\PC{0,12}", url in "\\PC{0,60}", sessions in 0u32..3000) {
             let text = format!("[[exits]]\nname = {name:?}\nurl = {url:?}\nsessions = {sessions}\n");
             let _ = parse(text.as_bytes());
+        }
+
+        #[test]
+        fn arbitrary_sticky_windows_never_panic(sticky in "\\PC{0,24}", gateway in proptest::bool::ANY) {
+            let entry = if gateway { GATEWAY } else { "[[exits]]\nname = \"p\"\nurl = \"http://h:1\"\n" };
+            let _ = parse(format!("{entry}sticky = {sticky:?}\n").as_bytes());
         }
 
         #[test]

@@ -1,6 +1,6 @@
 //! Durations as exitvoice writes them: `250ms`, `10s`, `2m`, `1h` (where hours are allowed), or a
 //! bare number of seconds. The command line (and so the `--config` file, whose values go through
-//! the flags' own parsers) and the exits file read them with [`parse`].
+//! the flags' own parsers) and the exits file (`sticky = "90m"`) read them with [`parse`].
 
 use std::time::{Duration, TryFromFloatSecsError};
 
@@ -50,8 +50,8 @@ fn units(hours: bool) -> &'static str {
     }
 }
 
-/// Parses `text`; `hours` says whether the `h` unit is accepted (the scheduler's intervals) or
-/// not (the server's timeouts, where an hour is surely a typo).
+/// Parses `text`; `hours` says whether the `h` unit is accepted (the scheduler's intervals, a
+/// gateway's sticky window) or not (the server's timeouts, where an hour is surely a typo).
 ///
 /// # Errors
 /// A [`DurationError`] naming the text and what is wrong with it.

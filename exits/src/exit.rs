@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rand::Rng;
 
@@ -30,13 +31,17 @@ pub struct Exit {
     pub rotate: bool,
 }
 
-/// A gateway sticky session: a slot number and the id currently minted for it.
+/// A gateway sticky session: a slot number, the id currently minted for it, and how long the
+/// gateway keeps one id on one egress.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Session {
     /// 1-based slot within the gateway.
     pub slot: u32,
     /// The session id substituted into the user name, minted by a [`SessionMinter`].
     pub id: String,
+    /// The gateway's sticky window (`sticky` in the exits file): how long the provider pins a
+    /// session id to one egress. `None` when the file does not say.
+    pub sticky: Option<Duration>,
 }
 
 impl Exit {
@@ -140,6 +145,7 @@ mod tests {
             session: Some(Session {
                 slot: 1,
                 id: minter.mint(),
+                sticky: None,
             }),
             proxy_ca: None,
             rotate: false,
