@@ -8,9 +8,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use exitvoice_auditor::dial::{dial, Timeouts};
-use exitvoice_auditor::error::{ErrorClass, Phase, ProbeError};
-use exitvoice_auditor::exits::{Exit, ProxyUrl};
+use exitvoice_exits::dial::{dial, Timeouts};
+use exitvoice_exits::error::{ErrorClass, Phase, ProbeError};
+use exitvoice_exits::{Exit, ProxyUrl};
 use support::{Proxy, PASSWORD, PASSWORD_ENCODED, SOCKS_USER, TINY_PASSWORD, USER};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

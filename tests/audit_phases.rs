@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use exitvoice_auditor::dial::Timeouts;
-use exitvoice_auditor::error::{ErrorClass, Phase, ProbeError};
-use exitvoice_auditor::exits::{EchoTarget, Exit, ProxyUrl};
 use exitvoice_auditor::probe::{new_token, probe, H2Profile};
+use exitvoice_exits::dial::Timeouts;
+use exitvoice_exits::error::{ErrorClass, Phase, ProbeError};
+use exitvoice_exits::{EchoTarget, Exit, ProxyUrl};
 
 /// The limit of the phase under test; the others keep their defaults (5 s and more).
 const LIMIT: Duration = Duration::from_millis(300);

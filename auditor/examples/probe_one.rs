@@ -5,9 +5,9 @@
 //! (the pin as `exitvoice serve` prints it; `direct` instead of a proxy URL probes without an exit).
 #![allow(clippy::print_stdout)]
 
-use exitvoice_auditor::dial::Timeouts;
-use exitvoice_auditor::exits::{EchoTarget, Exit, ProxyUrl};
 use exitvoice_auditor::probe::{self, H2Profile};
+use exitvoice_exits::dial::Timeouts;
+use exitvoice_exits::{EchoTarget, Exit, ProxyUrl};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,11 +1,11 @@
 //! From a probe's outcome to the [`ProbeRecord`] that is stored and labelled.
 
+use exitvoice_exits::error::ProbeError;
+use exitvoice_exits::Exit;
 use exitvoice_schema::{
     Bucket, ProbeFailure, ProbeRecord, RequestPosition, Sample, PROBE_SCHEMA_VERSION,
 };
 
-use crate::error::ProbeError;
-use crate::exits::Exit;
 use crate::probe::ProbeOutcome;
 
 /// Now, RFC 3339 UTC with milliseconds.

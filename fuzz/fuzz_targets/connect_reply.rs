@@ -3,7 +3,7 @@
 //! the rest is what the proxy sends.
 #![no_main]
 
-use exitvoice_auditor::dial::http_connect;
+use exitvoice_exits::dial::http_connect;
 use exitvoice_fuzz::{poll_ready, ScriptedStream};
 use libfuzzer_sys::fuzz_target;
 

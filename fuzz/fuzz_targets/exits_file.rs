@@ -1,12 +1,13 @@
-//! The exits file → `AuditFile::parse` (TOML or a plain URL list; proxy URLs; sessions), and
+//! The exits file → `ExitsFile::parse` (TOML or a plain URL list; proxy URLs; sessions), and
 //! each line through `ProxyUrl::parse`, with every printed form of the results.
 #![no_main]
 
-use exitvoice_auditor::exits::{AuditFile, ProxyUrl};
+use exitvoice_auditor::labels::RouteRule;
+use exitvoice_exits::{ExitsFile, ProxyUrl};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    match AuditFile::parse(data) {
+    match ExitsFile::<RouteRule>::parse(data) {
         Ok(file) => {
             for exit in &file.exits {
                 let _ = exit.redacted_url();

@@ -1,5 +1,5 @@
 //! A SOCKS5 proxy's replies (method selection, RFC 1929 auth status, CONNECT reply with its
-//! bound address; RFC 1928) → `tokio-socks`, the parser the auditor's `dial::socks5` uses,
+//! bound address; RFC 1928) → `tokio-socks`, the parser `exitvoice_exits::dial::socks5` uses,
 //! over the same calls it makes. Input byte 0 picks auth (bit 0) and a name (`socks5h`) or
 //! address target (bit 1); byte 1 is the read size (0 = as many as asked); the rest is the
 //! proxy's side.

@@ -1,6 +1,6 @@
 //! Helpers shared by the fuzz targets: an in-memory proxy connection and a one-shot poll.
 //!
-//! The auditor's proxy handshakes (`CONNECT`, SOCKS5) are async functions over a byte stream.
+//! The dialers' proxy handshakes (`CONNECT`, SOCKS5) are async functions over a byte stream.
 //! [`ScriptedStream`] plays the proxy's side from the fuzz input (every read is ready at once,
 //! every write is accepted), so one poll of the handshake future with a no-op waker runs it to
 //! completion without a runtime. [`poll_ready`] returns `None` if it did not: with a stream

@@ -18,15 +18,15 @@ use std::time::Duration;
 
 use super::database::DatabaseArg;
 use anyhow::Context;
-use exitvoice_auditor::dial::Timeouts;
 use exitvoice_auditor::drift::DriftConfig;
-use exitvoice_auditor::exits::{AuditFile, EchoTarget, SessionMinter};
 use exitvoice_auditor::exposition::{self, AuditMetrics};
 use exitvoice_auditor::labels::RouteRule;
 use exitvoice_auditor::preflight::{self, Thresholds};
 use exitvoice_auditor::probe::chromium::ChromiumConfig;
 use exitvoice_auditor::probe::H2Profile;
 use exitvoice_auditor::schedule::{self, Persona, RunConfig};
+use exitvoice_exits::dial::Timeouts;
+use exitvoice_exits::{EchoTarget, ExitsFile, SessionMinter};
 use exitvoice_schema::LabelsDoc;
 use rand::Rng;
 
@@ -165,7 +165,7 @@ pub struct LabelsArgs {
 
 /// `250ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    super::duration::parse(text, true)
+    exitvoice_exits::duration::parse(text, true).map_err(|e| e.to_string())
 }
 
 fn init_logs() {
@@ -288,7 +288,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let bytes =
         std::fs::read(&args.exits).with_context(|| format!("reading {}", args.exits.display()))?;
-    let file = AuditFile::parse(&bytes)?;
+    let file = ExitsFile::<RouteRule>::parse(&bytes)?;
     let echo = match (&args.echo_url, &args.echo_pin) {
         (Some(url), Some(pin)) => EchoTarget::new(url, pin)?,
         _ => file.echo.clone().context(

@@ -5,6 +5,5 @@ pub mod config;
 pub mod dashboard;
 pub mod database;
 pub mod diff;
-mod duration;
 pub mod inspect;
 pub mod serve;

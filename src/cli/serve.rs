@@ -164,7 +164,7 @@ pub struct Args {
 
 /// `250ms`, `10s`, `2m`, or a bare number of seconds.
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    super::duration::parse(text, false)
+    exitvoice_exits::duration::parse(text, false).map_err(|e| e.to_string())
 }
 
 /// A retention: `30d`, or any duration the scheduler takes (`12h`, `90m`, `0`).
@@ -174,7 +174,7 @@ fn parse_retention(text: &str) -> Result<Duration, String> {
             .parse::<u64>()
             .map(|days| Duration::from_secs(days * 24 * 3600))
             .map_err(|_| format!("`{text}`: expected whole days like 30d")),
-        None => super::duration::parse(text, true),
+        None => exitvoice_exits::duration::parse(text, true).map_err(|e| e.to_string()),
     }
 }
 

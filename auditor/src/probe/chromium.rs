@@ -3,7 +3,7 @@
 //! Chromium takes no proxy credentials on its command line (`--proxy-server` drops them, and
 //! headless Chromium cannot answer a 407), and has no SOCKS5 username/password support. So the
 //! auditor runs a shim on 127.0.0.1: Chromium sends it a plain `CONNECT` without credentials,
-//! the shim dials the exit with [`crate::dial::dial`] (credentials, SOCKS5, timeouts included)
+//! the shim dials the exit with [`dial`] (credentials, SOCKS5, timeouts included)
 //! and then copies bytes both ways. The TLS inside the tunnel is Chromium's own, end to end.
 //!
 //! Chromium loads `https://<echo>/probe/<token>` with `--dump-dom`; the echo JSON is read from
@@ -38,10 +38,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use exitvoice_exits::dial::{dial, Timeouts};
+use exitvoice_exits::error::{Phase, ProbeError};
+use exitvoice_exits::{EchoTarget, Exit};
+
 use super::{netlog, CertView, ProbeOutcome};
-use crate::dial::{dial, Timeouts};
-use crate::error::{Phase, ProbeError};
-use crate::exits::{EchoTarget, Exit};
 
 /// Headless Chromium with nothing of its own on the network: no background fetches, component
 /// updates or sync (on a closed network those are refused, many at a time). QUIC stays

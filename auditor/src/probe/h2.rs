@@ -7,10 +7,9 @@
 //! read: SETTINGS (acknowledged, RFC 9113 section 6.5.3), PING (answered, section 6.7), HEADERS
 //! and CONTINUATION (section 6.10), DATA until END_STREAM. Every length is bounded.
 
+use exitvoice_exits::error::{Phase, ProbeError};
 use loona_hpack::{Decoder, Encoder};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-
-use crate::error::{Phase, ProbeError};
 
 /// The client connection preface (RFC 9113 section 3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

@@ -1,7 +1,7 @@
 //! The QUIC probe: one HTTP/3 request (RFC 9114) to the echo over UDP, directly for the
-//! baseline, through the exit's UDP relay for a SOCKS5 exit (`UDP ASSOCIATE`,
-//! [`crate::dial::socks5_udp`]). An HTTP `CONNECT` exit carries TCP only, so it is not probed:
-//! its UDP is not carried by construction ([`UdpPath::HttpConnect`]).
+//! baseline, through the exit's UDP relay for a SOCKS5 exit (`UDP ASSOCIATE`, [`socks5_udp`]).
+//! An HTTP `CONNECT` exit carries TCP only, so it is not probed: its UDP is not carried by
+//! construction ([`UdpPath::HttpConnect`]).
 //!
 //! The client is quinn with the `h3` crate, on the same pinned rustls configuration as the TCP
 //! probes (TLS 1.3 only, as QUIC requires, RFC 9001 section 4.2). The echo answers
@@ -12,14 +12,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
+use exitvoice_exits::dial::socks5::Target;
+use exitvoice_exits::dial::{connect_tcp, resolve, socks5_udp, Timeouts};
+use exitvoice_exits::error::{within, Phase, ProbeError};
+use exitvoice_exits::{EchoTarget, Exit, ProxyScheme};
 use exitvoice_schema::{H3Probe, UdpPath};
 use quinn::{AsyncUdpSocket, Endpoint, EndpointConfig, Runtime, TokioRuntime};
 
 use super::tls::{pinned_config, server_name, shown, CertView};
-use crate::dial::socks5::Target;
-use crate::dial::{connect_tcp, resolve, socks5_udp, Timeouts};
-use crate::error::{within, Phase, ProbeError};
-use crate::exits::{EchoTarget, Exit, ProxyScheme};
 
 /// Largest echo body read over HTTP/3: the echo is a few KiB; anything far past it is not one.
 const MAX_BODY: usize = 1 << 20;

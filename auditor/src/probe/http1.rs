@@ -3,10 +3,10 @@
 //! One `GET` with `Connection: close`; the response head is parsed with `httparse`, the body
 //! read by `Content-Length`, chunked coding (RFC 9112 section 7.1) or to EOF, bounded.
 
+use exitvoice_exits::error::{Phase, ProbeError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::h2::{Response, MAX_BODY};
-use crate::error::{Phase, ProbeError};
 
 /// Largest response head (bytes).
 const MAX_HEAD: usize = 64 * 1024;

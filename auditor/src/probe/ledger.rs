@@ -3,13 +3,13 @@
 //! identity those samples made, egress address and Chromium's TLS voice: did Chromium, told by
 //! `alt-svc` that the echo speaks HTTP/3, ever come back over it through the exit?
 
+use exitvoice_exits::dial::{dial, Timeouts};
+use exitvoice_exits::error::{within, Phase, ProbeError};
+use exitvoice_exits::EchoTarget;
 use exitvoice_schema::LedgerVerdict;
 use serde::Deserialize;
 
 use super::{http1, tls};
-use crate::dial::{dial, Timeouts};
-use crate::error::{within, Phase, ProbeError};
-use crate::exits::EchoTarget;
 
 #[derive(Deserialize)]
 struct Answer {

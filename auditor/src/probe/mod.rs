@@ -17,12 +17,12 @@ pub mod tls;
 
 use std::time::{Duration, Instant};
 
+use exitvoice_exits::dial::{dial, Timeouts};
+use exitvoice_exits::error::{within, Phase, ProbeError};
+use exitvoice_exits::{EchoTarget, Exit};
 use exitvoice_schema::Echo;
 use rand::Rng;
 
-use crate::dial::{dial, Timeouts};
-use crate::error::{within, Phase, ProbeError};
-use crate::exits::{EchoTarget, Exit};
 pub use h2::H2Profile;
 pub use tls::CertView;
 

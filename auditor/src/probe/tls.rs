@@ -12,15 +12,15 @@
 
 use std::sync::{Arc, Mutex};
 
+use exitvoice_exits::dial::Tunnel;
+use exitvoice_exits::error::{within, Phase, ProbeError};
+use exitvoice_exits::EchoTarget;
 use rustls::pki_types::{CertificateDer, ServerName};
 use sha2::{Digest, Sha256};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::leaf::LeafVerifier;
-use crate::dial::Tunnel;
-use crate::error::{within, Phase, ProbeError};
-use crate::exits::EchoTarget;
 
 /// The certificate the auditor was shown.
 #[derive(Clone, Debug, PartialEq, Eq)]

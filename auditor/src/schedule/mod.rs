@@ -22,6 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use exitvoice_exits::dial::Timeouts;
+use exitvoice_exits::error::ProbeError;
+use exitvoice_exits::{EchoTarget, Exit, SessionMinter};
 use exitvoice_schema::{
     ExitLabel, LabelsDoc, ProbeFailure, ProbeRecord, Sample, LABELS_SCHEMA_VERSION,
 };
@@ -29,10 +32,7 @@ use exitvoice_store::{Store, StoreError};
 use rand::Rng;
 use tokio::sync::Semaphore;
 
-use crate::dial::Timeouts;
 use crate::drift::DriftConfig;
-use crate::error::ProbeError;
-use crate::exits::{EchoTarget, Exit, SessionMinter};
 use crate::labels::{self, ExitInfo, Prior, RouteRule};
 use crate::pool;
 use crate::probe::chromium::ChromiumConfig;
@@ -728,7 +728,7 @@ mod tests {
         let exit_for = |port: u16| {
             Exit::new(
                 "x",
-                crate::exits::ProxyUrl::parse(&format!("http://u:p@127.0.0.1:{port}")).unwrap(),
+                exitvoice_exits::ProxyUrl::parse(&format!("http://u:p@127.0.0.1:{port}")).unwrap(),
             )
         };
 
@@ -737,7 +737,7 @@ mod tests {
             probe_with_retries(Some(&exit_for(silent)), &echo, &config, "t").await;
         assert_eq!(
             outcome.unwrap_err().class(),
-            crate::error::ErrorClass::Timeout
+            exitvoice_exits::error::ErrorClass::Timeout
         );
         assert_eq!(attempts.load(Ordering::Relaxed), 3, "1 try + 2 retries");
         // The two retried attempts are kept as evidence, each its own connection.
@@ -750,7 +750,7 @@ mod tests {
             probe_with_retries(Some(&exit_for(auth)), &echo, &config, "t").await;
         assert_eq!(
             outcome.unwrap_err().class(),
-            crate::error::ErrorClass::ProxyAuth
+            exitvoice_exits::error::ErrorClass::ProxyAuth
         );
         assert!(retried.is_empty());
         assert_eq!(
@@ -773,8 +773,8 @@ mod tests {
             .await
             .0
             .unwrap_err();
-        assert_eq!(error.class(), crate::error::ErrorClass::Timeout);
-        assert_eq!(error.phase(), Some(crate::error::Phase::Tls));
+        assert_eq!(error.class(), exitvoice_exits::error::ErrorClass::Timeout);
+        assert_eq!(error.phase(), Some(exitvoice_exits::error::Phase::Tls));
     }
 
     #[test]

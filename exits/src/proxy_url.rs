@@ -13,9 +13,12 @@ use serde::Serialize;
 use crate::secret::{Secret, REDACTED};
 
 /// How the auditor talks to the exit.
+///
+/// Not `#[non_exhaustive]`, unlike this crate's other enums: a new scheme must fail to compile
+/// in every crate that matches on one (the auditor's QUIC probe decides per scheme whether UDP
+/// is carried), not fall into a wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
-#[non_exhaustive]
 pub enum ProxyScheme {
     /// HTTP proxy, `CONNECT` tunnel (RFC 9110 section 9.3.6).
     Http,

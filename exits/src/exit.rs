@@ -1,19 +1,13 @@
-//! Exits: the proxies (and gateway sessions) the auditor probes, and the echo server it probes.
-//!
-//! [`config`] reads the exits file; [`proxy_url`] parses and redacts proxy URLs; [`Exit`] is one
-//! way out, with the sticky-session id of a gateway when it has one.
-
-pub mod config;
-pub mod proxy_url;
+//! [`Exit`]: one way out, with the sticky-session id of a gateway when it has one, and the
+//! [`SessionMinter`] that mints and retires those ids.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rand::Rng;
 
-pub use config::{AuditFile, ConfigError, EchoTarget};
-pub use proxy_url::{ProxyScheme, ProxyUrl, UrlError};
-
+use crate::proxy_url::ProxyUrl;
 use crate::secret::Secret;
 
 /// The placeholder a gateway user name carries for the sticky-session id.
@@ -37,13 +31,17 @@ pub struct Exit {
     pub rotate: bool,
 }
 
-/// A gateway sticky session: a slot number and the id currently minted for it.
+/// A gateway sticky session: a slot number, the id currently minted for it, and how long the
+/// gateway keeps one id on one egress.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Session {
     /// 1-based slot within the gateway.
     pub slot: u32,
-    /// The session id substituted into the user name. Minted by the auditor.
+    /// The session id substituted into the user name, minted by a [`SessionMinter`].
     pub id: String,
+    /// The gateway's sticky window (`sticky` in the exits file): how long the provider pins a
+    /// session id to one egress. `None` when the file does not say.
+    pub sticky: Option<Duration>,
 }
 
 impl Exit {
@@ -147,6 +145,7 @@ mod tests {
             session: Some(Session {
                 slot: 1,
                 id: minter.mint(),
+                sticky: None,
             }),
             proxy_ca: None,
             rotate: false,

@@ -5,8 +5,13 @@
 //! timed out, then ran out of memory), and a plain list of 60,000 distinct URLs took quadratic
 //! time to name. They are generated here rather than stored (1 MiB each).
 
-use exitvoice_auditor::exits::config::{MAX_CONFIG_BYTES, MAX_EXITS, MAX_SESSIONS};
-use exitvoice_auditor::exits::{AuditFile, ConfigError};
+use exitvoice_exits::config::{MAX_CONFIG_BYTES, MAX_EXITS, MAX_SESSIONS};
+use exitvoice_exits::{ConfigError, ExitsFile};
+use serde::de::IgnoredAny;
+
+fn parse(bytes: &[u8]) -> Result<ExitsFile<IgnoredAny>, ConfigError> {
+    ExitsFile::parse(bytes)
+}
 
 fn gateway(name: &str, sessions: usize) -> String {
     format!(
@@ -29,7 +34,7 @@ fn a_file_of_gateways_cannot_expand_past_max_exits() {
     }
     assert!(count * per > 1_000 * MAX_EXITS, "{count} gateways");
     assert!(matches!(
-        AuditFile::parse(text.as_bytes()),
+        parse(text.as_bytes()),
         Err(ConfigError::TooManyExits)
     ));
 
@@ -37,11 +42,11 @@ fn a_file_of_gateways_cannot_expand_past_max_exits() {
     let full = MAX_EXITS / per;
     let mut text: String = (0..full).map(|i| gateway(&format!("g{i}"), per)).collect();
     text.push_str(&gateway("last", MAX_EXITS - full * per));
-    let file = AuditFile::parse(text.as_bytes()).expect("MAX_EXITS exits");
+    let file = parse(text.as_bytes()).expect("MAX_EXITS exits");
     assert_eq!(file.exits.len(), MAX_EXITS);
     text.push_str("[[exits]]\nname = \"one-more\"\nurl = \"http://a:2\"\n");
     assert!(matches!(
-        AuditFile::parse(text.as_bytes()),
+        parse(text.as_bytes()),
         Err(ConfigError::TooManyExits)
     ));
 }
@@ -51,11 +56,11 @@ fn a_long_plain_list_is_refused_and_duplicates_are_still_renamed() {
     let text: String = (0..60_000).map(|i| format!("http://h{i:06}:1\n")).collect();
     assert!(text.len() <= MAX_CONFIG_BYTES);
     assert!(matches!(
-        AuditFile::parse(text.as_bytes()),
+        parse(text.as_bytes()),
         Err(ConfigError::TooManyExits)
     ));
 
-    let file = AuditFile::parse(b"http://a:1\nhttp://b:1\nhttp://a:1\nhttp://a:1\n").unwrap();
+    let file = parse(b"http://a:1\nhttp://b:1\nhttp://a:1\nhttp://a:1\n").unwrap();
     let names: Vec<_> = file.exits.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(
         names,

@@ -5,7 +5,7 @@
 //! url = "https://echo.example:18443"          # where probes go
 //! spki_sha256 = "9f86d08…"                    # hex sha256 of the echo certificate's SPKI
 //!
-//! [route]                                      # optional, see `labels::RouteRule`
+//! [route]                                      # optional, the reader's own table (below)
 //! quarantine_buckets = ["D"]
 //!
 //! [[exits]]
@@ -17,6 +17,7 @@
 //! name = "gateway"
 //! url = "http://customer-{session}:pw@gw.example:7777"
 //! sessions = 4                                 # 4 exits gateway#1..#4, ids minted by us
+//! sticky = "90m"                               # optional: the provider's sticky window
 //!
 //! [[exits]]
 //! name = "rotating"
@@ -31,15 +32,23 @@
 //!
 //! Parsing never panics and never quotes credentials in its errors: TOML errors are reduced to
 //! their message and line number, URL errors to their kind.
+//!
+//! The `[route]` table belongs to one reader, the auditor (its route rule), so the file is
+//! generic over it: [`ExitsFile<R>`] deserializes the table as `R` in the same pass as the rest
+//! (its errors keep their line), and a reader with no use for it takes
+//! [`serde::de::IgnoredAny`].
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use base64::Engine;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use toml::Spanned;
 
-use super::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
-use crate::labels::RouteRule;
+use crate::duration::{self, DurationError};
+use crate::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
 
 /// Largest exits file read (bytes): a config, not a data set.
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
@@ -104,15 +113,15 @@ impl EchoTarget {
     }
 }
 
-/// A parsed exits file.
+/// A parsed exits file; `R` is its `[route]` table (see the module docs).
 #[derive(Clone, Debug)]
-pub struct AuditFile {
+pub struct ExitsFile<R> {
     /// The echo target, if the file names one (a plain list never does).
     pub echo: Option<EchoTarget>,
     /// The exits, gateway sessions expanded.
     pub exits: Vec<Exit>,
-    /// The route rule, default unless the file has a `[route]` table.
-    pub route: RouteRule,
+    /// The `[route]` table, `R::default()` when the file has none.
+    pub route: R,
 }
 
 /// Why an exits file was rejected. Never contains a password.
@@ -158,6 +167,16 @@ pub enum ConfigError {
         "exit {0}: sessions needs `{{session}}` in the user name and a count 1..={MAX_SESSIONS}"
     )]
     BadSessions(String),
+    /// A `sticky` window is refused.
+    #[error("exits file, line {line}: exit {exit}: sticky {problem}")]
+    Sticky {
+        /// 1-based line of the value.
+        line: usize,
+        /// The exit's name.
+        exit: String,
+        /// What is wrong.
+        problem: StickyError,
+    },
     /// The file names no exit.
     #[error("exits file names no exit")]
     Empty,
@@ -166,12 +185,27 @@ pub enum ConfigError {
     TooManyExits,
 }
 
+/// Why a `sticky` window was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StickyError {
+    /// The value is not a duration.
+    #[error("{0}")]
+    Duration(DurationError),
+    /// The entry has no `sessions`: only a gateway session stays on one egress.
+    #[error("needs `sessions`: a plain proxy has no session to keep")]
+    WithoutSessions,
+    /// The window is zero.
+    #[error("must be longer than zero")]
+    Zero,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawFile {
+struct RawFile<R> {
     echo: Option<RawEcho>,
     #[serde(default)]
-    route: Option<RouteRule>,
+    route: Option<R>,
     #[serde(default)]
     exits: Vec<RawExit>,
 }
@@ -191,12 +225,13 @@ struct RawExit {
     #[serde(default)]
     tags: BTreeMap<String, String>,
     sessions: Option<u32>,
+    sticky: Option<Spanned<String>>,
     proxy_ca: Option<PathBuf>,
     #[serde(default)]
     rotate: bool,
 }
 
-impl AuditFile {
+impl<R: DeserializeOwned + Default> ExitsFile<R> {
     /// Parses an exits file from bytes: TOML, or a plain list of proxy URLs.
     ///
     /// # Errors
@@ -209,12 +244,8 @@ impl AuditFile {
         if is_plain_list(text) {
             return parse_plain(text);
         }
-        let raw: RawFile = toml::from_str(text).map_err(|error| ConfigError::Toml {
-            line: error
-                .span()
-                .and_then(|span| text.as_bytes().get(..span.start))
-                .map(|before| before.iter().filter(|b| **b == b'\n').count() + 1)
-                .unwrap_or(0),
+        let raw: RawFile<R> = toml::from_str(text).map_err(|error| ConfigError::Toml {
+            line: error.span().map_or(0, |span| line_of(text, span.start)),
             message: error.message().to_owned(),
         })?;
         let echo = raw
@@ -231,6 +262,11 @@ impl AuditFile {
                 which: raw_exit.name.clone(),
                 error,
             })?;
+            let sticky = raw_exit
+                .sticky
+                .as_ref()
+                .map(|value| sticky(text, &raw_exit.name, raw_exit.sessions.is_some(), value))
+                .transpose()?;
             let adding = raw_exit.sessions.map_or(1, |count| count as usize);
             if exits.len().saturating_add(adding) > MAX_EXITS {
                 return Err(ConfigError::TooManyExits);
@@ -260,6 +296,7 @@ impl AuditFile {
                             session: Some(Session {
                                 slot,
                                 id: minter.mint(),
+                                sticky,
                             }),
                             proxy_ca: raw_exit.proxy_ca.clone(),
                             rotate: raw_exit.rotate,
@@ -277,6 +314,37 @@ impl AuditFile {
     }
 }
 
+/// A gateway's `sticky` window: a duration (hours allowed) longer than zero, on an entry with
+/// `sessions`. A plain proxy has no session to keep, so the key there is a mistake, not a no-op.
+fn sticky(
+    text: &str,
+    exit: &str,
+    gateway: bool,
+    value: &Spanned<String>,
+) -> Result<Duration, ConfigError> {
+    let problem = if gateway {
+        match duration::parse(value.get_ref(), true) {
+            Ok(window) if window.is_zero() => StickyError::Zero,
+            Ok(window) => return Ok(window),
+            Err(error) => StickyError::Duration(error),
+        }
+    } else {
+        StickyError::WithoutSessions
+    };
+    Err(ConfigError::Sticky {
+        line: line_of(text, value.span().start),
+        exit: exit.to_owned(),
+        problem,
+    })
+}
+
+/// The 1-based line of byte `offset` in `text`, 0 when the offset is past its end.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes().get(..offset).map_or(0, |before| {
+        before.iter().filter(|b| **b == b'\n').count() + 1
+    })
+}
+
 fn is_plain_list(text: &str) -> bool {
     let mut lines = text
         .lines()
@@ -286,7 +354,7 @@ fn is_plain_list(text: &str) -> bool {
     lines.peek().is_some() && lines.all(|line| line.contains("://") && !line.contains('='))
 }
 
-fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
+fn parse_plain<R: Default>(text: &str) -> Result<ExitsFile<R>, ConfigError> {
     let mut exits = Vec::new();
     let mut names = HashSet::new();
     for (index, line) in text.lines().enumerate() {
@@ -308,10 +376,10 @@ fn parse_plain(text: &str) -> Result<AuditFile, ConfigError> {
         exits.push(Exit::new(name, proxy));
     }
     check_names(&exits)?;
-    Ok(AuditFile {
+    Ok(ExitsFile {
         echo: None,
         exits,
-        route: RouteRule::default(),
+        route: R::default(),
     })
 }
 
@@ -330,8 +398,14 @@ fn check_names(exits: &[Exit]) -> Result<(), ConfigError> {
 
 #[cfg(test)]
 mod tests {
+    use serde::de::IgnoredAny;
+
     use super::*;
-    use crate::exits::ProxyScheme;
+    use crate::ProxyScheme;
+
+    fn parse(bytes: &[u8]) -> Result<ExitsFile<IgnoredAny>, ConfigError> {
+        ExitsFile::parse(bytes)
+    }
 
     const PIN: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
@@ -352,9 +426,10 @@ tags = {{ tier = "dc", region = "eu" }}
 name = "gw"
 url = "socks5h://cust-{{session}}:pw@127.0.0.1:11080"
 sessions = 3
+sticky = "90m"
 "#
         );
-        let file = AuditFile::parse(text.as_bytes()).unwrap();
+        let file = parse(text.as_bytes()).unwrap();
         let echo = file.echo.unwrap();
         assert_eq!((echo.host.as_str(), echo.port), ("localhost", 18443));
         assert_eq!(hex::encode(echo.spki_sha256), PIN);
@@ -376,6 +451,71 @@ sessions = 3
         let (user, _) = file.exits[2].credentials().unwrap();
         assert!(user.starts_with("cust-") && user.len() == 5 + 16, "{user}");
         assert_eq!(file.exits[1].proxy.scheme, ProxyScheme::Socks5h);
+        for gateway in &file.exits[1..] {
+            let sticky = gateway.session.as_ref().and_then(|s| s.sticky);
+            assert_eq!(
+                sticky,
+                Some(Duration::from_secs(90 * 60)),
+                "{}",
+                gateway.name
+            );
+        }
+    }
+
+    /// A gateway of two sessions on lines 1 to 4: a `sticky` appended is on line 5.
+    const GATEWAY: &str =
+        "[[exits]]\nname = \"gw\"\nurl = \"http://u-{session}:s3cret@h:1\"\nsessions = 2\n";
+
+    #[test]
+    fn sticky_windows_take_the_command_line_grammar() {
+        for (value, window) in [("90m", 5400), ("1.5h", 5400), ("600", 600), ("30s", 30)] {
+            let file = parse(format!("{GATEWAY}sticky = \"{value}\"\n").as_bytes()).unwrap();
+            let sticky = file.exits[0].session.as_ref().and_then(|s| s.sticky);
+            assert_eq!(sticky, Some(Duration::from_secs(window)), "{value}");
+        }
+        let file = parse(GATEWAY.as_bytes()).unwrap();
+        assert_eq!(file.exits[0].session.as_ref().unwrap().sticky, None);
+    }
+
+    #[test]
+    fn a_refused_sticky_window_names_its_line_and_what_is_wrong() {
+        let plain = "[[exits]]\nname = \"plain\"\nurl = \"http://u:s3cret@h:2\"\n";
+        for (text, line, problem, message) in [
+            (
+                format!("{GATEWAY}sticky = \"90x\"\n"),
+                5,
+                StickyError::Duration(duration::parse("90x", true).unwrap_err()),
+                "exits file, line 5: exit gw: sticky `90x`: unit must be ms, s, m or h",
+            ),
+            (
+                format!("{GATEWAY}sticky = \"0m\"\n"),
+                5,
+                StickyError::Zero,
+                "exits file, line 5: exit gw: sticky must be longer than zero",
+            ),
+            (
+                format!("{GATEWAY}\n{plain}sticky = \"90m\"\n"),
+                9,
+                StickyError::WithoutSessions,
+                "exits file, line 9: exit plain: sticky needs `sessions`: a plain proxy has no \
+                 session to keep",
+            ),
+        ] {
+            let error = parse(text.as_bytes()).err();
+            assert_eq!(
+                error.as_ref().map(ToString::to_string).as_deref(),
+                Some(message)
+            );
+            let Some(ConfigError::Sticky {
+                line: at,
+                problem: refused,
+                ..
+            }) = error
+            else {
+                panic!("not a sticky error: {text}");
+            };
+            assert_eq!((at, refused), (line, problem));
+        }
     }
 
     #[test]
@@ -393,7 +533,7 @@ sessions = 3
     #[test]
     fn plain_list_of_urls() {
         let text = "# exits\nhttp://zoo:zoopass@127.0.0.1:13128\n\nsocks5h://127.0.0.1:11080\n";
-        let file = AuditFile::parse(text.as_bytes()).unwrap();
+        let file = parse(text.as_bytes()).unwrap();
         assert!(file.echo.is_none());
         let names: Vec<_> = file.exits.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(
@@ -423,9 +563,11 @@ sessions = 3
             (b"[echo]\nurl=\"https://h\"\nspki_sha256=\"zz\"\n[[exits]]\nname=\"a\"\nurl=\"http://h:2\"\n".to_vec(), "sha256"),
             (b"http://u:s3cret@h:99999\n".to_vec(), "line 1"),
             (b"exits = 5\n".to_vec(), "line"),
+            (format!("{GATEWAY}sticky = 90\n").into_bytes(), "line 5"),
+            (format!("{GATEWAY}sticky = \"-1m\"\n").into_bytes(), "line 5"),
         ];
         for (bytes, expected) in cases {
-            let error = AuditFile::parse(&bytes).err().map(|e| e.to_string());
+            let error = parse(&bytes).err().map(|e| e.to_string());
             let error =
                 error.unwrap_or_else(|| panic!("accepted {:?}", String::from_utf8_lossy(&bytes)));
             assert!(error.contains(expected), "{error:?} lacks {expected:?}");
@@ -436,13 +578,19 @@ sessions = 3
     proptest::proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
-            let _ = AuditFile::parse(&bytes);
+            let _ = parse(&bytes);
         }
 
         #[test]
         fn arbitrary_exit_entries_never_panic(name in "\\PC{0,12}", url in "\\PC{0,60}", sessions in 0u32..3000) {
             let text = format!("[[exits]]\nname = {name:?}\nurl = {url:?}\nsessions = {sessions}\n");
-            let _ = AuditFile::parse(text.as_bytes());
+            let _ = parse(text.as_bytes());
+        }
+
+        #[test]
+        fn arbitrary_sticky_windows_never_panic(sticky in "\\PC{0,24}", gateway in proptest::bool::ANY) {
+            let entry = if gateway { GATEWAY } else { "[[exits]]\nname = \"p\"\nurl = \"http://h:1\"\n" };
+            let _ = parse(format!("{entry}sticky = {sticky:?}\n").as_bytes());
         }
 
         #[test]

@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::error::{within, Phase, ProbeError};
-use crate::exits::{Exit, ProxyScheme};
+use crate::{Exit, ProxyScheme};
 
 /// A bidirectional byte stream: a TCP socket or a tunnel through an exit.
 pub trait Tunnel: AsyncRead + AsyncWrite + Unpin + Send {}
