@@ -9,6 +9,7 @@
 #[macro_use]
 mod test_engines;
 
+mod broker;
 mod database;
 mod leases;
 mod ledger;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor as _};
 
+pub use broker::{Acquire, Backoff, Effect, Granted, LeaseClass, Refusal, Released, UnitSpec};
 pub use database::{Database, DatabaseUrlError, PostgresUrl};
 pub use ledger::LedgerRow;
 pub use observations::Batch;

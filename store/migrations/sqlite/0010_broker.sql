@@ -1,0 +1,67 @@
+-- The lease broker's state (`exitvoice broker`; broker/, store/src/broker.rs). Its own names
+-- (`broker_…`), apart from the auditors' work-splitting `leases`.
+
+-- One row per lease unit: a plain exit, or one session slot of a gateway (`gw#2`). `rank` is
+-- what the unit's newest label admits (0 nothing, 1 stateless, 2 anonymous, 3 identity). The
+-- `*_until` and `shared_count` columns let an acquire find a candidate through an index; the
+-- unit's live `broker_leases` rows, read under its lock, decide.
+CREATE TABLE IF NOT EXISTS broker_units (
+    unit             TEXT    PRIMARY KEY NOT NULL,
+    exit_name        TEXT    NOT NULL,
+    rank             INTEGER NOT NULL,
+    capacity         INTEGER NOT NULL,
+    exclusive_until  INTEGER NOT NULL DEFAULT 0,
+    shared_until     INTEGER NOT NULL DEFAULT 0,
+    shared_count     INTEGER NOT NULL DEFAULT 0,
+    gateway          INTEGER NOT NULL DEFAULT 0,
+    free_at          INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS broker_units_free ON broker_units (rank, exclusive_until, free_at);
+
+-- Per exit (a gateway's slots share their gateway's row): the fence, which only grows, and
+-- the streak of `timeout`/`error` outcomes since its last success.
+CREATE TABLE IF NOT EXISTS broker_exits (
+    exit_name     TEXT    PRIMARY KEY NOT NULL,
+    fence         INTEGER NOT NULL,
+    error_streak  INTEGER NOT NULL DEFAULT 0
+);
+
+-- Every lease granted. `state`: live, released, revoked. Times are the store's clock, ms.
+CREATE TABLE IF NOT EXISTS broker_leases (
+    lease_id      TEXT    PRIMARY KEY NOT NULL,
+    unit          TEXT    NOT NULL,
+    exit_name     TEXT    NOT NULL,
+    class         TEXT    NOT NULL,
+    holder        TEXT    NOT NULL,
+    task          TEXT,
+    origin        TEXT,
+    fence         INTEGER NOT NULL,
+    session       TEXT,
+    granted_ms    INTEGER NOT NULL,
+    expires_ms    INTEGER NOT NULL,
+    life_ends_ms  INTEGER NOT NULL,
+    state         TEXT    NOT NULL,
+    outcome       TEXT,
+    latency_ms    INTEGER,
+    ended_ms      INTEGER
+);
+CREATE INDEX IF NOT EXISTS broker_leases_unit ON broker_leases (unit, state, expires_ms);
+CREATE INDEX IF NOT EXISTS broker_leases_task ON broker_leases (task, state, expires_ms);
+
+-- Bans of an (exit, origin) pair, or of the whole exit (origin ''), until a time, with the
+-- count of bans so far (the back-off's exponent).
+CREATE TABLE IF NOT EXISTS broker_bans (
+    exit_name  TEXT    NOT NULL,
+    origin     TEXT    NOT NULL,
+    until_ms   INTEGER NOT NULL,
+    strikes    INTEGER NOT NULL,
+    PRIMARY KEY (exit_name, origin)
+);
+
+-- Gateway session ids never to be issued again.
+CREATE TABLE IF NOT EXISTS broker_retired_sessions (
+    exit_name  TEXT    NOT NULL,
+    session    TEXT    NOT NULL,
+    retired_ms INTEGER NOT NULL,
+    PRIMARY KEY (exit_name, session)
+);

@@ -1,0 +1,901 @@
+//! The lease broker's state: units (a plain exit, or one session slot of a gateway), leases with
+//! fences, bans and retired gateway session ids (migration `broker`).
+//!
+//! Every change is one transaction that locks what it decides on before it reads it:
+//! PostgreSQL locks the unit's row (`FOR UPDATE`, and `SKIP LOCKED` when an acquire picks among
+//! free units, so concurrent acquires take different ones), SQLite takes its one write lock at
+//! `BEGIN IMMEDIATE`. Under that lock the unit's live lease rows decide; the `*_until` columns
+//! of `broker_units` only let an acquire find candidates through an index, without reading the
+//! pool. Every time is the store's clock (`NOW_MS`), never a caller's.
+
+use sqlx::{Any, AnyConnection, Row as _, Transaction};
+
+use crate::{Engine, Store, StoreError};
+
+/// What a unit's label admits, and what a lease asks for: identity ⊂ anonymous ⊂ stateless.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LeaseClass {
+    /// Work that keeps no session; may share a unit with other stateless leases.
+    Stateless = 1,
+    /// Exclusive, not identity-preserving.
+    Anonymous = 2,
+    /// Exclusive, and the exit keeps the client's identity.
+    Identity = 3,
+}
+
+impl LeaseClass {
+    /// The API's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stateless => "stateless",
+            Self::Anonymous => "anonymous",
+            Self::Identity => "identity",
+        }
+    }
+
+    /// The class named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "stateless" => Some(Self::Stateless),
+            "anonymous" => Some(Self::Anonymous),
+            "identity" => Some(Self::Identity),
+            _ => None,
+        }
+    }
+
+    /// Whether a lease of this class holds its unit alone.
+    pub fn exclusive(self) -> bool {
+        self != Self::Stateless
+    }
+
+    fn rank(self) -> i64 {
+        self as i64
+    }
+}
+
+/// One lease unit as the broker's configuration and labels describe it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitSpec {
+    /// `exit`, or `gateway#slot`.
+    pub unit: String,
+    /// The exit it belongs to (the gateway's name for a slot); fences and bans are per exit.
+    pub exit_name: String,
+    /// The best class its newest label admits; `None` leases nothing.
+    pub admits: Option<LeaseClass>,
+    /// Stateless leases it carries at once.
+    pub capacity: u32,
+    /// A gateway's session slot: each lease on it gets a session id of its own.
+    pub gateway: bool,
+}
+
+/// What an acquire asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acquire<'a> {
+    /// The new lease's id (random, chosen by the caller).
+    pub lease_id: &'a str,
+    /// The class; a unit must admit it.
+    pub class: LeaseClass,
+    /// Who holds it.
+    pub holder: &'a str,
+    /// The task it serves, if any: a task holding a live lease of the class gets that lease.
+    pub task: Option<&'a str>,
+    /// The origin it will talk to; bans are per (exit, origin).
+    pub origin: Option<&'a str>,
+    /// Its time to live from the store's now, ms.
+    pub ttl_ms: i64,
+    /// Its whole life, renewals included, from the store's now, ms (below the exit's sticky
+    /// window).
+    pub life_ms: i64,
+    /// Random text that starts a gateway lease's session id; the lease's fence ends it, so no
+    /// id is ever issued twice.
+    pub session_nonce: &'a str,
+}
+
+/// A granted (or, for a sticky task, found) lease.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Granted {
+    /// The lease id.
+    pub lease_id: String,
+    /// The unit.
+    pub unit: String,
+    /// Its exit.
+    pub exit_name: String,
+    /// The fence: larger than every earlier lease's on this exit.
+    pub fence: i64,
+    /// Until when (store ms).
+    pub expires_ms: i64,
+    /// The end of its life (store ms): no renewal goes past it.
+    pub life_ends_ms: i64,
+    /// The gateway session id it carries (`None` on a plain exit).
+    pub session: Option<String>,
+    /// The store's now when it was granted.
+    pub now_ms: i64,
+    /// `false` for a new lease, `true` when a task got the live lease it already held.
+    pub sticky: bool,
+}
+
+/// Why a renew or a release was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No such lease.
+    Unknown,
+    /// The fence is not the lease's.
+    StaleFence,
+    /// It expired (by the store's clock).
+    Expired,
+    /// It was released already.
+    Released,
+    /// The broker revoked it (the exit's label no longer admits its class).
+    Revoked,
+    /// A renewal would take it past its life cap.
+    LifeCap,
+}
+
+impl Refusal {
+    /// The API's reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown_lease",
+            Self::StaleFence => "stale_fence",
+            Self::Expired => "expired",
+            Self::Released => "released",
+            Self::Revoked => "revoked",
+            Self::LifeCap => "life_cap_reached",
+        }
+    }
+}
+
+/// The store's clock in milliseconds since the Unix epoch, as SQL.
+fn now_ms(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)",
+        Engine::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+    }
+}
+
+impl Store {
+    /// A transaction holding the lock broker changes need (see the module docs).
+    async fn broker_transaction(&self) -> Result<Transaction<'static, Any>, StoreError> {
+        Ok(match self.engine() {
+            Engine::Sqlite => self.pool().begin_with("BEGIN IMMEDIATE").await?,
+            Engine::Postgres => self.pool().begin().await?,
+        })
+    }
+
+    /// The store's clock, ms since the Unix epoch.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_now_ms(&self) -> Result<i64, StoreError> {
+        let sql = format!("SELECT {}", now_ms(self.engine()));
+        Ok(sqlx::query_scalar(&sql).fetch_one(self.pool()).await?)
+    }
+
+    /// Makes the broker's units those of `units`: new ones are added, known ones get their
+    /// label's class and capacity, and units not listed admit nothing. The live leases of a
+    /// unit whose label no longer admits their class are revoked. How many were revoked.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_sync_units(&self, units: &[UnitSpec]) -> Result<u64, StoreError> {
+        let mut tx = self.broker_transaction().await?;
+        sqlx::query("UPDATE broker_units SET rank = 0")
+            .execute(&mut *tx)
+            .await?;
+        for spec in units {
+            let rank = spec.admits.map_or(0, LeaseClass::rank);
+            sqlx::query(
+                "INSERT INTO broker_units (unit, exit_name, rank, capacity, gateway) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (unit) DO UPDATE SET \
+                 exit_name = excluded.exit_name, rank = excluded.rank, \
+                 capacity = excluded.capacity, gateway = excluded.gateway",
+            )
+            .bind(&spec.unit)
+            .bind(&spec.exit_name)
+            .bind(rank)
+            .bind(i64::from(spec.capacity))
+            .bind(i64::from(spec.gateway))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(
+                "INSERT INTO broker_exits (exit_name, fence) VALUES ($1, 0) \
+                 ON CONFLICT (exit_name) DO NOTHING",
+            )
+            .bind(&spec.exit_name)
+            .execute(&mut *tx)
+            .await?;
+        }
+        // A lease of a class its unit no longer admits (rank below the class's) is revoked.
+        let sql = format!(
+            "UPDATE broker_leases SET state = 'revoked', ended_ms = {now} \
+             WHERE state = 'live' AND expires_ms > {now} AND unit IN \
+             (SELECT u.unit FROM broker_units u WHERE u.unit = broker_leases.unit AND u.rank < \
+             CASE broker_leases.class WHEN 'identity' THEN 3 WHEN 'anonymous' THEN 2 ELSE 1 END)",
+            now = now_ms(self.engine())
+        );
+        let revoked = sqlx::query(&sql).execute(&mut *tx).await?.rows_affected();
+        tx.commit().await?;
+        Ok(revoked)
+    }
+
+    /// Grants a lease of `request.class` on a free unit that admits it, or, for a task that
+    /// holds a live lease of that class, returns that lease. `None` when no unit is free.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_acquire(
+        &self,
+        request: &Acquire<'_>,
+    ) -> Result<Option<Granted>, StoreError> {
+        let mut tx = self.broker_transaction().await?;
+        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", now_ms(self.engine())))
+            .fetch_one(&mut *tx)
+            .await?;
+        if let Some(task) = request.task {
+            if let Some(granted) = sticky(&mut tx, task, request.class, now).await? {
+                tx.commit().await?;
+                return Ok(Some(granted));
+            }
+        }
+        let Some((unit, exit_name, gateway)) = self.candidate(&mut tx, request, now).await? else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let fence: i64 = sqlx::query_scalar(
+            "UPDATE broker_exits SET fence = fence + 1 WHERE exit_name = $1 RETURNING fence",
+        )
+        .bind(&exit_name)
+        .fetch_one(&mut *tx)
+        .await?;
+        let expires = now.saturating_add(request.ttl_ms.max(1));
+        let life_ends = now.saturating_add(request.life_ms.max(1));
+        let session = gateway.then(|| format!("{}{fence}", request.session_nonce));
+        sqlx::query(
+            "INSERT INTO broker_leases (lease_id, unit, exit_name, class, holder, task, origin, \
+             fence, session, granted_ms, expires_ms, life_ends_ms, state) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'live')",
+        )
+        .bind(request.lease_id)
+        .bind(&unit)
+        .bind(&exit_name)
+        .bind(request.class.as_str())
+        .bind(request.holder)
+        .bind(request.task)
+        .bind(request.origin)
+        .bind(fence)
+        .bind(&session)
+        .bind(now)
+        .bind(expires.min(life_ends))
+        .bind(life_ends)
+        .execute(&mut *tx)
+        .await?;
+        refresh_unit(&mut tx, &unit, now).await?;
+        tx.commit().await?;
+        Ok(Some(Granted {
+            lease_id: request.lease_id.to_owned(),
+            unit,
+            exit_name,
+            fence,
+            expires_ms: expires.min(life_ends),
+            life_ends_ms: life_ends,
+            session,
+            now_ms: now,
+            sticky: false,
+        }))
+    }
+
+    /// A unit free for `request`, locked: found through the index, then checked against its
+    /// live leases under the lock (a candidate whose columns were stale is skipped).
+    async fn candidate(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        request: &Acquire<'_>,
+        now: i64,
+    ) -> Result<Option<(String, String, bool)>, StoreError> {
+        let free = if request.class.exclusive() {
+            "exclusive_until <= $2 AND (shared_until <= $2 OR shared_count = 0)"
+        } else {
+            "exclusive_until <= $2 AND (shared_until <= $2 OR shared_count < capacity)"
+        };
+        let lock = match self.engine() {
+            Engine::Sqlite => "",
+            Engine::Postgres => " FOR UPDATE SKIP LOCKED",
+        };
+        let sql = format!(
+            "SELECT unit, exit_name, gateway FROM broker_units u WHERE rank >= $1 AND {free} \
+             AND NOT EXISTS (SELECT 1 FROM broker_bans b \
+             WHERE b.exit_name = u.exit_name AND b.origin IN ('', $3) AND b.until_ms > $2) \
+             ORDER BY free_at LIMIT 8{lock}"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(request.class.rank())
+            .bind(now)
+            .bind(request.origin.unwrap_or(""))
+            .fetch_all(&mut **tx)
+            .await?;
+        for row in rows {
+            let unit: String = row.try_get(0)?;
+            let exit_name: String = row.try_get(1)?;
+            let gateway: i64 = row.try_get(2)?;
+            let (exclusive, shared, capacity) = live_on(tx, &unit, now).await?;
+            let fits = if request.class.exclusive() {
+                exclusive == 0 && shared == 0
+            } else {
+                exclusive == 0 && shared < capacity
+            };
+            if fits {
+                return Ok(Some((unit, exit_name, gateway != 0)));
+            }
+            refresh_unit(tx, &unit, now).await?;
+        }
+        Ok(None)
+    }
+
+    /// Extends a live lease by `ttl_ms` from the store's now, never past its life's end. The new
+    /// expiry, or why not.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_renew(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        ttl_ms: i64,
+    ) -> Result<Result<i64, Refusal>, StoreError> {
+        let mut tx = self.broker_transaction().await?;
+        let (now, lease) = self.locked_lease(&mut tx, lease_id).await?;
+        let lease = match judge(lease, fence, now) {
+            Ok(lease) => lease,
+            Err(refusal) => {
+                tx.rollback().await?;
+                return Ok(Err(refusal));
+            }
+        };
+        if lease.expires_ms >= lease.life_ends_ms {
+            tx.rollback().await?;
+            return Ok(Err(Refusal::LifeCap));
+        }
+        let expires = now.saturating_add(ttl_ms.max(1)).min(lease.life_ends_ms);
+        sqlx::query("UPDATE broker_leases SET expires_ms = $1 WHERE lease_id = $2")
+            .bind(expires)
+            .bind(lease_id)
+            .execute(&mut *tx)
+            .await?;
+        refresh_unit(&mut tx, &lease.unit, now).await?;
+        tx.commit().await?;
+        Ok(Ok(expires))
+    }
+
+    /// Ends a live lease with the worker's `outcome` (and the latency it reported), and applies
+    /// the outcome's `effect` in the same transaction: bans with exponential back-off, the
+    /// exit's error streak, a gateway session retired. The exit and unit it held, or why not.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_release(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+        effect: Effect,
+    ) -> Result<Result<Released, Refusal>, StoreError> {
+        let mut tx = self.broker_transaction().await?;
+        let (now, lease) = self.locked_lease(&mut tx, lease_id).await?;
+        let lease = match judge(lease, fence, now) {
+            Ok(lease) => lease,
+            Err(refusal) => {
+                tx.rollback().await?;
+                return Ok(Err(refusal));
+            }
+        };
+        sqlx::query(
+            "UPDATE broker_leases SET state = 'released', outcome = $1, latency_ms = $2, \
+             ended_ms = $3 WHERE lease_id = $4",
+        )
+        .bind(outcome)
+        .bind(latency_ms)
+        .bind(now)
+        .bind(lease_id)
+        .execute(&mut *tx)
+        .await?;
+        let banned_until = apply(&mut tx, &lease, effect, now).await?;
+        refresh_unit(&mut tx, &lease.unit, now).await?;
+        tx.commit().await?;
+        Ok(Ok(Released {
+            unit: lease.unit,
+            exit_name: lease.exit_name,
+            banned_until_ms: banned_until,
+            retired_session: matches!(effect, Effect::Blocked { .. })
+                .then_some(lease.session)
+                .flatten(),
+            now_ms: now,
+        }))
+    }
+
+    /// The lease `lease_id` with the store's now, its unit locked (PostgreSQL).
+    async fn locked_lease(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        lease_id: &str,
+    ) -> Result<(i64, Option<LeaseRow>), StoreError> {
+        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", now_ms(self.engine())))
+            .fetch_one(&mut **tx)
+            .await?;
+        if self.engine() == Engine::Postgres {
+            sqlx::query(
+                "SELECT 1 FROM broker_units WHERE unit = \
+                 (SELECT unit FROM broker_leases WHERE lease_id = $1) FOR UPDATE",
+            )
+            .bind(lease_id)
+            .fetch_optional(&mut **tx)
+            .await?;
+        }
+        let row = sqlx::query(
+            "SELECT unit, exit_name, fence, expires_ms, life_ends_ms, state, origin, session \
+             FROM broker_leases WHERE lease_id = $1",
+        )
+        .bind(lease_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        let lease = row
+            .map(|row| -> Result<LeaseRow, sqlx::Error> {
+                Ok(LeaseRow {
+                    unit: row.try_get(0)?,
+                    exit_name: row.try_get(1)?,
+                    fence: row.try_get(2)?,
+                    expires_ms: row.try_get(3)?,
+                    life_ends_ms: row.try_get(4)?,
+                    state: row.try_get(5)?,
+                    origin: row.try_get(6)?,
+                    session: row.try_get(7)?,
+                })
+            })
+            .transpose()?;
+        Ok((now, lease))
+    }
+}
+
+/// A released lease's unit and exit, what its outcome did, and the store's now at its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Released {
+    /// The unit it held.
+    pub unit: String,
+    /// Its exit.
+    pub exit_name: String,
+    /// Until when the outcome banned the exit (for its origin, or whole), if it did.
+    pub banned_until_ms: Option<i64>,
+    /// The gateway session id the outcome retired, if it did.
+    pub retired_session: Option<String>,
+    /// The store's now when it ended.
+    pub now_ms: i64,
+}
+
+/// What a lease's outcome does to its exit (the broker's policy decides which).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Effect {
+    /// A success: the exit's error streak ends, and its expired bans are forgotten (their
+    /// back-off starts over).
+    Success,
+    /// The origin refused the exit (`403`, `429`, a captcha): a gateway's session id is retired,
+    /// a plain exit is banned for the origin.
+    Blocked(Backoff),
+    /// The exit failed (`timeout`, `error`): its streak grows, and at `streak` the whole exit is
+    /// banned.
+    Failed {
+        /// The back-off of the exit-wide ban.
+        backoff: Backoff,
+        /// The streak that bans the exit.
+        streak: u32,
+    },
+    /// Nothing follows (another status).
+    Neutral,
+}
+
+/// A ban's length: `ttl_ms` the first time, doubled for each earlier ban of the same pair (up
+/// to 64 times), times `jitter` (e.g. 1.0 to 1.25, drawn by the caller).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    /// The first ban's length, ms.
+    pub ttl_ms: i64,
+    /// The factor drawn for this ban.
+    pub jitter: f64,
+}
+
+struct LeaseRow {
+    unit: String,
+    exit_name: String,
+    origin: Option<String>,
+    session: Option<String>,
+    fence: i64,
+    expires_ms: i64,
+    life_ends_ms: i64,
+    state: String,
+}
+
+/// The lease if `fence` is its own and it is live at `now`, else why not.
+fn judge(lease: Option<LeaseRow>, fence: i64, now: i64) -> Result<LeaseRow, Refusal> {
+    let lease = lease.ok_or(Refusal::Unknown)?;
+    if lease.fence != fence {
+        return Err(Refusal::StaleFence);
+    }
+    match lease.state.as_str() {
+        "released" => Err(Refusal::Released),
+        "revoked" => Err(Refusal::Revoked),
+        _ if lease.expires_ms <= now => Err(Refusal::Expired),
+        _ => Ok(lease),
+    }
+}
+
+/// Applies a released lease's `effect` at `now`; until when it banned, if it did.
+async fn apply(
+    tx: &mut Transaction<'static, Any>,
+    lease: &LeaseRow,
+    effect: Effect,
+    now: i64,
+) -> Result<Option<i64>, StoreError> {
+    let origin = lease.origin.as_deref().unwrap_or("");
+    match effect {
+        Effect::Success => {
+            sqlx::query("UPDATE broker_exits SET error_streak = 0 WHERE exit_name = $1")
+                .bind(&lease.exit_name)
+                .execute(&mut **tx)
+                .await?;
+            sqlx::query(
+                "DELETE FROM broker_bans WHERE exit_name = $1 AND origin IN ('', $2) \
+                 AND until_ms <= $3",
+            )
+            .bind(&lease.exit_name)
+            .bind(origin)
+            .bind(now)
+            .execute(&mut **tx)
+            .await?;
+            Ok(None)
+        }
+        Effect::Blocked(backoff) => match &lease.session {
+            // A gateway: the session id goes, never the whole gateway.
+            Some(session) => {
+                sqlx::query(
+                    "INSERT INTO broker_retired_sessions (exit_name, session, retired_ms) \
+                     VALUES ($1, $2, $3) ON CONFLICT (exit_name, session) DO NOTHING",
+                )
+                .bind(&lease.exit_name)
+                .bind(session)
+                .bind(now)
+                .execute(&mut **tx)
+                .await?;
+                Ok(None)
+            }
+            None => ban(tx, &lease.exit_name, origin, backoff, now)
+                .await
+                .map(Some),
+        },
+        Effect::Failed { backoff, streak } => {
+            let reached: i64 = sqlx::query_scalar(
+                "UPDATE broker_exits SET error_streak = error_streak + 1 WHERE exit_name = $1 \
+                 RETURNING error_streak",
+            )
+            .bind(&lease.exit_name)
+            .fetch_one(&mut **tx)
+            .await?;
+            if reached < i64::from(streak.max(1)) {
+                return Ok(None);
+            }
+            sqlx::query("UPDATE broker_exits SET error_streak = 0 WHERE exit_name = $1")
+                .bind(&lease.exit_name)
+                .execute(&mut **tx)
+                .await?;
+            ban(tx, &lease.exit_name, "", backoff, now).await.map(Some)
+        }
+        Effect::Neutral => Ok(None),
+    }
+}
+
+/// Bans `exit_name` for `origin` (`''`: for every origin) from `now`; until when.
+async fn ban(
+    tx: &mut Transaction<'static, Any>,
+    exit_name: &str,
+    origin: &str,
+    backoff: Backoff,
+    now: i64,
+) -> Result<i64, StoreError> {
+    let strikes: i64 = sqlx::query_scalar(
+        "INSERT INTO broker_bans (exit_name, origin, until_ms, strikes) VALUES ($1, $2, 0, 1) \
+         ON CONFLICT (exit_name, origin) DO UPDATE SET strikes = broker_bans.strikes + 1 \
+         RETURNING strikes",
+    )
+    .bind(exit_name)
+    .bind(origin)
+    .fetch_one(&mut **tx)
+    .await?;
+    let doubled = 1_i64 << (strikes - 1).clamp(0, 6);
+    #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)]
+    let length =
+        (backoff.ttl_ms.saturating_mul(doubled) as f64 * backoff.jitter.clamp(1.0, 2.0)) as i64;
+    let until = now.saturating_add(length.max(1));
+    sqlx::query("UPDATE broker_bans SET until_ms = $1 WHERE exit_name = $2 AND origin = $3")
+        .bind(until)
+        .bind(exit_name)
+        .bind(origin)
+        .execute(&mut **tx)
+        .await?;
+    Ok(until)
+}
+
+/// The live lease of `task` in `class`, if it holds one.
+async fn sticky(
+    tx: &mut Transaction<'static, Any>,
+    task: &str,
+    class: LeaseClass,
+    now: i64,
+) -> Result<Option<Granted>, StoreError> {
+    let row = sqlx::query(
+        "SELECT lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session \
+         FROM broker_leases \
+         WHERE task = $1 AND state = 'live' AND expires_ms > $2 AND class = $3 \
+         ORDER BY granted_ms DESC LIMIT 1",
+    )
+    .bind(task)
+    .bind(now)
+    .bind(class.as_str())
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    Ok(Some(Granted {
+        lease_id: row.try_get(0)?,
+        unit: row.try_get(1)?,
+        exit_name: row.try_get(2)?,
+        fence: row.try_get(3)?,
+        expires_ms: row.try_get(4)?,
+        life_ends_ms: row.try_get(5)?,
+        session: row.try_get(6)?,
+        now_ms: now,
+        sticky: true,
+    }))
+}
+
+/// Live exclusive and stateless leases on `unit` at `now`, and its stateless capacity.
+async fn live_on(
+    conn: &mut AnyConnection,
+    unit: &str,
+    now: i64,
+) -> Result<(i64, i64, i64), StoreError> {
+    let row = sqlx::query(
+        "SELECT \
+         (SELECT COUNT(*) FROM broker_leases WHERE unit = $1 AND state = 'live' \
+          AND expires_ms > $2 AND class <> 'stateless'), \
+         (SELECT COUNT(*) FROM broker_leases WHERE unit = $1 AND state = 'live' \
+          AND expires_ms > $2 AND class = 'stateless'), \
+         (SELECT capacity FROM broker_units WHERE unit = $1)",
+    )
+    .bind(unit)
+    .bind(now)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+}
+
+/// Brings `unit`'s index columns up to date with its live leases at `now`.
+async fn refresh_unit(conn: &mut AnyConnection, unit: &str, now: i64) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE broker_units SET \
+         exclusive_until = COALESCE((SELECT MAX(expires_ms) FROM broker_leases WHERE unit = $1 \
+           AND state = 'live' AND expires_ms > $2 AND class <> 'stateless'), 0), \
+         shared_until = COALESCE((SELECT MAX(expires_ms) FROM broker_leases WHERE unit = $1 \
+           AND state = 'live' AND expires_ms > $2 AND class = 'stateless'), 0), \
+         shared_count = (SELECT COUNT(*) FROM broker_leases WHERE unit = $1 \
+           AND state = 'live' AND expires_ms > $2 AND class = 'stateless'), \
+         free_at = $2 WHERE unit = $1",
+    )
+    .bind(unit)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {
+        UnitSpec {
+            unit: name.into(),
+            exit_name: name.split('#').next().unwrap_or(name).into(),
+            admits,
+            capacity: 2,
+            gateway: name.contains('#'),
+        }
+    }
+
+    fn ask<'a>(id: &'a str, class: LeaseClass, origin: Option<&'a str>) -> Acquire<'a> {
+        Acquire {
+            lease_id: id,
+            class,
+            holder: "w",
+            task: None,
+            origin,
+            ttl_ms: 60_000,
+            life_ms: 600_000,
+            session_nonce: "n",
+        }
+    }
+
+    const BACKOFF: Backoff = Backoff {
+        ttl_ms: 3_600_000,
+        jitter: 1.0,
+    };
+
+    on_both_engines! {
+        async fn an_exclusive_lease_holds_its_exit_alone(store: Store) {
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))]).await.unwrap();
+            let first = store.broker_acquire(&ask("l1", LeaseClass::Identity, None)).await.unwrap().unwrap();
+            assert_eq!((first.unit.as_str(), first.fence, first.session), ("a", 1, None));
+            assert!(store.broker_acquire(&ask("l2", LeaseClass::Anonymous, None)).await.unwrap().is_none());
+            assert!(store.broker_acquire(&ask("l3", LeaseClass::Stateless, None)).await.unwrap().is_none());
+            // Release needs the lease's own fence.
+            assert_eq!(
+                store.broker_release("l1", 7, "ok", None, Effect::Success).await.unwrap(),
+                Err(Refusal::StaleFence)
+            );
+            let released = store.broker_release("l1", 1, "ok", Some(12), Effect::Success).await.unwrap().unwrap();
+            assert_eq!(released.exit_name, "a");
+            assert_eq!(
+                store.broker_release("l1", 1, "ok", None, Effect::Success).await.unwrap(),
+                Err(Refusal::Released)
+            );
+            let next = store.broker_acquire(&ask("l4", LeaseClass::Anonymous, None)).await.unwrap().unwrap();
+            assert_eq!(next.fence, 2, "the fence only grows");
+        }
+
+        async fn labels_decide_which_class_a_unit_serves(store: Store) {
+            store.broker_sync_units(&[unit("anon", Some(LeaseClass::Anonymous)), unit("none", None)]).await.unwrap();
+            assert!(store.broker_acquire(&ask("i", LeaseClass::Identity, None)).await.unwrap().is_none());
+            let anonymous = store.broker_acquire(&ask("a", LeaseClass::Anonymous, None)).await.unwrap().unwrap();
+            assert_eq!(anonymous.unit, "anon");
+            // The label turns quarantine: the live lease is revoked, no new one is granted.
+            let revoked = store.broker_sync_units(&[unit("anon", None), unit("none", None)]).await.unwrap();
+            assert_eq!(revoked, 1);
+            assert_eq!(store.broker_renew("a", anonymous.fence, 1000).await.unwrap(), Err(Refusal::Revoked));
+            assert!(store.broker_acquire(&ask("s", LeaseClass::Stateless, None)).await.unwrap().is_none());
+        }
+
+        async fn stateless_leases_share_up_to_capacity_never_beside_an_exclusive_one(store: Store) {
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))]).await.unwrap();
+            for id in ["s1", "s2"] {
+                assert!(store.broker_acquire(&ask(id, LeaseClass::Stateless, None)).await.unwrap().is_some());
+            }
+            assert!(store.broker_acquire(&ask("s3", LeaseClass::Stateless, None)).await.unwrap().is_none());
+            assert!(store.broker_acquire(&ask("x", LeaseClass::Identity, None)).await.unwrap().is_none());
+            store.broker_release("s1", 1, "ok", None, Effect::Success).await.unwrap().unwrap();
+            assert!(store.broker_acquire(&ask("x", LeaseClass::Identity, None)).await.unwrap().is_none());
+            store.broker_release("s2", 2, "ok", None, Effect::Success).await.unwrap().unwrap();
+            assert!(store.broker_acquire(&ask("x", LeaseClass::Identity, None)).await.unwrap().is_some());
+        }
+
+        async fn the_store_clock_expires_leases_and_caps_their_life(store: Store) {
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))]).await.unwrap();
+            let short = Acquire { ttl_ms: 30, life_ms: 60, ..ask("l1", LeaseClass::Identity, None) };
+            let granted = store.broker_acquire(&short).await.unwrap().unwrap();
+            assert_eq!(granted.life_ends_ms - granted.now_ms, 60);
+            let renewed = store.broker_renew("l1", granted.fence, 1000).await.unwrap().unwrap();
+            assert_eq!(renewed, granted.life_ends_ms, "never past the life cap");
+            assert_eq!(store.broker_renew("l1", granted.fence, 1000).await.unwrap(), Err(Refusal::LifeCap));
+            tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+            assert_eq!(store.broker_renew("l1", granted.fence, 1000).await.unwrap(), Err(Refusal::Expired));
+            assert_eq!(store.broker_renew("nope", 1, 1000).await.unwrap(), Err(Refusal::Unknown));
+            let next = store.broker_acquire(&ask("l2", LeaseClass::Identity, None)).await.unwrap().unwrap();
+            assert_eq!(next.fence, 2);
+            // The lapsed holder cannot release the next holder's lease, nor its own.
+            assert_eq!(
+                store.broker_release("l1", 1, "ok", None, Effect::Success).await.unwrap(),
+                Err(Refusal::Expired)
+            );
+        }
+
+        async fn a_refusing_origin_bans_the_pair_and_retires_a_gateway_session(store: Store) {
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous)), unit("gw#0", Some(LeaseClass::Anonymous))]).await.unwrap();
+            let on_a = store.broker_acquire(&ask("l1", LeaseClass::Anonymous, Some("shop"))).await.unwrap().unwrap();
+            let on_gw = store.broker_acquire(&ask("l2", LeaseClass::Anonymous, Some("shop"))).await.unwrap().unwrap();
+            assert_eq!(on_gw.unit, "gw#0");
+            let session = on_gw.session.clone().unwrap();
+            assert_eq!(session, format!("n{}", on_gw.fence), "nonce then fence");
+            let plain = store.broker_release(&on_a.lease_id, on_a.fence, "429", None, Effect::Blocked(BACKOFF)).await.unwrap().unwrap();
+            let until = plain.banned_until_ms.unwrap();
+            assert_eq!(until - plain.now_ms, BACKOFF.ttl_ms);
+            let gateway = store.broker_release(&on_gw.lease_id, on_gw.fence, "403", None, Effect::Blocked(BACKOFF)).await.unwrap().unwrap();
+            assert_eq!((gateway.banned_until_ms, gateway.retired_session), (None, Some(session.clone())));
+            // The banned pair is skipped; the gateway serves the origin again, on a new session.
+            let again = store.broker_acquire(&ask("l3", LeaseClass::Anonymous, Some("shop"))).await.unwrap().unwrap();
+            assert_eq!(again.unit, "gw#0");
+            assert_ne!(again.session.as_deref(), Some(session.as_str()));
+            let other = store.broker_acquire(&ask("l4", LeaseClass::Anonymous, Some("news"))).await.unwrap().unwrap();
+            assert_eq!(other.unit, "a", "another origin is not banned");
+            store.broker_release("l4", other.fence, "429", None, Effect::Blocked(BACKOFF)).await.unwrap().unwrap();
+            let third = store.broker_acquire(&ask("l5", LeaseClass::Anonymous, Some("news"))).await.unwrap();
+            assert!(third.is_none(), "a is banned for news, gw#0 is held");
+            let retired: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_retired_sessions").fetch_one(store.pool()).await.unwrap();
+            assert_eq!(retired, 1);
+        }
+
+        async fn a_repeat_offenders_ban_doubles_and_a_success_forgets_it(store: Store) {
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous))]).await.unwrap();
+            let short = Effect::Blocked(Backoff { ttl_ms: 40, jitter: 1.0 });
+            let mut lengths = Vec::new();
+            for id in ["l1", "l2", "l3"] {
+                let granted = loop {
+                    if let Some(granted) = store.broker_acquire(&ask(id, LeaseClass::Anonymous, Some("o"))).await.unwrap() {
+                        break granted;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                };
+                let effect = if id == "l3" { Effect::Success } else { short };
+                let released = store.broker_release(id, granted.fence, "429", None, effect).await.unwrap().unwrap();
+                lengths.extend(released.banned_until_ms.map(|until| until - released.now_ms));
+            }
+            assert_eq!(lengths, [40, 80]);
+            let bans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_bans").fetch_one(store.pool()).await.unwrap();
+            assert_eq!(bans, 0, "the expired ban was forgotten after a success");
+        }
+
+        async fn a_streak_of_failures_bans_the_whole_exit(store: Store) {
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Stateless))]).await.unwrap();
+            let failed = Effect::Failed { backoff: BACKOFF, streak: 2 };
+            for (n, id) in ["l1", "l2"].into_iter().enumerate() {
+                let granted = store.broker_acquire(&ask(id, LeaseClass::Stateless, Some("o"))).await.unwrap().unwrap();
+                let released = store.broker_release(id, granted.fence, "timeout", None, failed).await.unwrap().unwrap();
+                assert_eq!(released.banned_until_ms.is_some(), n == 1);
+            }
+            assert!(store.broker_acquire(&ask("l3", LeaseClass::Stateless, Some("other"))).await.unwrap().is_none());
+        }
+
+        async fn a_task_keeps_its_lease_while_it_renews(store: Store) {
+            store.broker_sync_units(&[unit("gw#0", Some(LeaseClass::Identity)), unit("gw#1", Some(LeaseClass::Identity))]).await.unwrap();
+            let first = store.broker_acquire(&Acquire { task: Some("t"), ..ask("l1", LeaseClass::Identity, None) }).await.unwrap().unwrap();
+            let again = store.broker_acquire(&Acquire { task: Some("t"), ..ask("l2", LeaseClass::Identity, None) }).await.unwrap().unwrap();
+            assert!(again.sticky);
+            assert_eq!((again.lease_id.as_str(), again.session.clone()), ("l1", first.session.clone()));
+            let other = store.broker_acquire(&ask("l3", LeaseClass::Identity, None)).await.unwrap().unwrap();
+            assert_ne!(other.session, first.session);
+            assert!(other.fence > first.fence, "a gateway's slots share its fence");
+        }
+
+        async fn concurrent_acquires_never_double_hold_a_unit(store: Store) {
+            let units: Vec<_> = (0..6).map(|i| unit(&format!("e{i}"), Some(LeaseClass::Identity))).collect();
+            store.broker_sync_units(&units).await.unwrap();
+            let held = Arc::new(Mutex::new(HashSet::new()));
+            let collisions = Arc::new(std::sync::atomic::AtomicU32::new(0));
+            let granted = Arc::new(std::sync::atomic::AtomicU32::new(0));
+            let mut workers = Vec::new();
+            for w in 0..16 {
+                let (store, held, collisions, granted) = (store.clone(), held.clone(), collisions.clone(), granted.clone());
+                workers.push(tokio::spawn(async move {
+                    for n in 0..15 {
+                        let id = format!("w{w}-{n}");
+                        let Some(lease) = store.broker_acquire(&ask(&id, LeaseClass::Identity, None)).await.unwrap() else {
+                            tokio::task::yield_now().await;
+                            continue;
+                        };
+                        granted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if !held.lock().unwrap().insert(lease.unit.clone()) {
+                            collisions.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        tokio::task::yield_now().await;
+                        held.lock().unwrap().remove(&lease.unit);
+                        store.broker_release(&id, lease.fence, "ok", None, Effect::Success).await.unwrap().unwrap();
+                    }
+                }));
+            }
+            for worker in workers {
+                worker.await.unwrap();
+            }
+            assert_eq!(collisions.load(std::sync::atomic::Ordering::Relaxed), 0);
+            assert!(granted.load(std::sync::atomic::Ordering::Relaxed) >= 6);
+        }
+    }
+}
