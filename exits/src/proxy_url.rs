@@ -166,12 +166,27 @@ impl ProxyUrl {
 
     /// The URL with the password replaced by `***`; safe to log, store and export.
     pub fn redacted(&self) -> String {
+        let password = self.password.as_ref().map(|_| REDACTED);
+        self.render(self.username.as_deref(), password)
+    }
+
+    /// The whole URL, credentials included, with `username` in place of the parsed one (a
+    /// gateway's user name with its session id substituted): for the one holder it is meant
+    /// for, so it comes back as a [`Secret`].
+    pub fn with_user(&self, username: Option<&str>) -> Secret {
+        let password = self.password.as_ref().map(Secret::expose);
+        Secret::new(self.render(username, password))
+    }
+
+    fn render(&self, username: Option<&str>, password: Option<&str>) -> String {
         let mut out = format!("{}://", self.scheme.as_str());
-        if let Some(user) = &self.username {
+        if let Some(user) = username {
             out.push_str(&percent_encoding::utf8_percent_encode(user, USERINFO).to_string());
-            if self.password.is_some() {
+            if let Some(password) = password {
                 out.push(':');
-                out.push_str(REDACTED);
+                out.push_str(
+                    &percent_encoding::utf8_percent_encode(password, USERINFO).to_string(),
+                );
             }
             out.push('@');
         }
@@ -270,6 +285,24 @@ mod tests {
         assert_eq!(url.password.as_ref().map(Secret::expose), Some("p@ss:w/rd"));
         assert_eq!(url.host, "::1");
         assert_eq!(url.authority(), "[::1]:1080");
+    }
+
+    /// A lease's URL parses back to the same proxy, its credentials intact.
+    #[test]
+    fn the_whole_url_round_trips() {
+        let url = parse("http://zoo-{session}:p%40ss%3Aw%2Frd@[::1]:13128");
+        let whole = url.with_user(Some("zoo-s1:x"));
+        let back = parse(whole.expose());
+        assert_eq!(back.username.as_deref(), Some("zoo-s1:x"));
+        assert_eq!(
+            back.password.as_ref().map(Secret::expose),
+            Some("p@ss:w/rd")
+        );
+        assert_eq!(back.authority(), "[::1]:13128");
+        assert!(
+            !format!("{whole:?}").contains("p@ss"),
+            "a Secret never prints"
+        );
     }
 
     #[test]

@@ -399,13 +399,14 @@ impl Store {
         .bind(lease_id)
         .execute(&mut *tx)
         .await?;
-        let banned_until = apply(&mut tx, &lease, effect, now).await?;
+        let (banned_until, recovered_bans) = apply(&mut tx, &lease, effect, now).await?;
         refresh_unit(&mut tx, &lease.unit, now).await?;
         tx.commit().await?;
         Ok(Ok(Released {
             unit: lease.unit,
             exit_name: lease.exit_name,
             banned_until_ms: banned_until,
+            recovered_bans,
             retired_session: matches!(effect, Effect::Blocked { .. })
                 .then_some(lease.session)
                 .flatten(),
@@ -456,6 +457,142 @@ impl Store {
     }
 }
 
+/// One exit as the broker's `GET /v1/exits` shows it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExitReport {
+    /// The exit (a gateway's name for its slots).
+    pub exit_name: String,
+    /// Its live leases: unit, class, holder, expiry (store ms).
+    pub live: Vec<(String, String, String, i64)>,
+    /// Its bans in force: origin (`""` for the whole exit) and until when.
+    pub bans: Vec<(String, i64)>,
+    /// Leases granted on it, ever.
+    pub served: i64,
+    /// Outcomes reported for leases that ended since the window's start.
+    pub outcomes: Vec<String>,
+    /// Latencies reported with those, ms.
+    pub latencies_ms: Vec<i64>,
+}
+
+impl Store {
+    /// Every exit of the broker with its live leases, bans and the outcomes of the leases that
+    /// ended since `since_ms` (store ms).
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_exit_reports(&self, since_ms: i64) -> Result<Vec<ExitReport>, StoreError> {
+        let now = self.broker_now_ms().await?;
+        let mut reports: Vec<ExitReport> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        let exits = sqlx::query(
+            "SELECT e.exit_name, (SELECT COUNT(*) FROM broker_leases l \
+             WHERE l.exit_name = e.exit_name) FROM broker_exits e ORDER BY e.exit_name",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        for row in exits {
+            let exit_name: String = row.try_get(0)?;
+            index.insert(exit_name.clone(), reports.len());
+            reports.push(ExitReport {
+                exit_name,
+                served: row.try_get(1)?,
+                ..ExitReport::default()
+            });
+        }
+        let live = sqlx::query(
+            "SELECT exit_name, unit, class, holder, expires_ms FROM broker_leases \
+             WHERE state = 'live' AND expires_ms > $1 ORDER BY granted_ms",
+        )
+        .bind(now)
+        .fetch_all(self.pool())
+        .await?;
+        for row in live {
+            let exit_name: String = row.try_get(0)?;
+            if let Some(report) = index.get(&exit_name).and_then(|&i| reports.get_mut(i)) {
+                report.live.push((
+                    row.try_get(1)?,
+                    row.try_get(2)?,
+                    row.try_get(3)?,
+                    row.try_get(4)?,
+                ));
+            }
+        }
+        let bans = sqlx::query(
+            "SELECT exit_name, origin, until_ms FROM broker_bans WHERE until_ms > $1 \
+             ORDER BY until_ms",
+        )
+        .bind(now)
+        .fetch_all(self.pool())
+        .await?;
+        for row in bans {
+            let exit_name: String = row.try_get(0)?;
+            if let Some(report) = index.get(&exit_name).and_then(|&i| reports.get_mut(i)) {
+                report.bans.push((row.try_get(1)?, row.try_get(2)?));
+            }
+        }
+        let ended = sqlx::query(
+            "SELECT exit_name, outcome, latency_ms FROM broker_leases \
+             WHERE state = 'released' AND ended_ms >= $1",
+        )
+        .bind(since_ms)
+        .fetch_all(self.pool())
+        .await?;
+        for row in ended {
+            let exit_name: String = row.try_get(0)?;
+            if let Some(report) = index.get(&exit_name).and_then(|&i| reports.get_mut(i)) {
+                let outcome: Option<String> = row.try_get(1)?;
+                report.outcomes.extend(outcome);
+                let latency: Option<i64> = row.try_get(2)?;
+                report.latencies_ms.extend(latency);
+            }
+        }
+        Ok(reports)
+    }
+
+    /// Live leases by class, bans in force, and units held by more than one exclusive lease
+    /// (a collision: must be 0), at the store's now.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_gauges(&self) -> Result<Gauges, StoreError> {
+        let now = self.broker_now_ms().await?;
+        let mut gauges = Gauges::default();
+        let rows = sqlx::query(
+            "SELECT class, COUNT(*) FROM broker_leases WHERE state = 'live' AND expires_ms > $1 \
+             GROUP BY class",
+        )
+        .bind(now)
+        .fetch_all(self.pool())
+        .await?;
+        for row in rows {
+            gauges.live.push((row.try_get(0)?, row.try_get(1)?));
+        }
+        gauges.bans = sqlx::query_scalar("SELECT COUNT(*) FROM broker_bans WHERE until_ms > $1")
+            .bind(now)
+            .fetch_one(self.pool())
+            .await?;
+        gauges.collisions = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT unit FROM broker_leases WHERE state = 'live' \
+             AND expires_ms > $1 AND class <> 'stateless' GROUP BY unit HAVING COUNT(*) > 1) c",
+        )
+        .bind(now)
+        .fetch_one(self.pool())
+        .await?;
+        Ok(gauges)
+    }
+}
+
+/// The broker's gauges as the store sees them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Gauges {
+    /// Live leases per class.
+    pub live: Vec<(String, i64)>,
+    /// Bans in force.
+    pub bans: i64,
+    /// Units with more than one live exclusive lease.
+    pub collisions: i64,
+}
+
 /// A released lease's unit and exit, what its outcome did, and the store's now at its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Released {
@@ -465,6 +602,8 @@ pub struct Released {
     pub exit_name: String,
     /// Until when the outcome banned the exit (for its origin, or whole), if it did.
     pub banned_until_ms: Option<i64>,
+    /// Expired bans the outcome (a success) forgot: the pair recovered.
+    pub recovered_bans: u64,
     /// The gateway session id the outcome retired, if it did.
     pub retired_session: Option<String>,
     /// The store's now when it ended.
@@ -527,13 +666,14 @@ fn judge(lease: Option<LeaseRow>, fence: i64, now: i64) -> Result<LeaseRow, Refu
     }
 }
 
-/// Applies a released lease's `effect` at `now`; until when it banned, if it did.
+/// Applies a released lease's `effect` at `now`: until when it banned, if it did, and how many
+/// expired bans it forgot.
 async fn apply(
     tx: &mut Transaction<'static, Any>,
     lease: &LeaseRow,
     effect: Effect,
     now: i64,
-) -> Result<Option<i64>, StoreError> {
+) -> Result<(Option<i64>, u64), StoreError> {
     let origin = lease.origin.as_deref().unwrap_or("");
     match effect {
         Effect::Success => {
@@ -541,7 +681,7 @@ async fn apply(
                 .bind(&lease.exit_name)
                 .execute(&mut **tx)
                 .await?;
-            sqlx::query(
+            let recovered = sqlx::query(
                 "DELETE FROM broker_bans WHERE exit_name = $1 AND origin IN ('', $2) \
                  AND until_ms <= $3",
             )
@@ -549,8 +689,9 @@ async fn apply(
             .bind(origin)
             .bind(now)
             .execute(&mut **tx)
-            .await?;
-            Ok(None)
+            .await?
+            .rows_affected();
+            Ok((None, recovered))
         }
         Effect::Blocked(backoff) => match &lease.session {
             // A gateway: the session id goes, never the whole gateway.
@@ -564,11 +705,12 @@ async fn apply(
                 .bind(now)
                 .execute(&mut **tx)
                 .await?;
-                Ok(None)
+                Ok((None, 0))
             }
-            None => ban(tx, &lease.exit_name, origin, backoff, now)
-                .await
-                .map(Some),
+            None => Ok((
+                Some(ban(tx, &lease.exit_name, origin, backoff, now).await?),
+                0,
+            )),
         },
         Effect::Failed { backoff, streak } => {
             let reached: i64 = sqlx::query_scalar(
@@ -579,15 +721,15 @@ async fn apply(
             .fetch_one(&mut **tx)
             .await?;
             if reached < i64::from(streak.max(1)) {
-                return Ok(None);
+                return Ok((None, 0));
             }
             sqlx::query("UPDATE broker_exits SET error_streak = 0 WHERE exit_name = $1")
                 .bind(&lease.exit_name)
                 .execute(&mut **tx)
                 .await?;
-            ban(tx, &lease.exit_name, "", backoff, now).await.map(Some)
+            Ok((Some(ban(tx, &lease.exit_name, "", backoff, now).await?), 0))
         }
-        Effect::Neutral => Ok(None),
+        Effect::Neutral => Ok((None, 0)),
     }
 }
 
@@ -827,6 +969,7 @@ mod tests {
             store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous))]).await.unwrap();
             let short = Effect::Blocked(Backoff { ttl_ms: 40, jitter: 1.0 });
             let mut lengths = Vec::new();
+            let mut recovered = 0;
             for id in ["l1", "l2", "l3"] {
                 let granted = loop {
                     if let Some(granted) = store.broker_acquire(&ask(id, LeaseClass::Anonymous, Some("o"))).await.unwrap() {
@@ -837,8 +980,10 @@ mod tests {
                 let effect = if id == "l3" { Effect::Success } else { short };
                 let released = store.broker_release(id, granted.fence, "429", None, effect).await.unwrap().unwrap();
                 lengths.extend(released.banned_until_ms.map(|until| until - released.now_ms));
+                recovered += released.recovered_bans;
             }
             assert_eq!(lengths, [40, 80]);
+            assert_eq!(recovered, 1);
             let bans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_bans").fetch_one(store.pool()).await.unwrap();
             assert_eq!(bans, 0, "the expired ban was forgotten after a success");
         }

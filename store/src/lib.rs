@@ -26,7 +26,9 @@ use std::sync::Arc;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor as _};
 
-pub use broker::{Acquire, Backoff, Effect, Granted, LeaseClass, Refusal, Released, UnitSpec};
+pub use broker::{
+    Acquire, Backoff, Effect, ExitReport, Gauges, Granted, LeaseClass, Refusal, Released, UnitSpec,
+};
 pub use database::{Database, DatabaseUrlError, PostgresUrl};
 pub use ledger::LedgerRow;
 pub use observations::Batch;
