@@ -66,6 +66,8 @@ pub struct UnitSpec {
     pub capacity: u32,
     /// A gateway's session slot: each lease on it gets a session id of its own.
     pub gateway: bool,
+    /// The longest life of a lease on it, renewals included, ms.
+    pub life_ms: i64,
 }
 
 /// What an acquire asks for.
@@ -83,8 +85,8 @@ pub struct Acquire<'a> {
     pub origin: Option<&'a str>,
     /// Its time to live from the store's now, ms.
     pub ttl_ms: i64,
-    /// Its whole life, renewals included, from the store's now, ms (below the exit's sticky
-    /// window).
+    /// Its whole life, renewals included, from the store's now, ms; the unit's own cap (below
+    /// its sticky window) applies too.
     pub life_ms: i64,
     /// Random text that starts a gateway lease's session id; the lease's fence ends it, so no
     /// id is ever issued twice.
@@ -185,16 +187,18 @@ impl Store {
         for spec in units {
             let rank = spec.admits.map_or(0, LeaseClass::rank);
             sqlx::query(
-                "INSERT INTO broker_units (unit, exit_name, rank, capacity, gateway) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (unit) DO UPDATE SET \
+                "INSERT INTO broker_units (unit, exit_name, rank, capacity, gateway, life_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (unit) DO UPDATE SET \
                  exit_name = excluded.exit_name, rank = excluded.rank, \
-                 capacity = excluded.capacity, gateway = excluded.gateway",
+                 capacity = excluded.capacity, gateway = excluded.gateway, \
+                 life_ms = excluded.life_ms",
             )
             .bind(&spec.unit)
             .bind(&spec.exit_name)
             .bind(rank)
             .bind(i64::from(spec.capacity))
             .bind(i64::from(spec.gateway))
+            .bind(spec.life_ms)
             .execute(&mut *tx)
             .await?;
             sqlx::query(
@@ -237,7 +241,9 @@ impl Store {
                 return Ok(Some(granted));
             }
         }
-        let Some((unit, exit_name, gateway)) = self.candidate(&mut tx, request, now).await? else {
+        let Some((unit, exit_name, gateway, unit_life)) =
+            self.candidate(&mut tx, request, now).await?
+        else {
             tx.rollback().await?;
             return Ok(None);
         };
@@ -248,7 +254,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let expires = now.saturating_add(request.ttl_ms.max(1));
-        let life_ends = now.saturating_add(request.life_ms.max(1));
+        let life_ends = now.saturating_add(request.life_ms.min(unit_life).max(1));
         let session = gateway.then(|| format!("{}{fence}", request.session_nonce));
         sqlx::query(
             "INSERT INTO broker_leases (lease_id, unit, exit_name, class, holder, task, origin, \
@@ -291,7 +297,7 @@ impl Store {
         tx: &mut Transaction<'static, Any>,
         request: &Acquire<'_>,
         now: i64,
-    ) -> Result<Option<(String, String, bool)>, StoreError> {
+    ) -> Result<Option<(String, String, bool, i64)>, StoreError> {
         let free = if request.class.exclusive() {
             "exclusive_until <= $2 AND (shared_until <= $2 OR shared_count = 0)"
         } else {
@@ -302,7 +308,8 @@ impl Store {
             Engine::Postgres => " FOR UPDATE SKIP LOCKED",
         };
         let sql = format!(
-            "SELECT unit, exit_name, gateway FROM broker_units u WHERE rank >= $1 AND {free} \
+            "SELECT unit, exit_name, gateway, life_ms FROM broker_units u \
+             WHERE rank >= $1 AND {free} \
              AND NOT EXISTS (SELECT 1 FROM broker_bans b \
              WHERE b.exit_name = u.exit_name AND b.origin IN ('', $3) AND b.until_ms > $2) \
              ORDER BY free_at LIMIT 8{lock}"
@@ -317,6 +324,7 @@ impl Store {
             let unit: String = row.try_get(0)?;
             let exit_name: String = row.try_get(1)?;
             let gateway: i64 = row.try_get(2)?;
+            let life: i64 = row.try_get(3)?;
             let (exclusive, shared, capacity) = live_on(tx, &unit, now).await?;
             let fits = if request.class.exclusive() {
                 exclusive == 0 && shared == 0
@@ -324,7 +332,7 @@ impl Store {
                 exclusive == 0 && shared < capacity
             };
             if fits {
-                return Ok(Some((unit, exit_name, gateway != 0)));
+                return Ok(Some((unit, exit_name, gateway != 0, life)));
             }
             refresh_unit(tx, &unit, now).await?;
         }
@@ -852,6 +860,7 @@ mod tests {
             admits,
             capacity: 2,
             gateway: name.contains('#'),
+            life_ms: 3_600_000,
         }
     }
 

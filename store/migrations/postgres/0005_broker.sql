@@ -1,7 +1,8 @@
 -- The lease broker's state: see ../sqlite/0010_broker.sql (the same tables, BIGINT times).
 
 -- One row per lease unit: a plain exit, or one session slot of a gateway (`gw#2`). `rank` is
--- what the unit's newest label admits (0 nothing, 1 stateless, 2 anonymous, 3 identity). The
+-- what the unit's newest label admits (0 nothing, 1 stateless, 2 anonymous, 3 identity);
+-- `life_ms` the longest life of a lease on it (below a gateway's sticky window). The
 -- `*_until` and `shared_count` columns let an acquire find a candidate through an index; the
 -- unit's live `broker_leases` rows, read under its lock, decide.
 CREATE TABLE IF NOT EXISTS broker_units (
@@ -9,6 +10,7 @@ CREATE TABLE IF NOT EXISTS broker_units (
     exit_name        TEXT    NOT NULL,
     rank             BIGINT NOT NULL,
     capacity         BIGINT NOT NULL,
+    life_ms          BIGINT NOT NULL,
     exclusive_until  BIGINT NOT NULL DEFAULT 0,
     shared_until     BIGINT NOT NULL DEFAULT 0,
     shared_count     BIGINT NOT NULL DEFAULT 0,

@@ -2,7 +2,8 @@
 -- (`broker_…`), apart from the auditors' work-splitting `leases`.
 
 -- One row per lease unit: a plain exit, or one session slot of a gateway (`gw#2`). `rank` is
--- what the unit's newest label admits (0 nothing, 1 stateless, 2 anonymous, 3 identity). The
+-- what the unit's newest label admits (0 nothing, 1 stateless, 2 anonymous, 3 identity);
+-- `life_ms` the longest life of a lease on it (below a gateway's sticky window). The
 -- `*_until` and `shared_count` columns let an acquire find a candidate through an index; the
 -- unit's live `broker_leases` rows, read under its lock, decide.
 CREATE TABLE IF NOT EXISTS broker_units (
@@ -10,6 +11,7 @@ CREATE TABLE IF NOT EXISTS broker_units (
     exit_name        TEXT    NOT NULL,
     rank             INTEGER NOT NULL,
     capacity         INTEGER NOT NULL,
+    life_ms          INTEGER NOT NULL,
     exclusive_until  INTEGER NOT NULL DEFAULT 0,
     shared_until     INTEGER NOT NULL DEFAULT 0,
     shared_count     INTEGER NOT NULL DEFAULT 0,

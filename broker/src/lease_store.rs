@@ -1,0 +1,104 @@
+//! The one interface the broker keeps its state behind. Everything in it is atomic in the store
+//! and timed by the store's clock; nothing in it is SQL, so another store (Redis) can fill it.
+//! [`exitvoice_store::Store`] fills it on SQLite and PostgreSQL.
+
+use std::future::Future;
+
+use exitvoice_store::{
+    Acquire, Effect, ExitReport, Gauges, Granted, Refusal, Released, Store, UnitSpec,
+};
+
+/// A failure of the store itself (not a refused request): counted, answered `503`.
+#[derive(Debug, thiserror::Error)]
+#[error("lease store: {0}")]
+pub struct StoreFailure(#[source] Box<dyn std::error::Error + Send + Sync>);
+
+impl From<exitvoice_store::StoreError> for StoreFailure {
+    fn from(error: exitvoice_store::StoreError) -> Self {
+        Self(Box::new(error))
+    }
+}
+
+/// The broker's state: units, leases with fences, bans, retired sessions.
+pub trait LeaseStore: Clone + Send + Sync + 'static {
+    /// The store's clock, ms since the Unix epoch.
+    fn now_ms(&self) -> impl Future<Output = Result<i64, StoreFailure>> + Send;
+    /// Makes the units those of `units` (labels refreshed); revokes the live leases a unit no
+    /// longer admits. How many were revoked.
+    fn sync_units(
+        &self,
+        units: &[UnitSpec],
+    ) -> impl Future<Output = Result<u64, StoreFailure>> + Send;
+    /// Grants a lease on a free unit, or a task's live one; `None` when nothing is free.
+    fn acquire(
+        &self,
+        request: &Acquire<'_>,
+    ) -> impl Future<Output = Result<Option<Granted>, StoreFailure>> + Send;
+    /// Extends a live lease: its new expiry, or why not.
+    fn renew(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        ttl_ms: i64,
+    ) -> impl Future<Output = Result<Result<i64, Refusal>, StoreFailure>> + Send;
+    /// Ends a live lease with its outcome's effect.
+    fn release(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+        effect: Effect,
+    ) -> impl Future<Output = Result<Result<Released, Refusal>, StoreFailure>> + Send;
+    /// Every exit with its live leases, bans and the outcomes since `since_ms`.
+    fn exit_reports(
+        &self,
+        since_ms: i64,
+    ) -> impl Future<Output = Result<Vec<ExitReport>, StoreFailure>> + Send;
+    /// Live leases by class, bans in force, collisions.
+    fn gauges(&self) -> impl Future<Output = Result<Gauges, StoreFailure>> + Send;
+}
+
+impl LeaseStore for Store {
+    async fn now_ms(&self) -> Result<i64, StoreFailure> {
+        Ok(self.broker_now_ms().await?)
+    }
+
+    async fn sync_units(&self, units: &[UnitSpec]) -> Result<u64, StoreFailure> {
+        Ok(self.broker_sync_units(units).await?)
+    }
+
+    async fn acquire(&self, request: &Acquire<'_>) -> Result<Option<Granted>, StoreFailure> {
+        Ok(self.broker_acquire(request).await?)
+    }
+
+    async fn renew(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        ttl_ms: i64,
+    ) -> Result<Result<i64, Refusal>, StoreFailure> {
+        Ok(self.broker_renew(lease_id, fence, ttl_ms).await?)
+    }
+
+    async fn release(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+        effect: Effect,
+    ) -> Result<Result<Released, Refusal>, StoreFailure> {
+        Ok(self
+            .broker_release(lease_id, fence, outcome, latency_ms, effect)
+            .await?)
+    }
+
+    async fn exit_reports(&self, since_ms: i64) -> Result<Vec<ExitReport>, StoreFailure> {
+        Ok(self.broker_exit_reports(since_ms).await?)
+    }
+
+    async fn gauges(&self) -> Result<Gauges, StoreFailure> {
+        Ok(self.broker_gauges().await?)
+    }
+}

@@ -1,0 +1,23 @@
+//! exitvoice broker: leases of exits and gateway sticky sessions to many workers on many
+//! machines, never two holders at once, driven by the auditor's labels.
+//!
+//! - [`service`]: the broker (acquire with a wait, renew, release with an outcome, labels);
+//! - [`api`]: its HTTP/JSON API; [`auth`]: the bearer token;
+//! - [`pool`]: the exits file's exits as lease units, what their labels admit, lease URLs;
+//! - [`policy`]: what a reported outcome does (bans, retired sessions, failure streaks);
+//! - [`lease_store`]: the one interface the broker's state sits behind (SQLite and PostgreSQL
+//!   through `exitvoice-store`);
+//! - [`metrics`]: Prometheus metrics.
+//!
+//! Exclusivity, fences and expiry are the store's (see `exitvoice_store`'s broker module): an
+//! instance keeps no lease state of its own, so any instance renews or releases any lease.
+#![forbid(unsafe_code)]
+#![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
+
+pub mod api;
+pub mod auth;
+pub mod lease_store;
+pub mod metrics;
+pub mod policy;
+pub mod pool;
+pub mod service;

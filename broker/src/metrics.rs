@@ -1,0 +1,212 @@
+//! Prometheus metrics of one broker instance (`GET /metrics`, OpenMetrics text by the
+//! `prometheus-client` crate). Counters are this instance's; the gauges of the whole broker
+//! (live leases by class, bans in force, collisions) are read from the store at each scrape, so
+//! every instance reports the same.
+
+use exitvoice_store::Gauges;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+/// The instance's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    instance: String,
+    granted: Family<Labels, Counter>,
+    unavailable: Family<Labels, Counter>,
+    outcomes: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram>,
+    bans: Family<Labels, Counter>,
+    bans_recovered: Counter,
+    revoked: Counter,
+    refused: Family<Labels, Counter>,
+    store_errors: Counter,
+    waiting: Gauge,
+    wait_seconds: Histogram,
+    live: Family<Labels, Gauge>,
+    bans_active: Gauge,
+    collisions: Gauge,
+}
+
+impl Metrics {
+    /// Metrics labelled with `instance` where the figure is this instance's.
+    pub fn new(instance: &str) -> Self {
+        let mut registry = Registry::with_prefix("exitvoice_broker");
+        let metrics = Self {
+            registry: Registry::default(),
+            instance: instance.to_owned(),
+            granted: Family::default(),
+            unavailable: Family::default(),
+            outcomes: Family::default(),
+            latency: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.005, 2.0, 14))
+            }),
+            bans: Family::default(),
+            bans_recovered: Counter::default(),
+            revoked: Counter::default(),
+            refused: Family::default(),
+            store_errors: Counter::default(),
+            waiting: Gauge::default(),
+            wait_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            live: Family::default(),
+            bans_active: Gauge::default(),
+            collisions: Gauge::default(),
+        };
+        registry.register(
+            "leases_granted",
+            "Leases granted, by instance and class",
+            metrics.granted.clone(),
+        );
+        registry.register(
+            "unavailable",
+            "Acquires that found nothing free within their wait, by class",
+            metrics.unavailable.clone(),
+        );
+        registry.register(
+            "outcomes",
+            "Outcomes workers reported, by exit and outcome",
+            metrics.outcomes.clone(),
+        );
+        registry.register(
+            "reported_latency_seconds",
+            "Latencies workers reported, by exit",
+            metrics.latency.clone(),
+        );
+        registry.register(
+            "bans",
+            "Bans and retired sessions, by kind (origin, exit, session)",
+            metrics.bans.clone(),
+        );
+        registry.register(
+            "bans_recovered",
+            "Expired bans forgotten after a success",
+            metrics.bans_recovered.clone(),
+        );
+        registry.register(
+            "leases_revoked",
+            "Live leases revoked because their exit's label stopped admitting them",
+            metrics.revoked.clone(),
+        );
+        registry.register("refused", "Renewals and releases refused, by reason (a stale fence is a holder that kept going after its lease)", metrics.refused.clone());
+        registry.register(
+            "store_errors",
+            "Store failures",
+            metrics.store_errors.clone(),
+        );
+        registry.register(
+            "waiting",
+            "Acquires waiting on this instance",
+            metrics.waiting.clone(),
+        );
+        registry.register(
+            "wait_seconds",
+            "How long granted acquires waited",
+            metrics.wait_seconds.clone(),
+        );
+        registry.register(
+            "active_leases",
+            "Live leases in the store, by class",
+            metrics.live.clone(),
+        );
+        registry.register(
+            "active_bans",
+            "Bans in force in the store",
+            metrics.bans_active.clone(),
+        );
+        registry.register(
+            "collisions",
+            "Units held by more than one live exclusive lease (must be 0)",
+            metrics.collisions.clone(),
+        );
+        Self {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// A lease of `class` granted after `waited` seconds.
+    pub fn granted(&self, class: &str, waited: f64) {
+        self.granted
+            .get_or_create(&vec![
+                ("instance".to_owned(), self.instance.clone()),
+                ("class".to_owned(), class.to_owned()),
+            ])
+            .inc();
+        self.wait_seconds.observe(waited);
+    }
+
+    /// An acquire of `class` that found nothing free.
+    pub fn unavailable(&self, class: &str) {
+        self.unavailable
+            .get_or_create(&vec![("class".to_owned(), class.to_owned())])
+            .inc();
+    }
+
+    /// A worker's outcome on `exit`, with the latency it reported.
+    pub fn outcome(&self, exit: &str, outcome: &str, latency_ms: Option<i64>) {
+        let exit = vec![("exit".to_owned(), exit.to_owned())];
+        let mut labels = exit.clone();
+        labels.push(("outcome".to_owned(), outcome.to_owned()));
+        self.outcomes.get_or_create(&labels).inc();
+        if let Some(ms) = latency_ms {
+            #[allow(clippy::cast_precision_loss)]
+            self.latency
+                .get_or_create(&exit)
+                .observe(ms as f64 / 1000.0);
+        }
+    }
+
+    /// A ban (`origin`, `exit`) or a retired session (`session`).
+    pub fn ban(&self, kind: &str) {
+        self.bans
+            .get_or_create(&vec![("kind".to_owned(), kind.to_owned())])
+            .inc();
+    }
+
+    /// Expired bans forgotten.
+    pub fn recovered(&self, count: u64) {
+        self.bans_recovered.inc_by(count);
+    }
+
+    /// Leases revoked at a labels refresh.
+    pub fn revoked(&self, count: u64) {
+        self.revoked.inc_by(count);
+    }
+
+    /// A renewal or release refused for `reason`.
+    pub fn refused(&self, reason: &str) {
+        self.refused
+            .get_or_create(&vec![("reason".to_owned(), reason.to_owned())])
+            .inc();
+    }
+
+    /// A store failure.
+    pub fn store_error(&self) {
+        self.store_errors.inc();
+    }
+
+    /// The gauge of waiting acquires.
+    pub fn waiting(&self) -> &Gauge {
+        &self.waiting
+    }
+
+    /// The text of a scrape, with the store's `gauges`.
+    pub fn encode(&self, gauges: &Gauges) -> Result<String, std::fmt::Error> {
+        self.live.clear();
+        for (class, count) in &gauges.live {
+            self.live
+                .get_or_create(&vec![("class".to_owned(), class.clone())])
+                .set(*count);
+        }
+        self.bans_active.set(gauges.bans);
+        self.collisions.set(gauges.collisions);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+}

@@ -1,0 +1,260 @@
+//! The pool the broker leases: the exits file's exits as lease units, each admitting what its
+//! newest label allows, and the proxy URL a lease hands its holder.
+//!
+//! A unit's class follows its label's route (identity ⊂ anonymous ⊂ stateless; quarantine
+//! admits nothing). An exit with no label, or whose newest probe is older than the labels' max
+//! age, admits nothing. A gateway's slots (`gw#1`, `gw#2`, …) are judged together: each admits
+//! only what every audited slot's label admits, since the broker mints a fresh session for
+//! each lease and cannot pick the session the auditor saw.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use exitvoice_exits::{Exit, Secret, SESSION_PLACEHOLDER};
+use exitvoice_schema::{LabelsDoc, Route};
+use exitvoice_store::{LeaseClass, UnitSpec};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// The exits of the exits file, by unit name.
+#[derive(Clone, Debug, Default)]
+pub struct Pool {
+    exits: HashMap<String, Exit>,
+    order: Vec<String>,
+}
+
+impl Pool {
+    /// The pool of `exits`.
+    pub fn new(exits: Vec<Exit>) -> Self {
+        let order = exits.iter().map(|e| e.name.clone()).collect();
+        let exits = exits.into_iter().map(|e| (e.name.clone(), e)).collect();
+        Self { exits, order }
+    }
+
+    /// How many units.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether the pool has no unit.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The exit behind `unit`.
+    pub fn exit(&self, unit: &str) -> Option<&Exit> {
+        self.exits.get(unit)
+    }
+
+    /// The units with what `labels` admit at `now` (labels whose newest probe is older than
+    /// `max_age` admit nothing), `capacity` stateless leases each, and lives of at most
+    /// `max_life` ([`life`]).
+    pub fn units(
+        &self,
+        labels: Option<&LabelsDoc>,
+        now: OffsetDateTime,
+        max_age: Duration,
+        capacity: u32,
+        max_life: Duration,
+    ) -> Vec<UnitSpec> {
+        let fresh: HashMap<&str, Option<LeaseClass>> = labels
+            .map(|doc| {
+                doc.exits
+                    .iter()
+                    .map(|label| {
+                        let recent = label
+                            .last_probe_at
+                            .as_deref()
+                            .and_then(|at| OffsetDateTime::parse(at, &Rfc3339).ok())
+                            .is_some_and(|at| now - at <= max_age);
+                        (label.name.as_str(), admits(label.route).filter(|_| recent))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let admitted = |name: &str| fresh.get(name).copied().flatten();
+        // A gateway admits the least any of its slots admits.
+        let mut gateways: HashMap<&str, Option<LeaseClass>> = HashMap::new();
+        for exit in self.order.iter().filter_map(|name| self.exits.get(name)) {
+            if exit.session.is_some() {
+                let class = admitted(&exit.name);
+                gateways
+                    .entry(gateway_of(exit))
+                    .and_modify(|least| *least = (*least).min(class))
+                    .or_insert(class);
+            }
+        }
+        self.order
+            .iter()
+            .filter_map(|name| self.exits.get(name))
+            .map(|exit| {
+                let gateway = exit.session.is_some();
+                UnitSpec {
+                    unit: exit.name.clone(),
+                    exit_name: gateway_of(exit).to_owned(),
+                    admits: if gateway {
+                        gateways.get(gateway_of(exit)).copied().flatten()
+                    } else {
+                        admitted(&exit.name)
+                    },
+                    capacity,
+                    gateway,
+                    life_ms: i64::try_from(life(exit, max_life).as_millis()).unwrap_or(i64::MAX),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The exit (for a gateway slot: the gateway) whose fence and bans a unit shares.
+fn gateway_of(exit: &Exit) -> &str {
+    match &exit.session {
+        Some(_) => exit
+            .name
+            .rsplit_once('#')
+            .map_or(&exit.name, |(gateway, _)| gateway),
+        None => &exit.name,
+    }
+}
+
+/// The class a route admits.
+fn admits(route: Route) -> Option<LeaseClass> {
+    match route {
+        Route::Identity => Some(LeaseClass::Identity),
+        Route::Anonymous => Some(LeaseClass::Anonymous),
+        Route::Stateless => Some(LeaseClass::Stateless),
+        Route::Quarantine => None,
+    }
+}
+
+/// The proxy URL a lease on `exit` hands its holder: credentials included, the gateway's
+/// `{session}` replaced by the lease's session id.
+pub fn lease_url(exit: &Exit, session: Option<&str>) -> Secret {
+    let user = exit.proxy.username.as_deref().map(|user| match session {
+        Some(session) => user.replace(SESSION_PLACEHOLDER, session),
+        None => user.to_owned(),
+    });
+    exit.proxy.with_user(user.as_deref())
+}
+
+/// The longest life a lease on `exit` may have: `max_life`, and below a gateway's sticky
+/// window by a tenth of it (at least five seconds), so a renewing holder never outlives the
+/// address it was promised.
+pub fn life(exit: &Exit, max_life: Duration) -> Duration {
+    match exit.session.as_ref().and_then(|s| s.sticky) {
+        Some(window) => {
+            let margin = (window / 10).max(Duration::from_secs(5));
+            max_life.min(window.saturating_sub(margin).max(window / 2))
+        }
+        None => max_life,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use exitvoice_exits::ExitsFile;
+
+    fn pool(text: &str) -> Pool {
+        let file: ExitsFile<serde::de::IgnoredAny> = ExitsFile::parse(text.as_bytes()).unwrap();
+        Pool::new(file.exits)
+    }
+
+    fn labels(routes: &[(&str, &str, &str)]) -> LabelsDoc {
+        let exits: Vec<serde_json::Value> = routes
+            .iter()
+            .map(|(name, route, at)| {
+                serde_json::json!({
+                    "name": name, "route": route, "last_probe_at": at, "url": "", "tags": {},
+                    "egress_ips": [], "state": "stable", "changed_at": null, "bucket": null,
+                    "voices": [], "route_reason": "", "samples": 1, "errors": {}, "history": [],
+                    "latency": {"p50_ms": null, "p95_ms": null},
+                    "flags": {"tls_preserved": true, "h2_preserved": true, "tls_intercepted": false,
+                              "remuxed": false, "not_proxied": false, "tls_reoriginated": false},
+                })
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 2, "generated_at": "2026-12-02T10:00:00Z", "baseline": null,
+            "exits": exits
+        }))
+        .unwrap()
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    const FILE: &str = r#"
+[[exits]]
+name = "dc"
+url = "http://u:p@127.0.0.1:1"
+[[exits]]
+name = "gw"
+url = "http://user-{session}:p@127.0.0.1:2"
+sessions = 2
+sticky = "10m"
+"#;
+
+    #[test]
+    fn labels_decide_and_a_gateway_admits_what_all_its_slots_admit() {
+        let pool = pool(FILE);
+        let now = OffsetDateTime::parse("2026-12-02T10:00:00Z", &Rfc3339).unwrap();
+        let doc = labels(&[
+            ("dc", "identity", "2026-12-02T09:30:00Z"),
+            ("gw#1", "identity", "2026-12-02T09:30:00Z"),
+            ("gw#2", "stateless", "2026-12-02T09:30:00Z"),
+        ]);
+        let units = pool.units(Some(&doc), now, Duration::from_secs(7200), 2, HOUR);
+        let admits: Vec<_> = units
+            .iter()
+            .map(|u| {
+                (
+                    u.unit.as_str(),
+                    u.exit_name.as_str(),
+                    u.admits,
+                    u.gateway,
+                    u.life_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            admits,
+            [
+                ("dc", "dc", Some(LeaseClass::Identity), false, 3_600_000),
+                ("gw#1", "gw", Some(LeaseClass::Stateless), true, 540_000),
+                ("gw#2", "gw", Some(LeaseClass::Stateless), true, 540_000),
+            ]
+        );
+        // Too old, or no label at all: nothing.
+        let stale = pool.units(Some(&doc), now, Duration::from_secs(600), 2, HOUR);
+        assert!(stale.iter().all(|u| u.admits.is_none()));
+        assert!(pool
+            .units(None, now, Duration::from_secs(7200), 2, HOUR)
+            .iter()
+            .all(|u| u.admits.is_none()));
+        let quarantined = labels(&[("dc", "quarantine", "2026-12-02T09:30:00Z")]);
+        assert_eq!(
+            pool.units(Some(&quarantined), now, Duration::from_secs(7200), 2, HOUR)[0].admits,
+            None
+        );
+    }
+
+    #[test]
+    fn a_lease_gets_its_session_in_the_url_and_a_life_below_the_sticky_window() {
+        let pool = pool(FILE);
+        let gw = pool.exit("gw#1").unwrap();
+        let url = lease_url(gw, Some("ab12"));
+        assert_eq!(url.expose(), "http://user-ab12:p@127.0.0.1:2");
+        assert_eq!(
+            lease_url(pool.exit("dc").unwrap(), None).expose(),
+            "http://u:p@127.0.0.1:1"
+        );
+        assert_eq!(
+            life(gw, Duration::from_secs(3600)),
+            Duration::from_secs(540)
+        );
+        assert_eq!(
+            life(pool.exit("dc").unwrap(), Duration::from_secs(3600)),
+            Duration::from_secs(3600)
+        );
+    }
+}

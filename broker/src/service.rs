@@ -1,0 +1,429 @@
+//! The broker: leases from the store, the pool and its labels, waiting acquires, outcomes.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use exitvoice_exits::Secret;
+use exitvoice_store::{Acquire, Granted, LeaseClass, Refusal, Released, Store};
+use rand::Rng;
+use time::OffsetDateTime;
+use tokio::sync::{Notify, Semaphore};
+
+use crate::lease_store::{LeaseStore, StoreFailure};
+use crate::metrics::Metrics;
+use crate::policy::{self, BadOutcome};
+use crate::pool::{self, Pool};
+
+/// How often a waiting acquire asks the store again (other instances' releases do not wake it).
+const POLL: Duration = Duration::from_millis(50);
+
+/// The broker's settings (`exitvoice broker --help`).
+#[derive(Clone, Debug)]
+pub struct BrokerConfig {
+    /// Whose labels count (`rustls/chrome`, `chromium`).
+    pub persona: String,
+    /// A lease's time to live when the request names none.
+    pub default_ttl: Duration,
+    /// The longest time to live a request may ask for.
+    pub max_ttl: Duration,
+    /// The longest life of a lease, renewals included (a gateway's is below its sticky window).
+    pub max_life: Duration,
+    /// The longest wait a request may ask for.
+    pub max_wait: Duration,
+    /// Labels whose newest probe is older admit nothing.
+    pub labels_max_age: Duration,
+    /// How often the labels are read again.
+    pub labels_refresh: Duration,
+    /// Stateless leases that may share one exit.
+    pub stateless_per_exit: u32,
+    /// The first ban's length.
+    pub ban_ttl: Duration,
+    /// `timeout`/`error` outcomes in a row that ban an exit.
+    pub error_streak: u32,
+    /// This instance's name, in metrics.
+    pub instance: String,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            persona: "rustls/chrome".to_owned(),
+            default_ttl: Duration::from_secs(60),
+            max_ttl: Duration::from_secs(600),
+            max_life: Duration::from_secs(3600),
+            max_wait: Duration::from_secs(30),
+            labels_max_age: Duration::from_secs(2 * 3600),
+            labels_refresh: Duration::from_secs(10),
+            stateless_per_exit: 2,
+            ban_ttl: Duration::from_secs(3600),
+            error_streak: 3,
+            instance: "broker".to_owned(),
+        }
+    }
+}
+
+/// A lease request, as the API takes it.
+#[derive(Clone, Debug, Default)]
+pub struct LeaseRequest {
+    /// `identity`, `anonymous` or `stateless`.
+    pub class: String,
+    /// Who will hold it.
+    pub holder: String,
+    /// The task it serves.
+    pub task: Option<String>,
+    /// The origin it will talk to.
+    pub origin: Option<String>,
+    /// Its time to live, ms.
+    pub ttl_ms: Option<u64>,
+    /// How long to wait for a free exit, ms.
+    pub wait_ms: Option<u64>,
+}
+
+/// A granted lease, as the API answers it.
+#[derive(Clone, Debug)]
+pub struct Lease {
+    /// What the store granted.
+    pub granted: Granted,
+    /// The unit's exit name (`gw#2` for a gateway slot).
+    pub exit: String,
+    /// The proxy URL with credentials and session.
+    pub proxy_url: Secret,
+    /// Its time to live, ms.
+    pub ttl_ms: i64,
+}
+
+/// Why a request was not served.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// The request is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Nothing free within the wait.
+    #[error("no exit of class {class} is free")]
+    Unavailable {
+        /// The class asked for.
+        class: &'static str,
+        /// When to try again, ms.
+        retry_after_ms: u64,
+    },
+    /// The lease refused the renewal or release.
+    #[error("{}", .0.as_str())]
+    Refused(Refusal),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreFailure),
+}
+
+impl From<BadOutcome> for BrokerError {
+    fn from(error: BadOutcome) -> Self {
+        Self::BadRequest(error.to_string())
+    }
+}
+
+/// The longest holder, task or origin accepted, in bytes.
+const MAX_NAME: usize = 256;
+
+/// One broker instance over a lease store `S`; labels come from the SQL store.
+pub struct Broker<S> {
+    leases: S,
+    labels: Store,
+    pool: RwLock<Arc<Pool>>,
+    config: BrokerConfig,
+    /// One queue per class: waiters are served in arrival order (tokio's semaphore is fair).
+    queues: [Semaphore; 3],
+    released: Notify,
+    metrics: Metrics,
+}
+
+impl<S: LeaseStore> Broker<S> {
+    /// A broker leasing `pool` through `leases`, judged by `labels`' snapshots.
+    pub fn new(leases: S, labels: Store, pool: Pool, config: BrokerConfig) -> Self {
+        let metrics = Metrics::new(&config.instance);
+        Self {
+            leases,
+            labels,
+            pool: RwLock::new(Arc::new(pool)),
+            config,
+            queues: [Semaphore::new(1), Semaphore::new(1), Semaphore::new(1)],
+            released: Notify::new(),
+            metrics,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The lease store.
+    pub fn leases(&self) -> &S {
+        &self.leases
+    }
+
+    fn pool(&self) -> Arc<Pool> {
+        self.pool.read().map_or_else(
+            |poisoned| poisoned.into_inner().clone(),
+            |pool| pool.clone(),
+        )
+    }
+
+    /// Reads the persona's newest labels and gives each unit the class its label admits now
+    /// (by the store's clock); leases a label stopped admitting are revoked. How many.
+    ///
+    /// # Errors
+    /// Store failures.
+    pub async fn refresh(&self) -> Result<u64, BrokerError> {
+        let labels = self
+            .labels
+            .latest_labels_of(&self.config.persona)
+            .await
+            .map_err(StoreFailure::from)?;
+        let now_ms = self.leases.now_ms().await?;
+        let now = OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
+            .map_err(|_| BrokerError::BadRequest("the store's clock is out of range".to_owned()))?;
+        let units = self.pool().units(
+            labels.as_ref(),
+            now,
+            self.config.labels_max_age,
+            self.config.stateless_per_exit,
+            self.config.max_life,
+        );
+        let revoked = self.leases.sync_units(&units).await?;
+        self.metrics.revoked(revoked);
+        if revoked > 0 {
+            tracing::info!(
+                revoked,
+                "leases revoked: their exits' labels no longer admit them"
+            );
+        }
+        Ok(revoked)
+    }
+
+    /// Refreshes the labels every `labels_refresh` until the task is dropped.
+    pub async fn refresh_forever(self: Arc<Self>) {
+        let mut every = tokio::time::interval(self.config.labels_refresh);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            if let Err(error) = self.refresh().await {
+                self.metrics.store_error();
+                tracing::warn!(%error, "refreshing the labels failed");
+            }
+        }
+    }
+
+    /// Grants a lease, waiting up to the request's `wait_ms` for a free exit.
+    ///
+    /// # Errors
+    /// A malformed request, nothing free in time, or a store failure.
+    pub async fn acquire(&self, request: &LeaseRequest) -> Result<Lease, BrokerError> {
+        let class = LeaseClass::parse(&request.class).ok_or_else(|| {
+            BrokerError::BadRequest(format!(
+                "class must be identity, anonymous or stateless, not {:?}",
+                truncated(&request.class)
+            ))
+        })?;
+        for (field, value) in [
+            ("holder", Some(&request.holder)),
+            ("task", request.task.as_ref()),
+            ("origin", request.origin.as_ref()),
+        ] {
+            if value.is_some_and(|v| v.len() > MAX_NAME || v.chars().any(char::is_control)) {
+                return Err(BrokerError::BadRequest(format!(
+                    "{field} is too long or has control characters"
+                )));
+            }
+        }
+        if request.holder.trim().is_empty() {
+            return Err(BrokerError::BadRequest("holder is required".to_owned()));
+        }
+        let ttl = self.ttl(request.ttl_ms)?;
+        let wait = match request.wait_ms {
+            Some(ms) if Duration::from_millis(ms) > self.config.max_wait => {
+                return Err(BrokerError::BadRequest(format!(
+                    "wait_ms is at most {}",
+                    self.config.max_wait.as_millis()
+                )))
+            }
+            Some(ms) => Duration::from_millis(ms),
+            None => Duration::ZERO,
+        };
+        let started = Instant::now();
+        let queue = &self.queues[usize::try_from(class as i64 - 1).unwrap_or(0)];
+        self.metrics.waiting().inc();
+        let granted = tokio::time::timeout(wait, async {
+            let _turn = queue.acquire().await;
+            loop {
+                if let Some(granted) = self.try_acquire(class, request, ttl).await? {
+                    return Ok::<_, BrokerError>(Some(granted));
+                }
+                if started.elapsed() >= wait {
+                    return Ok(None);
+                }
+                tokio::select! {
+                    () = self.released.notified() => {}
+                    () = tokio::time::sleep(POLL) => {}
+                }
+            }
+        })
+        .await;
+        self.metrics.waiting().dec();
+        let granted = match granted {
+            Ok(Ok(Some(granted))) => granted,
+            Ok(Err(error)) => return Err(error),
+            Ok(Ok(None)) | Err(_) => {
+                self.metrics.unavailable(class.as_str());
+                return Err(BrokerError::Unavailable {
+                    class: class.as_str(),
+                    retry_after_ms: u64::try_from(POLL.as_millis() * 20).unwrap_or(1000),
+                });
+            }
+        };
+        self.metrics
+            .granted(class.as_str(), started.elapsed().as_secs_f64());
+        let pool = self.pool();
+        let exit = pool.exit(&granted.unit).ok_or_else(|| {
+            BrokerError::BadRequest(format!("unit {} is not in the exits file", granted.unit))
+        })?;
+        Ok(Lease {
+            proxy_url: pool::lease_url(exit, granted.session.as_deref()),
+            exit: exit.name.clone(),
+            ttl_ms: granted.expires_ms - granted.now_ms,
+            granted,
+        })
+    }
+
+    async fn try_acquire(
+        &self,
+        class: LeaseClass,
+        request: &LeaseRequest,
+        ttl: Duration,
+    ) -> Result<Option<Granted>, BrokerError> {
+        let (lease_id, nonce) = {
+            let mut rng = rand::rng();
+            (
+                format!("{:032x}", rng.random::<u128>()),
+                format!("{:08x}f", rng.random::<u32>()),
+            )
+        };
+        let result = self
+            .leases
+            .acquire(&Acquire {
+                lease_id: &lease_id,
+                class,
+                holder: &request.holder,
+                task: request.task.as_deref(),
+                origin: request.origin.as_deref(),
+                ttl_ms: millis(ttl),
+                life_ms: millis(self.config.max_life),
+                session_nonce: &nonce,
+            })
+            .await;
+        result.map_err(|error| {
+            self.metrics.store_error();
+            BrokerError::from(error)
+        })
+    }
+
+    /// Extends a lease; its new expiry (store ms) and time to live.
+    ///
+    /// # Errors
+    /// A refusal (unknown, stale fence, expired, revoked, life cap) or a store failure.
+    pub async fn renew(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        ttl_ms: Option<u64>,
+    ) -> Result<(i64, i64), BrokerError> {
+        let ttl = millis(self.ttl(ttl_ms)?);
+        let expires = self
+            .leases
+            .renew(lease_id, fence, ttl)
+            .await
+            .map_err(|error| {
+                self.metrics.store_error();
+                BrokerError::from(error)
+            })?;
+        match expires {
+            Ok(expires) => Ok((expires, ttl)),
+            Err(refusal) => {
+                self.metrics.refused(refusal.as_str());
+                Err(BrokerError::Refused(refusal))
+            }
+        }
+    }
+
+    /// Ends a lease with the worker's outcome.
+    ///
+    /// # Errors
+    /// A bad outcome, a refusal, or a store failure.
+    pub async fn release(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+    ) -> Result<Released, BrokerError> {
+        let effect = policy::effect(outcome, self.config.ban_ttl, self.config.error_streak)?;
+        let released = self
+            .leases
+            .release(lease_id, fence, outcome, latency_ms, effect)
+            .await
+            .map_err(|error| {
+                self.metrics.store_error();
+                BrokerError::from(error)
+            })?;
+        let released = match released {
+            Ok(released) => released,
+            Err(refusal) => {
+                self.metrics.refused(refusal.as_str());
+                return Err(BrokerError::Refused(refusal));
+            }
+        };
+        self.released.notify_waiters();
+        self.metrics
+            .outcome(&released.exit_name, outcome, latency_ms);
+        self.metrics.recovered(released.recovered_bans);
+        if released.retired_session.is_some() {
+            self.metrics.ban("session");
+        } else if released.banned_until_ms.is_some() {
+            self.metrics.ban(if matches!(outcome, "timeout" | "error") {
+                "exit"
+            } else {
+                "origin"
+            });
+        }
+        Ok(released)
+    }
+
+    fn ttl(&self, ttl_ms: Option<u64>) -> Result<Duration, BrokerError> {
+        match ttl_ms {
+            None => Ok(self.config.default_ttl),
+            Some(0) => Err(BrokerError::BadRequest(
+                "ttl_ms must be positive".to_owned(),
+            )),
+            Some(ms) if Duration::from_millis(ms) > self.config.max_ttl => {
+                Err(BrokerError::BadRequest(format!(
+                    "ttl_ms is at most {}",
+                    self.config.max_ttl.as_millis()
+                )))
+            }
+            Some(ms) => Ok(Duration::from_millis(ms)),
+        }
+    }
+}
+
+/// Milliseconds of `duration`, saturating.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// At most 40 characters of `text`, for error messages.
+fn truncated(text: &str) -> String {
+    text.chars().take(40).collect()
+}
