@@ -254,35 +254,17 @@ impl<S: LeaseStore> Broker<S> {
             None => Duration::ZERO,
         };
         let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + wait;
         let queue = &self.queues[usize::try_from(class as i64 - 1).unwrap_or(0)];
         self.metrics.waiting().inc();
-        let granted = tokio::time::timeout(wait, async {
-            let _turn = queue.acquire().await;
-            loop {
-                if let Some(granted) = self.try_acquire(class, request, ttl).await? {
-                    return Ok::<_, BrokerError>(Some(granted));
-                }
-                if started.elapsed() >= wait {
-                    return Ok(None);
-                }
-                tokio::select! {
-                    () = self.released.notified() => {}
-                    () = tokio::time::sleep(POLL) => {}
-                }
-            }
-        })
-        .await;
+        let granted = self.wait_for(class, request, ttl, queue, deadline).await;
         self.metrics.waiting().dec();
-        let granted = match granted {
-            Ok(Ok(Some(granted))) => granted,
-            Ok(Err(error)) => return Err(error),
-            Ok(Ok(None)) | Err(_) => {
-                self.metrics.unavailable(class.as_str());
-                return Err(BrokerError::Unavailable {
-                    class: class.as_str(),
-                    retry_after_ms: u64::try_from(POLL.as_millis() * 20).unwrap_or(1000),
-                });
-            }
+        let Some(granted) = granted? else {
+            self.metrics.unavailable(class.as_str());
+            return Err(BrokerError::Unavailable {
+                class: class.as_str(),
+                retry_after_ms: u64::try_from(POLL.as_millis() * 20).unwrap_or(1000),
+            });
         };
         self.metrics
             .granted(class.as_str(), started.elapsed().as_secs_f64());
@@ -296,6 +278,35 @@ impl<S: LeaseStore> Broker<S> {
             ttl_ms: granted.expires_ms - granted.now_ms,
             granted,
         })
+    }
+
+    /// Takes this class's turn (arrival order), then asks the store until it grants or
+    /// `deadline` passes; a release on this instance wakes it at once, others' at the next poll.
+    async fn wait_for(
+        &self,
+        class: LeaseClass,
+        request: &LeaseRequest,
+        ttl: Duration,
+        queue: &Semaphore,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<Granted>, BrokerError> {
+        // An uncontended turn is ready at once, even with no time to wait.
+        let Ok(Ok(_turn)) = tokio::time::timeout_at(deadline, queue.acquire()).await else {
+            return Ok(None);
+        };
+        loop {
+            if let Some(granted) = self.try_acquire(class, request, ttl).await? {
+                return Ok(Some(granted));
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            tokio::select! {
+                () = self.released.notified() => {}
+                () = tokio::time::sleep_until(deadline.min(now + POLL)) => {}
+            }
+        }
     }
 
     async fn try_acquire(
