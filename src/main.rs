@@ -30,7 +30,11 @@ enum Command {
     Diff(cli::diff::Args),
     /// Serve the exits dashboard of an auditor's database, behind a token.
     Dashboard(cli::dashboard::Args),
-    /// Check a configuration file (`--config FILE` of `serve` and `audit`).
+    /// Lease exits to workers: one holder at a time, fenced, driven by the labels.
+    Broker(Box<cli::broker::Args>),
+    /// Acquire, renew or release a lease from a broker (for shell scripts).
+    Lease(cli::lease::Args),
+    /// Check a configuration file (`--config FILE` of `serve`, `audit` and `broker`).
     Config(cli::config::Args),
 }
 
@@ -64,6 +68,8 @@ fn main() -> ExitCode {
             Command::Labels(args) => cli::audit::labels(args).await,
             Command::Diff(args) => cli::diff::run(args).await,
             Command::Dashboard(args) => cli::dashboard::run(args).await,
+            Command::Broker(args) => cli::broker::run(*args).await,
+            Command::Lease(args) => cli::lease::run(args).await,
             Command::Config(args) => cli::config::run(args, &command),
         }
     });

@@ -164,11 +164,12 @@ pub struct LabelsArgs {
 }
 
 /// `250ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     exitvoice_exits::duration::parse(text, true).map_err(|e| e.to_string())
 }
 
-fn init_logs() {
+/// Logs to stderr: human-readable on a TTY (warnings only), JSON lines otherwise.
+pub(crate) fn init_logs() {
     // On a TTY the progress line replaces the per-probe info logs.
     let default = if std::io::stderr().is_terminal() {
         "warn"

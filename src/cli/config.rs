@@ -22,9 +22,9 @@ use toml_edit::{ImDocument, Item, Table, Value};
 /// Prefix of every option's environment variable.
 const ENV_PREFIX: &str = "EXITVOICE_";
 /// The subcommands the file configures, one table each.
-const SECTIONS: [&str; 2] = ["serve", "audit"];
+const SECTIONS: [&str; 3] = ["serve", "audit", "broker"];
 /// Options whose values are never printed (`config check`, `--help`).
-const SECRETS: [&str; 1] = ["api-token"];
+const SECRETS: [&str; 2] = ["api-token", "broker-token"];
 /// The option naming the database, whose URL may carry a password.
 const DATABASE: &str = "database";
 /// The option naming the file itself: not a key of it.

@@ -1,0 +1,142 @@
+//! `exitvoice broker`: the lease broker (`exitvoice_broker`) over the exits file and the
+//! auditor's labels in the database, on plain HTTP. Several instances may share one database.
+//! A non-loopback address needs a token and TLS; the broker serves no TLS itself yet, so it
+//! listens on loopback only (put a TLS-terminating proxy in front for other machines).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use exitvoice_broker::auth::{BrokerToken, MIN_TOKEN_CHARS};
+use exitvoice_broker::pool::Pool;
+use exitvoice_broker::service::{Broker, BrokerConfig};
+use exitvoice_exits::ExitsFile;
+
+use super::audit::{init_logs, parse_duration};
+use super::database::DatabaseArg;
+
+/// Flags of `exitvoice broker` (each also `EXITVOICE_<NAME>` and a key of `[broker]`).
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The exits file (the auditor's).
+    #[arg(long, value_name = "FILE")]
+    exits: PathBuf,
+    /// The database with the auditor's labels; the broker keeps its state there too.
+    #[command(flatten)]
+    database: DatabaseArg,
+    /// Where to listen (plain HTTP, loopback).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8490")]
+    listen: SocketAddr,
+    /// The bearer token every request but `/healthz` must carry (at least 16 characters).
+    /// Prefer the environment variable, which keeps it out of `ps`.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "EXITVOICE_BROKER_TOKEN",
+        hide_env_values = true
+    )]
+    broker_token: Option<String>,
+    /// Whose labels count: `rustls/chrome` (the auditor's default), `rustls/rustls-default`,
+    /// `chromium`.
+    #[arg(long, default_value = "rustls/chrome")]
+    persona: String,
+    /// A lease's time to live when the request names none.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    default_ttl: Duration,
+    /// The longest time to live a request may ask for.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    max_ttl: Duration,
+    /// The longest life of a lease, renewals included (a gateway's stays below its `sticky`
+    /// window by a tenth of it).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    max_life: Duration,
+    /// The longest `wait_ms` a request may ask for.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    max_wait: Duration,
+    /// Labels whose newest probe is older admit nothing.
+    #[arg(long, value_name = "DURATION", default_value = "2h", value_parser = parse_duration)]
+    labels_max_age: Duration,
+    /// How often the labels are read again (a quarantined exit's leases are revoked then).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    labels_refresh: Duration,
+    /// Stateless leases that may share one exit.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    stateless_per_exit: u32,
+    /// The first ban's length (doubled for each repeat, with jitter).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    ban_ttl: Duration,
+    /// `timeout`/`error` outcomes in a row that ban an exit.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    error_streak: u32,
+    /// This instance's name in metrics (default: `<host>-<pid>`).
+    #[arg(long, value_name = "NAME")]
+    instance: Option<String>,
+}
+
+/// Runs `exitvoice broker` until interrupted.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    init_logs();
+    let token = match args.broker_token {
+        Some(token) => Some(BrokerToken::new(token).with_context(|| {
+            format!("--broker-token must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 16`)")
+        })?),
+        None => None,
+    };
+    if !args.listen.ip().is_loopback() {
+        bail!(
+            "--listen {}: the broker serves plain HTTP, so it listens on loopback only; put a \
+             TLS-terminating proxy in front of it for other machines",
+            args.listen
+        );
+    }
+    let bytes =
+        std::fs::read(&args.exits).with_context(|| format!("reading {}", args.exits.display()))?;
+    let file = ExitsFile::<serde::de::IgnoredAny>::parse(&bytes)
+        .with_context(|| format!("{}", args.exits.display()))?;
+    if file.exits.is_empty() {
+        bail!("{}: no exits to lease", args.exits.display());
+    }
+    let store = args.database.open().await?;
+    let instance = args.instance.unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    let config = BrokerConfig {
+        persona: args.persona,
+        default_ttl: args.default_ttl,
+        max_ttl: args.max_ttl,
+        max_life: args.max_life,
+        max_wait: args.max_wait,
+        labels_max_age: args.labels_max_age,
+        labels_refresh: args.labels_refresh,
+        stateless_per_exit: args.stateless_per_exit,
+        ban_ttl: args.ban_ttl,
+        error_streak: args.error_streak,
+        instance,
+    };
+    let exits = file.exits.len();
+    let broker = Arc::new(Broker::new(
+        store.clone(),
+        store,
+        Pool::new(file.exits),
+        config,
+    ));
+    broker.refresh().await.context("reading the labels")?;
+    let refresher = tokio::spawn(broker.clone().refresh_forever());
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    println!("exitvoice broker: {exits} units, listening on http://{addr}/v1/leases");
+    let served = axum::serve(listener, exitvoice_broker::api::router(broker, token))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+    refresher.abort();
+    served.context("serving the broker")?;
+    Ok(ExitCode::SUCCESS)
+}

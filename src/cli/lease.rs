@@ -1,0 +1,202 @@
+//! `exitvoice lease acquire|renew|release`: the broker's API for shell scripts. Prints the
+//! broker's JSON answer on stdout; exits 0 on success, 3 when no exit was free (`503`), 4 when
+//! the broker refused (`409`, `404`), 1 on anything else. The token comes from
+//! `--broker-token` or `EXITVOICE_BROKER_TOKEN`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+
+use super::audit::parse_duration;
+
+/// `exitvoice lease`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The broker, `http://127.0.0.1:8490`.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "EXITVOICE_BROKER",
+        default_value = "http://127.0.0.1:8490"
+    )]
+    broker: Uri,
+    /// The broker's bearer token.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "EXITVOICE_BROKER_TOKEN",
+        hide_env_values = true
+    )]
+    broker_token: Option<String>,
+    #[command(subcommand)]
+    command: LeaseCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum LeaseCommand {
+    /// Lease an exit: prints the lease (`lease_id`, `fence`, `proxy_url`, …).
+    Acquire {
+        /// `identity`, `anonymous` or `stateless`.
+        #[arg(long)]
+        class: String,
+        /// Who holds it (a worker's name).
+        #[arg(long)]
+        holder: String,
+        /// The task it serves: a task that holds a live lease gets it back.
+        #[arg(long)]
+        task: Option<String>,
+        /// The origin it will talk to (bans are per exit and origin).
+        #[arg(long)]
+        origin: Option<String>,
+        /// Its time to live.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        ttl: Option<Duration>,
+        /// How long to wait for a free exit.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
+    /// Extend a lease.
+    Renew {
+        /// The lease id.
+        id: String,
+        /// The lease's fence.
+        #[arg(long)]
+        fence: i64,
+        /// Its new time to live.
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        ttl: Option<Duration>,
+    },
+    /// Release a lease with its outcome: `ok`, an HTTP status, `captcha`, `timeout`, `error`.
+    Release {
+        /// The lease id.
+        id: String,
+        /// The lease's fence.
+        #[arg(long)]
+        fence: i64,
+        /// What the work through the exit got.
+        #[arg(long)]
+        outcome: String,
+        /// How long it took, ms.
+        #[arg(long)]
+        latency_ms: Option<u64>,
+    },
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Runs `exitvoice lease …`.
+pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let (method, path, body) = match &args.command {
+        LeaseCommand::Acquire {
+            class,
+            holder,
+            task,
+            origin,
+            ttl,
+            wait,
+        } => (
+            Method::POST,
+            "/v1/leases".to_owned(),
+            Some(json!({
+                "class": class, "holder": holder, "task": task, "origin": origin,
+                "ttl_ms": ttl.map(millis), "wait_ms": wait.map(millis),
+            })),
+        ),
+        LeaseCommand::Renew { id, fence, ttl } => (
+            Method::POST,
+            format!("/v1/leases/{}/renew", encode(id)),
+            Some(json!({ "fence": fence, "ttl_ms": ttl.map(millis) })),
+        ),
+        LeaseCommand::Release {
+            id,
+            fence,
+            outcome,
+            latency_ms,
+        } => {
+            let mut path = format!(
+                "/v1/leases/{}?fence={fence}&outcome={}",
+                encode(id),
+                encode(outcome)
+            );
+            if let Some(ms) = latency_ms {
+                path.push_str(&format!("&latency_ms={ms}"));
+            }
+            (Method::DELETE, path, None)
+        }
+    };
+    let (status, answer) = call(
+        &args.broker,
+        args.broker_token.as_deref(),
+        method,
+        &path,
+        body,
+    )
+    .await?;
+    println!("{answer}");
+    Ok(match status {
+        s if s.is_success() => ExitCode::SUCCESS,
+        StatusCode::SERVICE_UNAVAILABLE => ExitCode::from(3),
+        StatusCode::CONFLICT | StatusCode::NOT_FOUND => ExitCode::from(4),
+        _ => ExitCode::FAILURE,
+    })
+}
+
+/// Percent-encodes a path segment or query value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// One HTTP/1.1 request to the broker; its status and body.
+async fn call(
+    broker: &Uri,
+    token: Option<&str>,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<(StatusCode, String)> {
+    if broker.scheme_str() != Some("http") {
+        bail!("--broker must be an http:// URL");
+    }
+    let host = broker.host().context("--broker has no host")?;
+    let port = broker.port_u16().unwrap_or(80);
+    let stream =
+        tokio::net::TcpStream::connect((host.trim_start_matches('[').trim_end_matches(']'), port))
+            .await
+            .with_context(|| format!("connecting to the broker at {host}:{port}"))?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", broker.authority().map_or(host, |a| a.as_str()));
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let bytes = match body {
+        Some(body) => {
+            request = request.header("content-type", "application/json");
+            Bytes::from(body.to_string())
+        }
+        None => Bytes::new(),
+    };
+    let response = sender.send_request(request.body(Full::new(bytes))?).await?;
+    let status = response.status();
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
