@@ -21,6 +21,10 @@ use super::database::DatabaseArg;
 /// Flags of `exitvoice broker` (each also `EXITVOICE_<NAME>` and a key of `[broker]`).
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// TOML file whose `[broker]` table sets any option below (keys are the flags' names);
+    /// flags and `EXITVOICE_*` variables take precedence over it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The exits file (the auditor's).
     #[arg(long, value_name = "FILE")]
     exits: PathBuf,
@@ -79,6 +83,9 @@ pub struct Args {
 /// Runs `exitvoice broker` until interrupted.
 pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     init_logs();
+    if let Some(path) = &args.config {
+        tracing::info!(config = %path.display(), "configuration file");
+    }
     let token = match args.broker_token {
         Some(token) => Some(BrokerToken::new(token).with_context(|| {
             format!("--broker-token must be at least {MIN_TOKEN_CHARS} characters (e.g. `openssl rand -hex 16`)")

@@ -7,7 +7,8 @@
 //! server sees the auditor's own TLS and HTTP/2, as through a tunnelling proxy such as squid.
 //!
 //! Per exit it counts tunnels opened and the most open at once (a tunnel is open from the
-//! proxy's success reply until both directions closed): [`Simulator::snapshot`], `GET /stats`.
+//! proxy's success reply until its client closed its side), and the same per gateway session id
+//! (`exit-<n>-sessid-<id>`): [`Simulator::snapshot`], `GET /stats`.
 #![forbid(unsafe_code)]
 
 pub mod exits_file;

@@ -6,7 +6,8 @@
 //! server sees the auditor's own TLS and HTTP/2, as through a tunnelling proxy such as squid.
 //!
 //! Per exit it counts tunnels opened and the most open at once (a tunnel is open from the
-//! proxy's success reply until both directions closed): `GET /stats` on `--stats` (add
+//! proxy's success reply until its client closed its side), and the same per gateway session id
+//! (`exit-<n>-sessid-<id>`): `GET /stats` on `--stats` (add
 //! `?exits=1` for the per-exit list), and one `stats {…}` JSON line on stdout at SIGINT/SIGTERM.
 //! The library (`src/lib.rs`) holds the exits; this file is the command line.
 //!

@@ -9,6 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::tunnel::{self, TunnelError};
+use crate::users::Holder;
 use crate::Sim;
 
 /// Longest wait for the whole negotiation (greeting, authentication, request).
@@ -61,7 +62,7 @@ pub async fn serve(mut client: TcpStream, sim: Arc<Sim>) {
             return;
         }
     };
-    let Some(open) = sim.tally.open(exit) else {
+    let Some(open) = sim.tally.open(&exit) else {
         sim.tally.refuse();
         return;
     };
@@ -88,7 +89,7 @@ impl From<std::io::Error> for Refused {
 }
 
 /// Greeting, authentication and request: the exit number and the target.
-async fn negotiate(client: &mut TcpStream, sim: &Sim) -> Result<(usize, String, u16), Refused> {
+async fn negotiate(client: &mut TcpStream, sim: &Sim) -> Result<(Holder, String, u16), Refused> {
     // Greeting: VER NMETHODS METHODS…
     let [version, count] = read_array(client).await?;
     let methods = read_vec(client, count).await?;

@@ -1,9 +1,15 @@
 //! Per-exit counters: tunnels opened, tunnels open now, and the most ever open at once.
 //!
 //! One fixed slot per exit, indexed by the exit's number, with atomics only: counting costs no
-//! lock and no allocation on the tunnel path, and 10,000 exits take 160 KB.
+//! lock and no allocation on the tunnel path, and 10,000 exits take 160 KB. A gateway session
+//! (`exit-<n>-sessid-<id>`) is counted apart too, under a lock taken only by such tunnels: the
+//! most tunnels one session id ever had open at once is the gateway's collision gauge.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::users::Holder;
 
 use serde::Serialize;
 
@@ -11,6 +17,7 @@ use serde::Serialize;
 #[derive(Debug)]
 pub struct Tally {
     exits: Vec<ExitCounters>,
+    sessions: Mutex<HashMap<(usize, String), Arc<ExitCounters>>>,
     refused: AtomicU64,
     udp_refused: AtomicU64,
 }
@@ -22,15 +29,28 @@ struct ExitCounters {
     max_in_flight: AtomicU32,
 }
 
-/// One open tunnel of one exit; closing it (dropping) takes it off the exit's in-flight count.
+/// One open tunnel of one exit (and session); closing it (dropping) takes it off their
+/// in-flight counts.
 #[derive(Debug)]
 pub struct Open<'a> {
     counters: &'a ExitCounters,
+    session: Option<Arc<ExitCounters>>,
 }
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
         self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if let Some(session) = &self.session {
+            session.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+impl ExitCounters {
+    fn open(&self) {
+        self.tunnels.fetch_add(1, Ordering::Relaxed);
+        let now = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::AcqRel);
     }
 }
 
@@ -47,6 +67,10 @@ pub struct Snapshot {
     pub in_flight: u64,
     /// The most tunnels one exit ever had open at once (the largest per-exit maximum).
     pub max_in_flight_per_exit: u32,
+    /// Gateway session ids that carried a tunnel.
+    pub sessions: usize,
+    /// The most tunnels one gateway session id ever had open at once.
+    pub max_in_flight_per_session: u32,
     /// Connections that became no tunnel: bad request, unknown exit or password, target off
     /// loopback or not answering, and failed accepts.
     pub refused: u64,
@@ -64,19 +88,27 @@ impl Tally {
     pub fn new(exits: usize) -> Self {
         Self {
             exits: (0..exits).map(|_| ExitCounters::default()).collect(),
+            sessions: Mutex::new(HashMap::new()),
             refused: AtomicU64::new(0),
             udp_refused: AtomicU64::new(0),
         }
     }
 
-    /// Counts a tunnel of exit `index` as open until the returned guard drops; `None` if there
-    /// is no such exit.
-    pub fn open(&self, index: usize) -> Option<Open<'_>> {
-        let counters = self.exits.get(index)?;
-        counters.tunnels.fetch_add(1, Ordering::Relaxed);
-        let now = counters.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
-        counters.max_in_flight.fetch_max(now, Ordering::AcqRel);
-        Some(Open { counters })
+    /// Counts a tunnel of `holder`'s exit (and session) as open until the returned guard
+    /// drops; `None` if there is no such exit.
+    pub fn open(&self, holder: &Holder) -> Option<Open<'_>> {
+        let counters = self.exits.get(holder.exit)?;
+        counters.open();
+        let session = holder.session.as_ref().map(|id| {
+            let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            let session = sessions
+                .entry((holder.exit, id.clone()))
+                .or_default()
+                .clone();
+            session.open();
+            session
+        });
+        Some(Open { counters, session })
     }
 
     /// Counts a connection refused before it became a tunnel.
@@ -104,10 +136,21 @@ impl Tally {
             tunnels: 0,
             in_flight: 0,
             max_in_flight_per_exit: 0,
+            sessions: 0,
+            max_in_flight_per_session: 0,
             refused: self.refused.load(Ordering::Relaxed),
             udp_refused: self.udp_refused.load(Ordering::Relaxed),
             per_exit: per_exit.then(|| Vec::with_capacity(self.exits.len())),
         };
+        {
+            let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            snapshot.sessions = sessions.len();
+            snapshot.max_in_flight_per_session = sessions
+                .values()
+                .map(|s| s.max_in_flight.load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0);
+        }
         for counters in &self.exits {
             let (tunnels, in_flight, max) = load(counters);
             snapshot.exits_used += usize::from(tunnels > 0);
@@ -129,14 +172,18 @@ mod tests {
     #[test]
     fn counts_overlap_per_exit_only() {
         let tally = Tally::new(2);
+        let exit = |exit| Holder {
+            exit,
+            session: None,
+        };
         {
-            let _a = tally.open(0).unwrap();
-            let _b = tally.open(1).unwrap();
+            let _a = tally.open(&exit(0)).unwrap();
+            let _b = tally.open(&exit(1)).unwrap();
         }
-        let _c = tally.open(0).unwrap();
+        let _c = tally.open(&exit(0)).unwrap();
         assert_eq!(tally.snapshot(false).max_in_flight_per_exit, 1);
-        let _d = tally.open(0).unwrap();
-        assert!(tally.open(2).is_none());
+        let _d = tally.open(&exit(0)).unwrap();
+        assert!(tally.open(&exit(2)).is_none());
         tally.refuse();
         let snapshot = tally.snapshot(true);
         assert_eq!(snapshot.max_in_flight_per_exit, 2);
@@ -145,5 +192,34 @@ mod tests {
         assert_eq!(snapshot.exits_used, 2);
         assert_eq!(snapshot.refused, 1);
         assert_eq!(snapshot.per_exit.unwrap(), [[3, 2], [1, 1]]);
+        assert_eq!(
+            (snapshot.sessions, snapshot.max_in_flight_per_session),
+            (0, 0)
+        );
+    }
+
+    #[test]
+    fn a_gateway_session_is_counted_apart() {
+        let tally = Tally::new(1);
+        let session = |id: &str| Holder {
+            exit: 0,
+            session: Some(id.into()),
+        };
+        let _a = tally.open(&session("a")).unwrap();
+        let _b = tally.open(&session("b")).unwrap();
+        let snapshot = tally.snapshot(false);
+        assert_eq!(
+            (
+                snapshot.max_in_flight_per_exit,
+                snapshot.sessions,
+                snapshot.max_in_flight_per_session
+            ),
+            (2, 2, 1)
+        );
+        let _c = tally.open(&session("a")).unwrap();
+        assert_eq!(tally.snapshot(false).max_in_flight_per_session, 2);
+        drop(_c);
+        drop(_a);
+        assert_eq!(tally.snapshot(false).in_flight, 1);
     }
 }

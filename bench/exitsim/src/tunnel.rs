@@ -57,11 +57,23 @@ pub async fn connect(host: &str, port: u16) -> Result<TcpStream, TunnelError> {
 }
 
 /// Relays between `client` and `upstream` (after writing `early`, bytes the client sent behind
-/// its request) until both directions ended. The exit's tunnel counts as open until then.
-pub async fn relay(mut client: TcpStream, mut upstream: TcpStream, early: &[u8], open: Open<'_>) {
+/// its request) until both directions ended. The exit counts the tunnel as open until its
+/// client's side ended: a holder that closed is gone, even while the target is still closing
+/// its own side (under load, a TLS server can take long to notice).
+pub async fn relay(client: TcpStream, mut upstream: TcpStream, early: &[u8], open: Open<'_>) {
     if !early.is_empty() && upstream.write_all(early).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
-    drop(open);
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut upstream_read, mut upstream_write) = upstream.into_split();
+    let up = async {
+        let _ = tokio::io::copy(&mut client_read, &mut upstream_write).await;
+        drop(open);
+        let _ = upstream_write.shutdown().await;
+    };
+    let down = async {
+        let _ = tokio::io::copy(&mut upstream_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(up, down);
 }

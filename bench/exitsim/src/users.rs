@@ -1,4 +1,6 @@
 //! Who may use which exit: exit `n` is the user name `exit-<n>`, with the one shared password.
+//! As a gateway, exit `n` also takes `exit-<n>-sessid-<id>` (1 to 64 letters and digits): a
+//! sticky session of its own, counted apart ([`crate::tally`]).
 //!
 //! The password is never printed or logged; only the exits file the generator writes holds it.
 
@@ -26,12 +28,20 @@ impl Users {
         Self { exits, password }
     }
 
-    /// The exit number `user` with `password` opens, if the pair is valid.
-    pub fn exit_of(&self, user: &[u8], password: &[u8]) -> Option<usize> {
+    /// The exit (and session) `user` with `password` opens, if the pair is valid.
+    pub fn exit_of(&self, user: &[u8], password: &[u8]) -> Option<Holder> {
         if password != self.password.as_bytes() {
             return None;
         }
-        let number = std::str::from_utf8(user).ok()?.strip_prefix(USER_PREFIX)?;
+        let user = std::str::from_utf8(user).ok()?.strip_prefix(USER_PREFIX)?;
+        let (number, session) = match user.split_once(SESSION_INFIX) {
+            Some((number, id)) => {
+                let valid =
+                    (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric());
+                (number, Some(id.to_owned()).filter(|_| valid)?.into())
+            }
+            None => (user, None),
+        };
         // `usize::from_str` accepts a leading `+`; one spelling per exit only.
         if !number.bytes().all(|b| b.is_ascii_digit())
             || number.len() > 1 && number.starts_with('0')
@@ -39,8 +49,23 @@ impl Users {
             return None;
         }
         let index: usize = number.parse().ok()?;
-        (index < self.exits).then_some(index)
+        (index < self.exits).then_some(Holder {
+            exit: index,
+            session,
+        })
     }
+}
+
+/// What separates a gateway user name's exit from its session id.
+pub const SESSION_INFIX: &str = "-sessid-";
+
+/// Who opened a tunnel: an exit, and the gateway session it asked for, if any.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// The exit's number.
+    pub exit: usize,
+    /// The sticky session id.
+    pub session: Option<String>,
 }
 
 /// The user name of exit `index`.
@@ -55,8 +80,21 @@ mod tests {
     #[test]
     fn one_spelling_per_exit_and_the_password_must_match() {
         let users = Users::new(10, "pw".into());
-        assert_eq!(users.exit_of(b"exit-0", b"pw"), Some(0));
-        assert_eq!(users.exit_of(b"exit-9", b"pw"), Some(9));
+        let plain = |exit| {
+            Some(Holder {
+                exit,
+                session: None,
+            })
+        };
+        assert_eq!(users.exit_of(b"exit-0", b"pw"), plain(0));
+        assert_eq!(users.exit_of(b"exit-9", b"pw"), plain(9));
+        assert_eq!(
+            users.exit_of(b"exit-3-sessid-ab12", b"pw"),
+            Some(Holder {
+                exit: 3,
+                session: Some("ab12".into())
+            })
+        );
         for user in [
             &b"exit-10"[..],
             b"exit-+1",
@@ -65,6 +103,9 @@ mod tests {
             b"exit-x",
             b"user-1",
             b"\xff",
+            b"exit-3-sessid-",
+            b"exit-3-sessid-a:b",
+            b"exit-x-sessid-ab",
         ] {
             assert_eq!(users.exit_of(user, b"pw"), None, "{user:?}");
         }

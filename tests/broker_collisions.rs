@@ -1,0 +1,307 @@
+//! Issue 30's proof: no self-collision at the exits. Three `exitvoice broker` instances share one
+//! real PostgreSQL (a throwaway cluster); 32 worker processes (the README's Python worker, plain
+//! `requests`) lease exits from them and use every lease for a real tunnel through simulated
+//! exits (`bench/exitsim`: 8 plain exits and a gateway with 4 sticky-session slots) to the echo
+//! server, holding it open while they "work". The exits count their own tunnels open at once,
+//! per exit and per gateway session id: that is the figure that counts, not the broker's.
+//! One broker instance is killed with SIGKILL mid-run; its workers go on through the others.
+//! The same workload without a broker (each worker picking a proxy at random, the control) must
+//! show collisions at the same kind of exits in the same run, or the test proves nothing.
+//!
+//! The labels the broker obeys come from a real audit (`exitvoice audit --once`) of the same
+//! exits on the same database.
+
+mod support;
+
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use exitvoice_exitsim::Simulator;
+use support::simulated;
+
+const PLAIN_EXITS: usize = 8;
+const GATEWAY_SLOTS: usize = 4;
+const WORKERS: usize = 32;
+const CYCLES: usize = 5;
+const HOLD_MS: &str = "60";
+const PASSWORD: &str = "collide-pw";
+const TOKEN: &str = "collision-test-token-0123456789";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn python() -> PathBuf {
+    let python = root().join(".tools/venv/bin/python");
+    assert!(
+        python.exists(),
+        "run scripts/install-test-deps.sh (needs .tools/venv with requests)"
+    );
+    python
+}
+
+/// The exits file: the simulator's plain exits and, as exit number `PLAIN_EXITS`, a gateway
+/// whose user name carries the session id.
+fn exits_file(dir: &Path, sim: &Simulator, echo: &support::EchoServer) -> PathBuf {
+    let path = simulated::exits_file(
+        &dir.join("exits.toml"),
+        "",
+        PLAIN_EXITS,
+        sim,
+        PASSWORD,
+        echo,
+    );
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str(&format!(
+        "\n[[exits]]\nname = \"gw\"\nurl = \"http://exit-{PLAIN_EXITS}-sessid-{{session}}:{PASSWORD}@{}\"\nsessions = {GATEWAY_SLOTS}\nsticky = \"10m\"\n",
+        sim.http
+    ));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+struct Broker {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn broker(exits: &Path, database: &str, name: &str) -> Broker {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .args([
+            "broker",
+            "--listen",
+            "127.0.0.1:0",
+            "--labels-refresh",
+            "1s",
+            "--instance",
+            name,
+        ])
+        .arg("--exits")
+        .arg(exits)
+        .env("EXITVOICE_DATABASE_URL", database)
+        .env("EXITVOICE_BROKER_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn exitvoice broker");
+    let stdout = child.stdout.take().unwrap();
+    let line = std::io::BufReader::new(stdout)
+        .lines()
+        .next()
+        .expect("a line")
+        .expect("broker stdout");
+    let url = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix("/v1/leases"))
+        .unwrap_or_else(|| panic!("broker said {line}"))
+        .to_owned();
+    Broker { child, url }
+}
+
+/// Runs the workers (`args` per worker index) to the end; their JSON summaries.
+fn run_workers(
+    make: impl Fn(usize) -> Command,
+    while_running: impl FnOnce(),
+) -> Vec<serde_json::Value> {
+    let children: Vec<Child> = (0..WORKERS)
+        .map(|w| {
+            make(w)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn worker")
+        })
+        .collect();
+    while_running();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    children
+        .into_iter()
+        .map(|child| {
+            assert!(Instant::now() < deadline, "workers took too long");
+            let output = child.wait_with_output().expect("worker output");
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                output.status.success(),
+                "worker failed: {stdout}\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("worker said {stdout}"))
+        })
+        .collect()
+}
+
+/// The most tunnels open at once on one plain exit, and on one gateway session id.
+fn collisions(sim: &Simulator) -> (u64, u32, u64) {
+    let snapshot = sim.snapshot(true);
+    let per_exit = snapshot.per_exit.unwrap();
+    let plain = per_exit
+        .iter()
+        .take(PLAIN_EXITS)
+        .map(|[_, max]| *max)
+        .max()
+        .unwrap_or(0);
+    (plain, snapshot.max_in_flight_per_session, snapshot.tunnels)
+}
+
+#[test]
+fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let echo = simulated::unlimited_echo(None);
+    let ca = echo.dir.path().join("echo.db.cert.pem");
+    let target = format!("https://localhost:{}/api/clean", echo.port);
+    let database = exitvoice_pgtest::fresh_database("broker_collisions");
+    let work = tempfile::tempdir().unwrap();
+
+    // The labels: a real audit of the very exits the workers will use.
+    let sim = simulated::simulator(&runtime, PLAIN_EXITS + 1, PASSWORD, false);
+    let exits = exits_file(work.path(), &sim, &echo);
+    let audit = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .args([
+            "audit",
+            "--once",
+            "--samples",
+            "2",
+            "--spacing",
+            "50ms",
+            "--jitter",
+            "0ms",
+            "--no-quic",
+        ])
+        .arg("--exits")
+        .arg(&exits)
+        .env("EXITVOICE_DATABASE_URL", &database)
+        .output()
+        .unwrap();
+    assert!(
+        audit.status.success(),
+        "audit: {}",
+        String::from_utf8_lossy(&audit.stderr)
+    );
+    let audited = sim.snapshot(false).tunnels;
+
+    let brokers: Vec<Broker> = (0..3)
+        .map(|i| broker(&exits, &database, &format!("b{i}")))
+        .collect();
+    let urls: Vec<String> = brokers.iter().map(|b| b.url.clone()).collect();
+    let worker = root().join("broker/examples/worker.py");
+    let mut brokers = brokers;
+    let summaries = run_workers(
+        |w| {
+            let mut command = Command::new(python());
+            command.arg(&worker);
+            // Each worker starts with another instance; the others are its fall-backs.
+            for i in 0..urls.len() {
+                command.arg("--broker").arg(&urls[(w + i) % urls.len()]);
+            }
+            command
+                .args([
+                    "--class",
+                    "anonymous",
+                    "--cycles",
+                    &CYCLES.to_string(),
+                    "--hold-ms",
+                    HOLD_MS,
+                ])
+                .args(["--wait-ms", "20000", "--holder", &format!("worker-{w}")])
+                .arg("--ca")
+                .arg(&ca)
+                .arg(&target)
+                .env("EXITVOICE_BROKER_TOKEN", TOKEN);
+            command
+        },
+        || {
+            std::thread::sleep(Duration::from_millis(1500));
+            let killed = &mut brokers[0].child;
+            killed.kill().expect("SIGKILL broker b0");
+            let _ = killed.wait();
+        },
+    );
+    let ok: u64 = summaries.iter().map(|s| s["ok"].as_u64().unwrap()).sum();
+    let failed: u64 = summaries
+        .iter()
+        .map(|s| s["failed"].as_u64().unwrap())
+        .sum();
+    let gateway_leases = summaries
+        .iter()
+        .flat_map(|s| s["exits"].as_array().unwrap().iter())
+        .filter(|e| e.as_str().is_some_and(|e| e.starts_with("gw#")))
+        .count();
+    let (plain, per_session, tunnels) = collisions(&sim);
+    println!(
+        "broker: {ok} ok, {failed} failed, {gateway_leases} on gateway sessions, {} tunnels; most at once: {plain} per exit, {per_session} per session",
+        tunnels - audited
+    );
+    assert_eq!(
+        ok,
+        (WORKERS * CYCLES) as u64,
+        "every lease did its work: {summaries:?}"
+    );
+    assert_eq!(tunnels - audited, ok, "one tunnel per lease");
+    assert!(gateway_leases > 0, "the gateway's sessions were leased too");
+    assert_eq!(plain, 1, "a plain exit had two holders at once");
+    assert_eq!(per_session, 1, "a gateway session had two holders at once");
+
+    // The survivors' view: no collision in the store either.
+    let metrics = Command::new("curl")
+        .args(["-sf", "-H", &format!("Authorization: Bearer {TOKEN}")])
+        .arg(format!("{}/metrics", brokers[1].url))
+        .output()
+        .unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        metrics.contains("exitvoice_broker_collisions 0"),
+        "{metrics}"
+    );
+
+    // The control: the same workload on fresh exits, each worker picking at random.
+    let control = simulated::simulator(&runtime, PLAIN_EXITS + 1, PASSWORD, false);
+    let mut proxies: Vec<String> = (0..PLAIN_EXITS)
+        .map(|n| format!("http://exit-{n}:{PASSWORD}@{}", control.http))
+        .collect();
+    proxies.extend((1..=GATEWAY_SLOTS).map(|slot| {
+        format!(
+            "http://exit-{PLAIN_EXITS}-sessid-fixed{slot}:{PASSWORD}@{}",
+            control.http
+        )
+    }));
+    let list = work.path().join("proxies.json");
+    std::fs::write(&list, serde_json::to_string(&proxies).unwrap()).unwrap();
+    let naive = root().join("tests/tools/naive_worker.py");
+    let summaries = run_workers(
+        |_| {
+            let mut command = Command::new(python());
+            command
+                .arg(&naive)
+                .arg("--proxies")
+                .arg(&list)
+                .args([
+                    "--cycles",
+                    &CYCLES.to_string(),
+                    "--hold-ms",
+                    HOLD_MS,
+                    "--ca",
+                ])
+                .arg(&ca)
+                .arg(&target);
+            command
+        },
+        || {},
+    );
+    let ok: u64 = summaries.iter().map(|s| s["ok"].as_u64().unwrap()).sum();
+    let (plain, per_session, _) = collisions(&control);
+    println!("control: {ok} ok; most at once: {plain} per exit, {per_session} per session");
+    assert!(
+        plain > 1 || per_session > 1,
+        "the control must collide, or this test proves nothing"
+    );
+}
