@@ -305,3 +305,14 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
         "the control must collide, or this test proves nothing"
     );
 }
+
+/// The worker the README shows is the one this test runs.
+#[test]
+fn the_readme_shows_the_tested_worker() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let worker = std::fs::read_to_string(root().join("broker/examples/worker.py")).unwrap();
+    assert!(
+        readme.contains(&format!("```python\n{worker}```")),
+        "README.md's worker differs from broker/examples/worker.py"
+    );
+}

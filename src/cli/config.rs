@@ -1,7 +1,7 @@
-//! One configuration for `serve` and `audit`: every option is a flag, an `EXITVOICE_<NAME>`
-//! environment variable (`--per-ip-rate` is `EXITVOICE_PER_IP_RATE`) and a key of the `[serve]`
-//! or `[audit]` table of the TOML file given with `--config FILE` (keys are the flags' names:
-//! `per-ip-rate = 100`). A flag beats the environment, which beats the file, which beats the
+//! One configuration for `serve`, `audit` and `broker`: every option is a flag, an
+//! `EXITVOICE_<NAME>` environment variable (`--per-ip-rate` is `EXITVOICE_PER_IP_RATE`) and a key
+//! of the `[serve]`, `[audit]` or `[broker]` table of the TOML file given with `--config FILE`
+//! (keys are the flags' names: `per-ip-rate = 100`, `stateless-per-exit = 2`). A flag beats the environment, which beats the file, which beats the
 //! default.
 //!
 //! The file is merged under clap, not beside it: each value is checked by its option's own
@@ -39,7 +39,7 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum ConfigCommand {
-    /// Check FILE and print the effective configuration of `serve` and `audit` (flags aside:
+    /// Check FILE and print the effective configuration of `serve`, `audit` and `broker` (flags aside:
     /// environment over file over defaults), secrets redacted.
     Check {
         /// The TOML file.
@@ -47,7 +47,7 @@ enum ConfigCommand {
     },
 }
 
-/// Gives every option of `serve` and `audit` its `EXITVOICE_<NAME>` variable.
+/// Gives every option of `serve`, `audit` and `broker` its `EXITVOICE_<NAME>` variable.
 pub fn with_env(command: Command) -> Command {
     SECTIONS.iter().fold(command, |command, section| {
         command.mut_subcommand(section, |sub| {
@@ -64,7 +64,7 @@ pub fn with_env(command: Command) -> Command {
     })
 }
 
-/// `argv` plus, for `serve` and `audit` with `--config FILE` (or `EXITVOICE_CONFIG`), a flag for
+/// `argv` plus, for `serve`, `audit` and `broker` with `--config FILE` (or `EXITVOICE_CONFIG`), a flag for
 /// every key of the file's table that neither a flag nor a variable set.
 ///
 /// # Errors
