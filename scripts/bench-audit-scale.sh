@@ -82,27 +82,16 @@ fi
 [ -x "$BIN/exitvoice" ] && [ -x "$BIN/exitsim" ] || die "no binaries in $BIN (drop --no-build)"
 
 PIDS=()
-PGDIR= PGRUN=()
+. scripts/pg-cluster.sh
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  if [ -n "$PGDIR" ]; then
-    "${PGRUN[@]}" "$PGBIN/pg_ctl" -D "$PGDIR/data" -m fast stop >/dev/null 2>&1 || true
-    rm -rf "$PGDIR"
-  fi
+  pg_stop
 }
 trap cleanup EXIT
 
 if [ -n "$PG" ]; then
-  PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-  [ -x "$PGBIN/initdb" ] || die "--postgres needs PostgreSQL's server (apt-get install postgresql)"
-  PGDIR=$(mktemp -d /tmp/exitvoice-bench-pg.XXXXXX)
-  # initdb refuses root: the cluster runs as Debian's `postgres` user then.
-  if [ "$(id -u)" = 0 ]; then chown postgres: "$PGDIR"; PGRUN=(runuser -u postgres --); fi
-  "${PGRUN[@]}" "$PGBIN/initdb" -D "$PGDIR/data" -U exitvoice --auth=trust >/dev/null
-  PGPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "${PGRUN[@]}" "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w \
-    -o "-p $PGPORT -k $PGDIR -c listen_addresses=127.0.0.1" start >/dev/null
+  pg_start || die "--postgres could not start a cluster"
   say "PostgreSQL on 127.0.0.1:$PGPORT"
 fi
 
@@ -159,8 +148,7 @@ for n in $EXITS; do
   sim_cpu_before=$(cpu_seconds "$sim")
 
   if [ -n "$PG" ]; then
-    "$PGBIN/createdb" -h "$PGDIR" -p "$PGPORT" -U exitvoice "audit_n$n"
-    DB=postgres://exitvoice@127.0.0.1:$PGPORT/audit_n$n
+    DB=$(pg_createdb "audit_n$n")
     query() { psql -At -F' ' "$DB" -c "$1"; }
   else
     DB=$dir/audit.db

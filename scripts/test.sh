@@ -20,3 +20,6 @@ scripts/bench.sh --quick --debug --compare "${CARGO_TARGET_DIR:-target}/debug/ex
 scripts/bench-audit-scale.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-scale-smoke.XXXXXX)"
 scripts/bench-audit-scale.sh --quick --debug --no-build --postgres \
   --out "$(mktemp -d /tmp/exitvoice-scale-smoke.XXXXXX)"
+# And for the broker's harness: 100 exits on SQLite, PostgreSQL and PostgreSQL without
+# synchronous commits, 2 s each; it fails when a run completes no lease cycle.
+scripts/bench-broker.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-broker-smoke.XXXXXX)"

@@ -1,0 +1,30 @@
+# Sourced by the benchmark scripts: a throwaway PostgreSQL cluster on a free loopback port.
+# Debian's server binaries (`apt-get install postgresql`), run as `postgres` when root (initdb
+# refuses root), trust authentication on loopback, default settings, in a temporary directory.
+#   pg_start      starts it; sets PGBIN, PGDIR, PGPORT and PGRUN (the command prefix)
+#   pg_createdb N creates database N; prints its URL
+#   pg_stop       stops it and removes its directory (safe to call when none was started)
+PGDIR= PGRUN=()
+
+pg_start() {
+  PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  [ -x "$PGBIN/initdb" ] || { echo "needs PostgreSQL's server (apt-get install postgresql)" >&2; return 1; }
+  PGDIR=$(mktemp -d /tmp/exitvoice-bench-pg.XXXXXX)
+  if [ "$(id -u)" = 0 ]; then chown postgres: "$PGDIR"; PGRUN=(runuser -u postgres --); fi
+  "${PGRUN[@]}" "$PGBIN/initdb" -D "$PGDIR/data" -U exitvoice --auth=trust >/dev/null
+  PGPORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${PGRUN[@]}" "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w \
+    -o "-p $PGPORT -k $PGDIR -c listen_addresses=127.0.0.1" start >/dev/null
+}
+
+pg_createdb() {
+  "$PGBIN/createdb" -h "$PGDIR" -p "$PGPORT" -U exitvoice "$1"
+  echo "postgres://exitvoice@127.0.0.1:$PGPORT/$1"
+}
+
+pg_stop() {
+  [ -n "$PGDIR" ] || return 0
+  "${PGRUN[@]}" "$PGBIN/pg_ctl" -D "$PGDIR/data" -m fast stop >/dev/null 2>&1 || true
+  rm -rf "$PGDIR"
+  PGDIR=
+}
