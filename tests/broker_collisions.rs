@@ -13,12 +13,12 @@
 
 mod support;
 
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use exitvoice_exitsim::Simulator;
+use support::broker::Broker;
 use support::simulated;
 
 const PLAIN_EXITS: usize = 8;
@@ -60,52 +60,6 @@ fn exits_file(dir: &Path, sim: &Simulator, echo: &support::EchoServer) -> PathBu
     ));
     std::fs::write(&path, text).unwrap();
     path
-}
-
-struct Broker {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn broker(exits: &Path, database: &str, name: &str) -> Broker {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
-        .args([
-            "broker",
-            "--listen",
-            "127.0.0.1:0",
-            "--labels-refresh",
-            "1s",
-            "--instance",
-            name,
-        ])
-        .arg("--exits")
-        .arg(exits)
-        .env("EXITVOICE_DATABASE_URL", database)
-        .env("EXITVOICE_BROKER_TOKEN", TOKEN)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn exitvoice broker");
-    let stdout = child.stdout.take().unwrap();
-    let line = std::io::BufReader::new(stdout)
-        .lines()
-        .next()
-        .expect("a line")
-        .expect("broker stdout");
-    let url = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.strip_suffix("/v1/leases"))
-        .unwrap_or_else(|| panic!("broker said {line}"))
-        .to_owned();
-    Broker { child, url }
 }
 
 /// Runs the workers (`args` per worker index) to the end; their JSON summaries.
@@ -190,7 +144,15 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
     let audited = sim.snapshot(false).tunnels;
 
     let brokers: Vec<Broker> = (0..3)
-        .map(|i| broker(&exits, &database, &format!("b{i}")))
+        .map(|i| {
+            let name = format!("b{i}");
+            Broker::start(
+                &exits,
+                &database,
+                TOKEN,
+                &["--labels-refresh", "1s", "--instance", &name],
+            )
+        })
         .collect();
     let urls: Vec<String> = brokers.iter().map(|b| b.url.clone()).collect();
     let worker = root().join("broker/examples/worker.py");
@@ -221,9 +183,7 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
         },
         || {
             std::thread::sleep(Duration::from_millis(1500));
-            let killed = &mut brokers[0].child;
-            killed.kill().expect("SIGKILL broker b0");
-            let _ = killed.wait();
+            brokers[0].kill();
         },
     );
     let ok: u64 = summaries.iter().map(|s| s["ok"].as_u64().unwrap()).sum();

@@ -4,12 +4,12 @@
 
 mod support;
 
-use std::io::BufRead as _;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use support::broker::Broker;
 use support::{exits_file, EchoServer, Proxy};
 
 const TOKEN: &str = "labels-test-token-0123456789";
@@ -91,34 +91,14 @@ fn an_exit_that_starts_intercepting_stops_being_leased_within_one_refresh() {
     let db = work.path().join("audit.db");
     audit(&exits, &db);
 
-    let mut broker = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
-        .args([
-            "broker",
-            "--listen",
-            "127.0.0.1:0",
-            "--labels-refresh",
-            &format!("{REFRESH_MS}ms"),
-        ])
-        .arg("--exits")
-        .arg(&exits)
-        .arg("--database")
-        .arg(&db)
-        .env("EXITVOICE_BROKER_TOKEN", TOKEN)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let line = std::io::BufReader::new(broker.stdout.take().unwrap())
-        .lines()
-        .next()
-        .unwrap()
-        .unwrap();
-    let url = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|r| r.strip_suffix("/v1/leases"))
-        .unwrap()
-        .to_owned();
+    let database = db.to_string_lossy();
+    let broker = Broker::start(
+        &exits,
+        &database,
+        TOKEN,
+        &["--labels-refresh", &format!("{REFRESH_MS}ms")],
+    );
+    let url = broker.url.clone();
 
     let (code, held) = lease(&url, &["acquire", "--class", "anonymous", "--holder", "w1"]);
     assert_eq!(code, 0, "{held}");
@@ -151,6 +131,4 @@ fn an_exit_that_starts_intercepting_stops_being_leased_within_one_refresh() {
         (code, &none["error"]),
         (3, &serde_json::json!("no exit of class stateless is free"))
     );
-    let _ = broker.kill();
-    let _ = broker.wait();
 }

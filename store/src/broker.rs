@@ -155,6 +155,12 @@ fn now_ms(engine: Engine) -> &'static str {
     }
 }
 
+/// The store's clock, read on `conn`.
+async fn clock(conn: &mut AnyConnection, engine: Engine) -> Result<i64, StoreError> {
+    let sql = format!("SELECT {}", now_ms(engine));
+    Ok(sqlx::query_scalar(&sql).fetch_one(conn).await?)
+}
+
 impl Store {
     /// A transaction holding the lock broker changes need (see the module docs).
     async fn broker_transaction(&self) -> Result<Transaction<'static, Any>, StoreError> {
@@ -169,8 +175,8 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn broker_now_ms(&self) -> Result<i64, StoreError> {
-        let sql = format!("SELECT {}", now_ms(self.engine()));
-        Ok(sqlx::query_scalar(&sql).fetch_one(self.pool()).await?)
+        let mut conn = self.pool().acquire().await?;
+        clock(&mut conn, self.engine()).await
     }
 
     /// Makes the broker's units those of `units`: new ones are added, known ones get their
@@ -232,9 +238,7 @@ impl Store {
         request: &Acquire<'_>,
     ) -> Result<Option<Granted>, StoreError> {
         let mut tx = self.broker_transaction().await?;
-        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", now_ms(self.engine())))
-            .fetch_one(&mut *tx)
-            .await?;
+        let now = clock(&mut tx, self.engine()).await?;
         if let Some(task) = request.task {
             if let Some(granted) = sticky(&mut tx, task, request.class, now).await? {
                 tx.commit().await?;
@@ -350,14 +354,9 @@ impl Store {
         fence: i64,
         ttl_ms: i64,
     ) -> Result<Result<i64, Refusal>, StoreError> {
-        let mut tx = self.broker_transaction().await?;
-        let (now, lease) = self.locked_lease(&mut tx, lease_id).await?;
-        let lease = match judge(lease, fence, now) {
-            Ok(lease) => lease,
-            Err(refusal) => {
-                tx.rollback().await?;
-                return Ok(Err(refusal));
-            }
+        let (mut tx, now, lease) = match self.live_lease(lease_id, fence).await? {
+            Ok(live) => live,
+            Err(refusal) => return Ok(Err(refusal)),
         };
         if lease.expires_ms >= lease.life_ends_ms {
             tx.rollback().await?;
@@ -388,14 +387,9 @@ impl Store {
         latency_ms: Option<i64>,
         effect: Effect,
     ) -> Result<Result<Released, Refusal>, StoreError> {
-        let mut tx = self.broker_transaction().await?;
-        let (now, lease) = self.locked_lease(&mut tx, lease_id).await?;
-        let lease = match judge(lease, fence, now) {
-            Ok(lease) => lease,
-            Err(refusal) => {
-                tx.rollback().await?;
-                return Ok(Err(refusal));
-            }
+        let (mut tx, now, lease) = match self.live_lease(lease_id, fence).await? {
+            Ok(live) => live,
+            Err(refusal) => return Ok(Err(refusal)),
         };
         sqlx::query(
             "UPDATE broker_leases SET state = 'released', outcome = $1, latency_ms = $2, \
@@ -422,15 +416,31 @@ impl Store {
         }))
     }
 
+    /// A transaction holding the live lease `lease_id` (its unit locked) with the store's now,
+    /// if `fence` is the lease's; else why not, the transaction rolled back.
+    async fn live_lease(
+        &self,
+        lease_id: &str,
+        fence: i64,
+    ) -> Result<Result<(Transaction<'static, Any>, i64, LeaseRow), Refusal>, StoreError> {
+        let mut tx = self.broker_transaction().await?;
+        let (now, lease) = self.locked_lease(&mut tx, lease_id).await?;
+        match judge(lease, fence, now) {
+            Ok(lease) => Ok(Ok((tx, now, lease))),
+            Err(refusal) => {
+                tx.rollback().await?;
+                Ok(Err(refusal))
+            }
+        }
+    }
+
     /// The lease `lease_id` with the store's now, its unit locked (PostgreSQL).
     async fn locked_lease(
         &self,
         tx: &mut Transaction<'static, Any>,
         lease_id: &str,
     ) -> Result<(i64, Option<LeaseRow>), StoreError> {
-        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", now_ms(self.engine())))
-            .fetch_one(&mut **tx)
-            .await?;
+        let now = clock(tx, self.engine()).await?;
         if self.engine() == Engine::Postgres {
             sqlx::query(
                 "SELECT 1 FROM broker_units WHERE unit = \

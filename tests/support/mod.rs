@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod bound_exit;
+pub mod broker;
 pub mod browser;
 pub mod simulated;
 

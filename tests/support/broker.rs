@@ -1,0 +1,57 @@
+//! `exitvoice broker` as the broker tests run it: on a free loopback port, its state and the
+//! labels in `database`, killed (SIGKILL) when dropped.
+
+use std::io::BufRead as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A running broker instance.
+pub struct Broker {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    child: Child,
+}
+
+impl Broker {
+    /// Starts a broker on `exits` and `database` (a path or a URL) with `token` and `extra` flags,
+    /// and waits for its address.
+    pub fn start(exits: &Path, database: &str, token: &str, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+            .args(["broker", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .arg("--exits")
+            .arg(exits)
+            .env("EXITVOICE_DATABASE_URL", database)
+            .env("EXITVOICE_BROKER_TOKEN", token)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn exitvoice broker");
+        let stdout = child.stdout.take().expect("stdout");
+        let line = std::io::BufReader::new(stdout)
+            .lines()
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let url = line
+            .split("listening on ")
+            .nth(1)
+            .and_then(|rest| rest.strip_suffix("/v1/leases"))
+            .unwrap_or_else(|| panic!("the broker said {line:?}"))
+            .to_owned();
+        Self { url, child }
+    }
+
+    /// Kills it with SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        self.child.kill().expect("SIGKILL the broker");
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
