@@ -119,28 +119,7 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
     // The labels: a real audit of the very exits the workers will use.
     let sim = simulated::simulator(&runtime, PLAIN_EXITS + 1, PASSWORD, false);
     let exits = exits_file(work.path(), &sim, &echo);
-    let audit = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
-        .args([
-            "audit",
-            "--once",
-            "--samples",
-            "2",
-            "--spacing",
-            "50ms",
-            "--jitter",
-            "0ms",
-            "--no-quic",
-        ])
-        .arg("--exits")
-        .arg(&exits)
-        .env("EXITVOICE_DATABASE_URL", &database)
-        .output()
-        .unwrap();
-    assert!(
-        audit.status.success(),
-        "audit: {}",
-        String::from_utf8_lossy(&audit.stderr)
-    );
+    support::broker::audit(&exits, &database);
     let audited = sim.snapshot(false).tunnels;
 
     let brokers: Vec<Broker> = (0..3)

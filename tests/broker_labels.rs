@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use support::broker::Broker;
+use support::broker::{audit, Broker};
 use support::{exits_file, EchoServer, Proxy};
 
 const TOKEN: &str = "labels-test-token-0123456789";
@@ -34,32 +34,6 @@ fn forwarder(runtime: &tokio::runtime::Runtime, target: Arc<AtomicU16>) -> u16 {
         });
         port
     })
-}
-
-fn audit(exits: &std::path::Path, db: &std::path::Path) {
-    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
-        .args([
-            "audit",
-            "--once",
-            "--samples",
-            "2",
-            "--spacing",
-            "50ms",
-            "--jitter",
-            "0ms",
-            "--no-quic",
-        ])
-        .arg("--exits")
-        .arg(exits)
-        .arg("--db")
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "audit: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
 }
 
 fn lease(broker: &str, args: &[&str]) -> (i32, serde_json::Value) {
@@ -89,9 +63,9 @@ fn an_exit_that_starts_intercepting_stops_being_leased_within_one_refresh() {
         &[("flip", format!("http://127.0.0.1:{exit}"))],
     );
     let db = work.path().join("audit.db");
-    audit(&exits, &db);
-
     let database = db.to_string_lossy();
+    audit(&exits, &database);
+
     let broker = Broker::start(
         &exits,
         &database,
@@ -112,7 +86,7 @@ fn an_exit_that_starts_intercepting_stops_being_leased_within_one_refresh() {
 
     // The exit starts intercepting; the next real audit sees it.
     target.store(mitm.port, Ordering::SeqCst);
-    audit(&exits, &db);
+    audit(&exits, &database);
     let audited = Instant::now();
     let revoked = loop {
         let (code, answer) = lease(&url, &["renew", id, "--fence", &fence]);

@@ -55,3 +55,30 @@ impl Drop for Broker {
         let _ = self.child.wait();
     }
 }
+
+/// A quick real audit of `exits` into `database` (2 samples an exit, no QUIC): the labels a
+/// broker on that database obeys.
+pub fn audit(exits: &Path, database: &str) {
+    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .args([
+            "audit",
+            "--once",
+            "--samples",
+            "2",
+            "--spacing",
+            "50ms",
+            "--jitter",
+            "0ms",
+        ])
+        .arg("--no-quic")
+        .arg("--exits")
+        .arg(exits)
+        .env("EXITVOICE_DATABASE_URL", database)
+        .output()
+        .expect("run exitvoice audit");
+    assert!(
+        output.status.success(),
+        "audit: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
