@@ -2,7 +2,7 @@
 //! machines, never two holders at once, driven by the auditor's labels.
 //!
 //! - [`service`]: the broker (acquire with a wait, renew, release with an outcome, labels);
-//! - [`api`]: its HTTP/JSON API; [`auth`]: the bearer token;
+//! - [`api`]: its HTTP/JSON API, over plain HTTP or [`tls`]; [`auth`]: the bearer token;
 //! - [`pool`]: the exits file's exits as lease units, what their labels admit, lease URLs;
 //! - [`policy`]: what a reported outcome does (bans, retired sessions, failure streaks);
 //! - [`lease_store`]: the one interface the broker's state sits behind (SQLite and PostgreSQL
@@ -21,3 +21,4 @@ pub mod metrics;
 pub mod policy;
 pub mod pool;
 pub mod service;
+pub mod tls;

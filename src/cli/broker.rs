@@ -1,7 +1,8 @@
 //! `exitvoice broker`: the lease broker (`exitvoice_broker`) over the exits file and the
-//! auditor's labels in the database, on plain HTTP. Several instances may share one database.
-//! A non-loopback address needs a token and TLS; the broker serves no TLS itself yet, so it
-//! listens on loopback only (put a TLS-terminating proxy in front for other machines).
+//! auditor's labels in the database. Several instances may share one database. Plain HTTP on a
+//! loopback address; TLS with `--cert/--key`, or `--tls` for a self-signed pair (the echo
+//! server's loader: reused from, or written beside, the SQLite database or the exits file). A
+//! non-loopback address needs both TLS and a token.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -31,9 +32,19 @@ pub struct Args {
     /// The database with the auditor's labels; the broker keeps its state there too.
     #[command(flatten)]
     database: DatabaseArg,
-    /// Where to listen (plain HTTP, loopback).
+    /// Where to listen. A non-loopback address needs TLS and `--broker-token`.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8490")]
     listen: SocketAddr,
+    /// PEM certificate chain to serve TLS with (with `--key`).
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// PEM private key of `--cert`.
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Serve TLS with a self-signed certificate, made on first start and kept beside the SQLite
+    /// database (or the exits file); its pin is printed for workers to check.
+    #[arg(long, conflicts_with_all = ["cert", "key"])]
+    tls: bool,
     /// The bearer token every request but `/healthz` must carry (at least 16 characters).
     /// Prefer the environment variable, which keeps it out of `ps`.
     #[arg(
@@ -92,10 +103,12 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         })?),
         None => None,
     };
-    if !args.listen.ip().is_loopback() {
+    let tls = args.tls || args.cert.is_some();
+    let guarded = tls && token.is_some();
+    if !(args.listen.ip().is_loopback() || guarded) {
         bail!(
-            "--listen {}: the broker serves plain HTTP, so it listens on loopback only; put a \
-             TLS-terminating proxy in front of it for other machines",
+            "--listen {}: a non-loopback address needs TLS (--cert/--key or --tls) and \
+             --broker-token: workers' leases carry proxy credentials",
             args.listen
         );
     }
@@ -106,7 +119,24 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if file.exits.is_empty() {
         bail!("{}: no exits to lease", args.exits.display());
     }
-    let store = args.database.open().await?;
+    let database = args.database.parse()?;
+    let store = super::database::open(&database).await?;
+    let tls = if tls {
+        let beside = database.sqlite_path().map_or_else(
+            || args.exits.with_extension("toml.broker"),
+            std::path::Path::to_path_buf,
+        );
+        let identity = exitvoice_echo::cert::load_or_generate(
+            args.cert.as_deref(),
+            args.key.as_deref(),
+            &beside,
+        )
+        .context("the broker's certificate")?;
+        println!("exitvoice broker: certificate pin {}", identity.pin);
+        Some(exitvoice_broker::tls::config(identity.chain, identity.key).context("TLS")?)
+    } else {
+        None
+    };
     let instance = args.instance.unwrap_or_else(|| {
         let host = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
         format!("{}-{}", host.trim(), std::process::id())
@@ -137,12 +167,23 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    println!("exitvoice broker: {exits} units, listening on http://{addr}/v1/leases");
-    let served = axum::serve(listener, exitvoice_broker::api::router(broker, token))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await;
+    let router = exitvoice_broker::api::router(broker, token);
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let served = match tls {
+        Some(config) => {
+            println!("exitvoice broker: {exits} units, listening on https://{addr}/v1/leases");
+            exitvoice_broker::tls::serve(listener, router, config, shutdown).await;
+            Ok(())
+        }
+        None => {
+            println!("exitvoice broker: {exits} units, listening on http://{addr}/v1/leases");
+            axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    };
     refresher.abort();
     served.context("serving the broker")?;
     Ok(ExitCode::SUCCESS)

@@ -1,7 +1,8 @@
 //! `exitvoice lease acquire|renew|release`: the broker's API for shell scripts. Prints the
 //! broker's JSON answer on stdout; exits 0 on success, 3 when no exit was free (`503`), 4 when
 //! the broker refused (`409`, `404`), 1 on anything else. The token comes from
-//! `--broker-token` or `EXITVOICE_BROKER_TOKEN`.
+//! `--broker-token` or `EXITVOICE_BROKER_TOKEN`; an `https://` broker's certificate is checked
+//! against `--broker-ca` (the broker's own for a self-signed one).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject as _;
 use serde_json::json;
 
 use super::audit::parse_duration;
@@ -34,6 +36,9 @@ pub struct Args {
         hide_env_values = true
     )]
     broker_token: Option<String>,
+    /// PEM certificates an `https://` broker's chain must lead to.
+    #[arg(long, value_name = "FILE", env = "EXITVOICE_BROKER_CA")]
+    broker_ca: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: LeaseCommand,
 }
@@ -132,14 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             (Method::DELETE, path, None)
         }
     };
-    let (status, answer) = call(
-        &args.broker,
-        args.broker_token.as_deref(),
-        method,
-        &path,
-        body,
-    )
-    .await?;
+    let (status, answer) = call(&args, method, &path, body).await?;
     println!("{answer}");
     Ok(match status {
         s if s.is_success() => ExitCode::SUCCESS,
@@ -163,29 +161,28 @@ fn encode(text: &str) -> String {
 
 /// One HTTP/1.1 request to the broker; its status and body.
 async fn call(
-    broker: &Uri,
-    token: Option<&str>,
+    args: &Args,
     method: Method,
     path: &str,
     body: Option<serde_json::Value>,
 ) -> anyhow::Result<(StatusCode, String)> {
-    if broker.scheme_str() != Some("http") {
-        bail!("--broker must be an http:// URL");
-    }
+    let broker = &args.broker;
     let host = broker.host().context("--broker has no host")?;
-    let port = broker.port_u16().unwrap_or(80);
-    let stream =
-        tokio::net::TcpStream::connect((host.trim_start_matches('[').trim_end_matches(']'), port))
-            .await
-            .with_context(|| format!("connecting to the broker at {host}:{port}"))?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(connection);
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let https = match broker.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => bail!("--broker must be an http:// or https:// URL"),
+    };
+    let port = broker.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let stream = tokio::net::TcpStream::connect((bare, port))
+        .await
+        .with_context(|| format!("connecting to the broker at {host}:{port}"))?;
     let mut request = Request::builder()
         .method(method)
         .uri(path)
         .header("host", broker.authority().map_or(host, |a| a.as_str()));
-    if let Some(token) = token {
+    if let Some(token) = &args.broker_token {
         request = request.header("authorization", format!("Bearer {token}"));
     }
     let bytes = match body {
@@ -195,7 +192,41 @@ async fn call(
         }
         None => Bytes::new(),
     };
-    let response = sender.send_request(request.body(Full::new(bytes))?).await?;
+    let request = request.body(Full::new(bytes))?;
+    if !https {
+        return send(stream, request).await;
+    }
+    let ca = args
+        .broker_ca
+        .as_deref()
+        .context("an https:// broker needs --broker-ca (its certificate, or the CA's)")?;
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca)
+        .with_context(|| format!("reading {}", ca.display()))?;
+    for cert in certs {
+        roots.add(cert.with_context(|| format!("reading {}", ca.display()))?)?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(bare.to_owned())?;
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, stream)
+        .await
+        .context("TLS to the broker")?;
+    send(tls, request).await
+}
+
+async fn send<T>(stream: T, request: Request<Full<Bytes>>) -> anyhow::Result<(StatusCode, String)>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let response = sender.send_request(request).await?;
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))

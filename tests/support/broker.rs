@@ -28,16 +28,17 @@ impl Broker {
             .spawn()
             .expect("spawn exitvoice broker");
         let stdout = child.stdout.take().expect("stdout");
+        // The certificate's pin comes first with TLS, then the address.
         let line = std::io::BufReader::new(stdout)
             .lines()
-            .next()
-            .and_then(Result::ok)
+            .map_while(Result::ok)
+            .find(|line| line.contains("listening on "))
             .unwrap_or_default();
         let url = line
             .split("listening on ")
             .nth(1)
             .and_then(|rest| rest.strip_suffix("/v1/leases"))
-            .unwrap_or_else(|| panic!("the broker said {line:?}"))
+            .unwrap_or_else(|| panic!("the broker said no address"))
             .to_owned();
         Self { url, child }
     }
