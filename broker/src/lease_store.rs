@@ -23,11 +23,12 @@ impl From<exitvoice_store::StoreError> for StoreFailure {
 pub trait LeaseStore: Clone + Send + Sync + 'static {
     /// The store's clock, ms since the Unix epoch.
     fn now_ms(&self) -> impl Future<Output = Result<i64, StoreFailure>> + Send;
-    /// Makes the units those of `units` (labels refreshed); revokes the live leases a unit no
-    /// longer admits. How many were revoked.
+    /// Writes `units` (labels refreshed; with `whole`, the whole pool: others admit nothing);
+    /// revokes the live leases a unit no longer admits. How many were revoked.
     fn sync_units(
         &self,
         units: &[UnitSpec],
+        whole: bool,
     ) -> impl Future<Output = Result<u64, StoreFailure>> + Send;
     /// Grants a lease on a free unit, or a task's live one; `None` when nothing is free.
     fn acquire(
@@ -64,8 +65,8 @@ impl LeaseStore for Store {
         Ok(self.broker_now_ms().await?)
     }
 
-    async fn sync_units(&self, units: &[UnitSpec]) -> Result<u64, StoreFailure> {
-        Ok(self.broker_sync_units(units).await?)
+    async fn sync_units(&self, units: &[UnitSpec], whole: bool) -> Result<u64, StoreFailure> {
+        Ok(self.broker_sync_units(units, whole).await?)
     }
 
     async fn acquire(&self, request: &Acquire<'_>) -> Result<Option<Granted>, StoreFailure> {

@@ -1,10 +1,11 @@
 //! The broker: leases from the store, the pool and its labels, waiting acquires, outcomes.
 
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use exitvoice_exits::Secret;
-use exitvoice_store::{Acquire, Granted, LeaseClass, Refusal, Released, Store};
+use exitvoice_store::{Acquire, Granted, LeaseClass, Refusal, Released, Store, UnitSpec};
 use rand::Rng;
 use time::OffsetDateTime;
 use tokio::sync::{Notify, Semaphore};
@@ -133,6 +134,8 @@ pub struct Broker<S> {
     queues: [Semaphore; 3],
     released: Notify,
     metrics: Metrics,
+    /// The units as this instance last wrote them; `None` before its first refresh.
+    synced: tokio::sync::Mutex<Option<HashMap<String, UnitSpec>>>,
 }
 
 impl<S: LeaseStore> Broker<S> {
@@ -147,6 +150,7 @@ impl<S: LeaseStore> Broker<S> {
             queues: [Semaphore::new(1), Semaphore::new(1), Semaphore::new(1)],
             released: Notify::new(),
             metrics,
+            synced: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -193,7 +197,30 @@ impl<S: LeaseStore> Broker<S> {
             self.config.stateless_per_exit,
             self.config.max_life,
         );
-        let revoked = self.leases.sync_units(&units).await?;
+        // The first refresh writes the whole pool; later ones only what changed (at 10,000 exits,
+        // a refresh that wrote every unit would cost seconds of the store's time every time).
+        let mut synced = self.synced.lock().await;
+        let changed: Vec<UnitSpec> = match synced.as_ref() {
+            None => units.clone(),
+            Some(previous) => units
+                .iter()
+                .filter(|unit| previous.get(&unit.unit) != Some(*unit))
+                .cloned()
+                .collect(),
+        };
+        let whole = synced.is_none();
+        let revoked = if whole || !changed.is_empty() {
+            self.leases.sync_units(&changed, whole).await?
+        } else {
+            0
+        };
+        *synced = Some(
+            units
+                .into_iter()
+                .map(|unit| (unit.unit.clone(), unit))
+                .collect(),
+        );
+        drop(synced);
         self.metrics.revoked(revoked);
         if revoked > 0 {
             tracing::info!(

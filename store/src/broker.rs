@@ -179,17 +179,24 @@ impl Store {
         clock(&mut conn, self.engine()).await
     }
 
-    /// Makes the broker's units those of `units`: new ones are added, known ones get their
-    /// label's class and capacity, and units not listed admit nothing. The live leases of a
-    /// unit whose label no longer admits their class are revoked. How many were revoked.
+    /// Writes `units`: new ones are added, known ones get their label's class, capacity and life
+    /// cap; when `whole` is set, `units` is the whole pool and units not in it admit nothing
+    /// (a refresh passes only what changed). The live leases of a unit whose label no longer
+    /// admits their class are revoked. How many were revoked.
     ///
     /// # Errors
     /// Database failures.
-    pub async fn broker_sync_units(&self, units: &[UnitSpec]) -> Result<u64, StoreError> {
+    pub async fn broker_sync_units(
+        &self,
+        units: &[UnitSpec],
+        whole: bool,
+    ) -> Result<u64, StoreError> {
         let mut tx = self.broker_transaction().await?;
-        sqlx::query("UPDATE broker_units SET rank = 0")
-            .execute(&mut *tx)
-            .await?;
+        if whole {
+            sqlx::query("UPDATE broker_units SET rank = 0")
+                .execute(&mut *tx)
+                .await?;
+        }
         for spec in units {
             let rank = spec.admits.map_or(0, LeaseClass::rank);
             sqlx::query(
@@ -894,7 +901,7 @@ mod tests {
 
     on_both_engines! {
         async fn an_exclusive_lease_holds_its_exit_alone(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))]).await.unwrap();
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true).await.unwrap();
             let first = store.broker_acquire(&ask("l1", LeaseClass::Identity, None)).await.unwrap().unwrap();
             assert_eq!((first.unit.as_str(), first.fence, first.session), ("a", 1, None));
             assert!(store.broker_acquire(&ask("l2", LeaseClass::Anonymous, None)).await.unwrap().is_none());
@@ -915,19 +922,19 @@ mod tests {
         }
 
         async fn labels_decide_which_class_a_unit_serves(store: Store) {
-            store.broker_sync_units(&[unit("anon", Some(LeaseClass::Anonymous)), unit("none", None)]).await.unwrap();
+            store.broker_sync_units(&[unit("anon", Some(LeaseClass::Anonymous)), unit("none", None)], true).await.unwrap();
             assert!(store.broker_acquire(&ask("i", LeaseClass::Identity, None)).await.unwrap().is_none());
             let anonymous = store.broker_acquire(&ask("a", LeaseClass::Anonymous, None)).await.unwrap().unwrap();
             assert_eq!(anonymous.unit, "anon");
             // The label turns quarantine: the live lease is revoked, no new one is granted.
-            let revoked = store.broker_sync_units(&[unit("anon", None), unit("none", None)]).await.unwrap();
+            let revoked = store.broker_sync_units(&[unit("anon", None), unit("none", None)], true).await.unwrap();
             assert_eq!(revoked, 1);
             assert_eq!(store.broker_renew("a", anonymous.fence, 1000).await.unwrap(), Err(Refusal::Revoked));
             assert!(store.broker_acquire(&ask("s", LeaseClass::Stateless, None)).await.unwrap().is_none());
         }
 
         async fn stateless_leases_share_up_to_capacity_never_beside_an_exclusive_one(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))]).await.unwrap();
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true).await.unwrap();
             for id in ["s1", "s2"] {
                 assert!(store.broker_acquire(&ask(id, LeaseClass::Stateless, None)).await.unwrap().is_some());
             }
@@ -940,7 +947,7 @@ mod tests {
         }
 
         async fn the_store_clock_expires_leases_and_caps_their_life(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))]).await.unwrap();
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true).await.unwrap();
             let short = Acquire { ttl_ms: 30, life_ms: 60, ..ask("l1", LeaseClass::Identity, None) };
             let granted = store.broker_acquire(&short).await.unwrap().unwrap();
             assert_eq!(granted.life_ends_ms - granted.now_ms, 60);
@@ -960,7 +967,7 @@ mod tests {
         }
 
         async fn a_refusing_origin_bans_the_pair_and_retires_a_gateway_session(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous)), unit("gw#0", Some(LeaseClass::Anonymous))]).await.unwrap();
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous)), unit("gw#0", Some(LeaseClass::Anonymous))], true).await.unwrap();
             let on_a = store.broker_acquire(&ask("l1", LeaseClass::Anonymous, Some("shop"))).await.unwrap().unwrap();
             let on_gw = store.broker_acquire(&ask("l2", LeaseClass::Anonymous, Some("shop"))).await.unwrap().unwrap();
             assert_eq!(on_gw.unit, "gw#0");
@@ -985,7 +992,7 @@ mod tests {
         }
 
         async fn a_repeat_offenders_ban_doubles_and_a_success_forgets_it(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous))]).await.unwrap();
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous))], true).await.unwrap();
             let short = Effect::Blocked(Backoff { ttl_ms: 40, jitter: 1.0 });
             let mut lengths = Vec::new();
             let mut recovered = 0;
@@ -1008,7 +1015,7 @@ mod tests {
         }
 
         async fn a_streak_of_failures_bans_the_whole_exit(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Stateless))]).await.unwrap();
+            store.broker_sync_units(&[unit("a", Some(LeaseClass::Stateless))], true).await.unwrap();
             let failed = Effect::Failed { backoff: BACKOFF, streak: 2 };
             for (n, id) in ["l1", "l2"].into_iter().enumerate() {
                 let granted = store.broker_acquire(&ask(id, LeaseClass::Stateless, Some("o"))).await.unwrap().unwrap();
@@ -1019,7 +1026,7 @@ mod tests {
         }
 
         async fn a_task_keeps_its_lease_while_it_renews(store: Store) {
-            store.broker_sync_units(&[unit("gw#0", Some(LeaseClass::Identity)), unit("gw#1", Some(LeaseClass::Identity))]).await.unwrap();
+            store.broker_sync_units(&[unit("gw#0", Some(LeaseClass::Identity)), unit("gw#1", Some(LeaseClass::Identity))], true).await.unwrap();
             let first = store.broker_acquire(&Acquire { task: Some("t"), ..ask("l1", LeaseClass::Identity, None) }).await.unwrap().unwrap();
             let again = store.broker_acquire(&Acquire { task: Some("t"), ..ask("l2", LeaseClass::Identity, None) }).await.unwrap().unwrap();
             assert!(again.sticky);
@@ -1031,7 +1038,7 @@ mod tests {
 
         async fn concurrent_acquires_never_double_hold_a_unit(store: Store) {
             let units: Vec<_> = (0..6).map(|i| unit(&format!("e{i}"), Some(LeaseClass::Identity))).collect();
-            store.broker_sync_units(&units).await.unwrap();
+            store.broker_sync_units(&units, true).await.unwrap();
             let held = Arc::new(Mutex::new(HashSet::new()));
             let collisions = Arc::new(std::sync::atomic::AtomicU32::new(0));
             let granted = Arc::new(std::sync::atomic::AtomicU32::new(0));
