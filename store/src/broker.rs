@@ -320,10 +320,10 @@ impl Store {
         };
         let sql = format!(
             "SELECT unit, exit_name, gateway, life_ms FROM broker_units u \
-             WHERE rank >= $1 AND {free} \
+             WHERE rank > 0 AND rank >= $1 AND {free} \
              AND NOT EXISTS (SELECT 1 FROM broker_bans b \
              WHERE b.exit_name = u.exit_name AND b.origin IN ('', $3) AND b.until_ms > $2) \
-             ORDER BY free_at LIMIT 8{lock}"
+             ORDER BY free_at LIMIT 4{lock}"
         );
         let rows = sqlx::query(&sql)
             .bind(request.class.rank())

@@ -18,7 +18,10 @@ CREATE TABLE IF NOT EXISTS broker_units (
     gateway          INTEGER NOT NULL DEFAULT 0,
     free_at          INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS broker_units_free ON broker_units (rank, exclusive_until, free_at);
+-- An acquire walks the units that admit something, least recently touched first (every grant
+-- and release sets `free_at` to now, so the held ones gather at the far end), and stops at its
+-- first free few: no scan of the pool, however large.
+CREATE INDEX IF NOT EXISTS broker_units_free ON broker_units (free_at) WHERE rank > 0;
 
 -- Per exit (a gateway's slots share their gateway's row): the fence, which only grows, and
 -- the streak of `timeout`/`error` outcomes since its last success.
