@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use exitvoice_exits::Secret;
+use exitvoice_schema::LabelsDoc;
 use exitvoice_store::{Acquire, Granted, LeaseClass, Refusal, Released, Store, UnitSpec};
 use rand::Rng;
 use time::OffsetDateTime;
@@ -136,6 +137,8 @@ pub struct Broker<S> {
     metrics: Metrics,
     /// The units as this instance last wrote them; `None` before its first refresh.
     synced: tokio::sync::Mutex<Option<HashMap<String, UnitSpec>>>,
+    /// The labels snapshot last read, with its id.
+    snapshot: tokio::sync::Mutex<Option<(i64, Arc<LabelsDoc>)>>,
 }
 
 impl<S: LeaseStore> Broker<S> {
@@ -151,6 +154,7 @@ impl<S: LeaseStore> Broker<S> {
             released: Notify::new(),
             metrics,
             synced: tokio::sync::Mutex::new(None),
+            snapshot: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -182,16 +186,12 @@ impl<S: LeaseStore> Broker<S> {
     /// # Errors
     /// Store failures.
     pub async fn refresh(&self) -> Result<u64, BrokerError> {
-        let labels = self
-            .labels
-            .latest_labels_of(&self.config.persona)
-            .await
-            .map_err(StoreFailure::from)?;
+        let labels = self.labels().await?;
         let now_ms = self.leases.now_ms().await?;
         let now = OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
             .map_err(|_| BrokerError::BadRequest("the store's clock is out of range".to_owned()))?;
         let units = self.pool().units(
-            labels.as_ref(),
+            labels.as_deref(),
             now,
             self.config.labels_max_age,
             self.config.stateless_per_exit,
@@ -229,6 +229,30 @@ impl<S: LeaseStore> Broker<S> {
             );
         }
         Ok(revoked)
+    }
+
+    /// The persona's newest labels snapshot, parsed again only when a newer one was stored (at
+    /// 10,000 exits a snapshot is several MB of JSON).
+    async fn labels(&self) -> Result<Option<Arc<LabelsDoc>>, BrokerError> {
+        let newest = self
+            .labels
+            .latest_labels_id_of(&self.config.persona)
+            .await
+            .map_err(StoreFailure::from)?;
+        let mut cached = self.snapshot.lock().await;
+        match (newest, cached.as_ref()) {
+            (None, _) => return Ok(None),
+            (Some(id), Some((known, doc))) if id == *known => return Ok(Some(doc.clone())),
+            (Some(id), _) => {
+                let doc = self
+                    .labels
+                    .labels_by_id(id)
+                    .await
+                    .map_err(StoreFailure::from)?;
+                *cached = doc.map(|doc| (id, Arc::new(doc)));
+            }
+        }
+        Ok(cached.as_ref().map(|(_, doc)| doc.clone()))
     }
 
     /// Refreshes the labels every `labels_refresh` until the task is dropped.

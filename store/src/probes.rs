@@ -139,6 +139,33 @@ impl Store {
         Ok(doc.map(|json| serde_json::from_str(&json)).transpose()?)
     }
 
+    /// The id of the most recent labels snapshot of `persona`, if any: a cheap check whether
+    /// the snapshot changed since it was last read.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn latest_labels_id_of(&self, persona: &str) -> Result<Option<i64>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT id FROM label_snapshots WHERE persona = $1 ORDER BY id DESC LIMIT 1",
+        )
+        .bind(persona)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    /// The labels snapshot `id`, if it is stored.
+    ///
+    /// # Errors
+    /// Database or JSON decoding failures.
+    pub async fn labels_by_id(&self, id: i64) -> Result<Option<LabelsDoc>, StoreError> {
+        let doc: Option<String> =
+            sqlx::query_scalar("SELECT doc FROM label_snapshots WHERE id = $1")
+                .bind(id)
+                .fetch_optional(self.pool())
+                .await?;
+        Ok(doc.map(|json| serde_json::from_str(&json)).transpose()?)
+    }
+
     /// The probe that sent `token`, if it is stored.
     ///
     /// # Errors
