@@ -7,7 +7,9 @@
 //! - [`secret`]: passwords that never print;
 //! - [`duration`]: durations as the exits file and the command line write them (`90m`);
 //! - [`dial`]: HTTP CONNECT and SOCKS5 tunnels (and SOCKS5 UDP relays) through an exit;
-//! - [`error`]: probe errors and their classes, as labels count them.
+//! - [`error`]: probe errors and their classes, as labels count them;
+//! - [`tls`]: TLS to the echo server through a tunnel, its certificate judged by the echo's SPKI
+//!   pin ([`leaf`]: the verifier that leaves that decision to its owner).
 //!
 //! Nothing here knows the auditor's probes or labels, or the echo server: both readers of the
 //! exits file depend on this crate, and it depends on neither.
@@ -19,8 +21,10 @@ pub mod dial;
 pub mod duration;
 pub mod error;
 mod exit;
+pub mod leaf;
 pub mod proxy_url;
 pub mod secret;
+pub mod tls;
 
 pub use config::{ConfigError, EchoTarget, ExitsFile};
 pub use exit::{Exit, Session, SessionMinter, SESSION_PLACEHOLDER};

@@ -19,7 +19,7 @@ use exitvoice_exits::{EchoTarget, Exit, ProxyScheme};
 use exitvoice_schema::{H3Probe, UdpPath};
 use quinn::{AsyncUdpSocket, Endpoint, EndpointConfig, Runtime, TokioRuntime};
 
-use super::tls::{pinned_config, server_name, shown, CertView};
+use exitvoice_exits::tls::{pinned_config, server_name, shown, CertView};
 
 /// Largest echo body read over HTTP/3: the echo is a few KiB; anything far past it is not one.
 const MAX_BODY: usize = 1 << 20;

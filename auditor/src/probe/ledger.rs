@@ -9,7 +9,8 @@ use exitvoice_exits::EchoTarget;
 use exitvoice_schema::LedgerVerdict;
 use serde::Deserialize;
 
-use super::{http1, tls};
+use super::http1;
+use exitvoice_exits::tls;
 
 #[derive(Deserialize)]
 struct Answer {

@@ -1,7 +1,7 @@
 //! One probe: dial (directly or through an exit), TLS with the pinned echo certificate, one
 //! request carrying a unique token, and the echo JSON back.
 //!
-//! [`tls`] owns the handshake and the pin, [`h2`] the profile-shaped HTTP/2 client, [`http1`]
+//! the handshake and the pin are `exitvoice_exits::tls`'s, [`h2`] the profile-shaped HTTP/2 client, [`http1`]
 //! the fallback when the server picks `http/1.1`; [`h3`] is the run's QUIC probe (HTTP/3 over
 //! UDP, directly or through a SOCKS5 exit's UDP relay). [`chromium`] is the persona that loads
 //! the echo in real headless Chromium, [`netlog`] reads what Chromium's TLS was shown.
@@ -10,10 +10,8 @@ pub mod chromium;
 pub mod h2;
 pub mod h3;
 pub mod http1;
-pub mod leaf;
 pub mod ledger;
 pub mod netlog;
-pub mod tls;
 
 use std::time::{Duration, Instant};
 
@@ -23,8 +21,8 @@ use exitvoice_exits::{EchoTarget, Exit};
 use exitvoice_schema::Echo;
 use rand::Rng;
 
+pub use exitvoice_exits::tls::CertView;
 pub use h2::H2Profile;
-pub use tls::CertView;
 
 /// What a successful probe brought back.
 #[derive(Clone, Debug)]
@@ -58,7 +56,8 @@ pub async fn probe(
 ) -> Result<ProbeOutcome, ProbeError> {
     let started = Instant::now();
     let tunnel = dial(exit, &echo.host, echo.port, timeouts).await?;
-    let handshake = tls::handshake(tunnel, echo, &[b"h2", b"http/1.1"], timeouts.tls).await?;
+    let handshake =
+        exitvoice_exits::tls::handshake(tunnel, echo, &[b"h2", b"http/1.1"], timeouts.tls).await?;
     let mut stream = handshake.stream;
     let authority = echo.authority();
     let path = format!("/probe/{token}");

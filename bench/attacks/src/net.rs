@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use exitvoice_auditor::probe::leaf::LeafVerifier;
+use exitvoice_exits::leaf::LeafVerifier;
 use rustls::pki_types::ServerName;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_rustls::client::TlsStream;

@@ -12,15 +12,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use exitvoice_exits::dial::Tunnel;
-use exitvoice_exits::error::{within, Phase, ProbeError};
-use exitvoice_exits::EchoTarget;
 use rustls::pki_types::{CertificateDer, ServerName};
 use sha2::{Digest, Sha256};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use super::leaf::LeafVerifier;
+use crate::dial::Tunnel;
+use crate::error::{within, Phase, ProbeError};
+use crate::leaf::LeafVerifier;
+use crate::EchoTarget;
 
 /// The certificate the auditor was shown.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,14 +75,14 @@ fn record_pin(
 }
 
 /// What remembers the certificate a handshake was shown.
-pub(crate) type Shown = Arc<Mutex<Option<CertView>>>;
+pub type Shown = Arc<Mutex<Option<CertView>>>;
 
 /// A client configuration that judges the echo's certificate by its pin (see the module docs),
 /// offering `alpn` over `versions`; the certificate shown lands in the returned [`Shown`].
 ///
 /// # Errors
 /// The provider does not support `versions`.
-pub(crate) fn pinned_config(
+pub fn pinned_config(
     echo: &EchoTarget,
     versions: &[&'static rustls::SupportedProtocolVersion],
     alpn: &[&[u8]],
@@ -107,7 +107,7 @@ pub(crate) fn pinned_config(
 ///
 /// # Errors
 /// [`ProbeError::Tls`] when the verifier never ran.
-pub(crate) fn shown(seen: &Shown) -> Result<CertView, ProbeError> {
+pub fn shown(seen: &Shown) -> Result<CertView, ProbeError> {
     seen.lock()
         .ok()
         .and_then(|mut seen| seen.take())
@@ -118,7 +118,7 @@ pub(crate) fn shown(seen: &Shown) -> Result<CertView, ProbeError> {
 ///
 /// # Errors
 /// [`ProbeError::Tls`] when the host is not a valid server name.
-pub(crate) fn server_name(echo: &EchoTarget) -> Result<ServerName<'static>, ProbeError> {
+pub fn server_name(echo: &EchoTarget) -> Result<ServerName<'static>, ProbeError> {
     ServerName::try_from(echo.host.clone())
         .map_err(|_| ProbeError::Tls("echo host is not a valid server name".to_owned()))
 }
