@@ -1,6 +1,7 @@
 //! The broker obeys real audits: an exit that starts intercepting (a loopback forwarder switched
 //! from tinyproxy to mitmproxy between two `exitvoice audit --once` runs) stops being leased
-//! within one labels refresh, and its live lease is revoked.
+//! within one labels refresh, and its live lease is revoked. And its egress check names the
+//! address an exit leaves from, as the echo server saw it, and tells a task when it changed.
 
 mod support;
 
@@ -9,6 +10,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use support::bound_exit::BoundExit;
 use support::broker::{audit, Broker};
 use support::{exits_file, EchoServer, Proxy};
 
@@ -105,4 +107,46 @@ fn an_exit_that_starts_intercepting_stops_being_leased_within_one_refresh() {
         (code, &none["error"]),
         (3, &serde_json::json!("no exit of class stateless is free"))
     );
+}
+
+#[test]
+fn the_egress_check_tells_a_task_its_address_changed() {
+    let echo = EchoServer::start();
+    // Each connection through this exit leaves from the next of two loopback addresses.
+    let sources = ["127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap()];
+    let exit = BoundExit::start(&sources);
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("rotating", format!("http://127.0.0.1:{}", exit.port))],
+    );
+    let database = work.path().join("audit.db").to_string_lossy().into_owned();
+    audit(&exits, &database);
+    let broker = Broker::start(&exits, &database, TOKEN, &[]);
+    let ask = [
+        "acquire",
+        "--class",
+        "stateless",
+        "--holder",
+        "w1",
+        "--task",
+        "t1",
+        "--egress",
+    ];
+    let (code, first) = lease(&broker.url, &ask);
+    assert_eq!(code, 0, "{first}");
+    let seen = first["egress"]["ip"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_owned();
+    assert!(seen == "127.0.0.2" || seen == "127.0.0.3", "{first}");
+    assert_eq!(first["egress"]["tls_intercepted"], false, "{first}");
+    assert_eq!(first["egress"]["changed"], false, "{first}");
+    // The task comes back for its lease; the exit now leaves from the other address.
+    let (code, again) = lease(&broker.url, &ask);
+    assert_eq!(code, 0, "{again}");
+    assert_eq!(again["lease_id"], first["lease_id"], "{again}");
+    assert_ne!(again["egress"]["ip"], first["egress"]["ip"], "{again}");
+    assert_eq!(again["egress"]["changed"], true, "{again}");
 }

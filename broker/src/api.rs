@@ -1,5 +1,6 @@
 //! The broker's HTTP/JSON API (`GET /v1/openapi.json` describes it):
-//! - `POST /v1/leases` `{class, holder, task?, origin?, ttl_ms?, wait_ms?}` → `201` a lease, or
+//! - `POST /v1/leases` `{class, holder, task?, origin?, ttl_ms?, wait_ms?, egress?}` → `201` a
+//!   lease (with `egress: true`, the address it leaves from, checked at the echo server), or
 //!   `503` with `retry_after_ms` when nothing is free within `wait_ms`;
 //! - `POST /v1/leases/{id}/renew` `{fence, ttl_ms?}` → `200 {expires_at, ttl_ms}`;
 //! - `DELETE /v1/leases/{id}?fence=…&outcome=…&latency_ms=…` → `200`;
@@ -135,6 +136,8 @@ struct AcquireBody {
     origin: Option<String>,
     ttl_ms: Option<u64>,
     wait_ms: Option<u64>,
+    #[serde(default)]
+    egress: bool,
 }
 
 async fn acquire<S: LeaseStore>(
@@ -151,6 +154,7 @@ async fn acquire<S: LeaseStore>(
             origin: request.origin,
             ttl_ms: request.ttl_ms,
             wait_ms: request.wait_ms,
+            egress: request.egress,
         })
         .await?;
     let granted = &lease.granted;
@@ -171,6 +175,13 @@ async fn acquire<S: LeaseStore>(
             "life_ends_at": at(granted.life_ends_ms),
             "ttl_ms": lease.ttl_ms,
             "sticky": granted.sticky,
+            "egress": lease.egress.as_ref().map(|egress| match egress {
+                Ok(seen) => json!({
+                    "ip": seen.egress.ip, "tls_intercepted": seen.egress.intercepted,
+                    "changed": seen.changed,
+                }),
+                Err(error) => json!({ "error": error }),
+            }),
         })),
     )
         .into_response())

@@ -51,6 +51,12 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
         latency_ms: Option<i64>,
         effect: Effect,
     ) -> impl Future<Output = Result<Result<Released, Refusal>, StoreFailure>> + Send;
+    /// Notes the egress a check saw through a lease; the one its task (or it) had before.
+    fn record_egress(
+        &self,
+        lease_id: &str,
+        ip: &str,
+    ) -> impl Future<Output = Result<Option<String>, StoreFailure>> + Send;
     /// Every exit with its live leases, bans and the outcomes since `since_ms`.
     fn exit_reports(
         &self,
@@ -93,6 +99,14 @@ impl LeaseStore for Store {
         Ok(self
             .broker_release(lease_id, fence, outcome, latency_ms, effect)
             .await?)
+    }
+
+    async fn record_egress(
+        &self,
+        lease_id: &str,
+        ip: &str,
+    ) -> Result<Option<String>, StoreFailure> {
+        Ok(self.broker_record_egress(lease_id, ip).await?)
     }
 
     async fn exit_reports(&self, since_ms: i64) -> Result<Vec<ExitReport>, StoreFailure> {

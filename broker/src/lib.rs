@@ -4,6 +4,7 @@
 //! - [`service`]: the broker (acquire with a wait, renew, release with an outcome, labels);
 //! - [`api`]: its HTTP/JSON API, over plain HTTP or [`tls`]; [`auth`]: the bearer token;
 //! - [`pool`]: the exits file's exits as lease units, what their labels admit, lease URLs;
+//! - [`egress`]: a lease's egress address, checked through the exit at the echo server;
 //! - [`policy`]: what a reported outcome does (bans, retired sessions, failure streaks);
 //! - [`lease_store`]: the one interface the broker's state sits behind (SQLite and PostgreSQL
 //!   through `exitvoice-store`);
@@ -16,6 +17,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod egress;
 pub mod lease_store;
 pub mod metrics;
 pub mod policy;

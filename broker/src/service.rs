@@ -4,13 +4,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use exitvoice_exits::Secret;
+use exitvoice_exits::dial::Timeouts;
+use exitvoice_exits::{EchoTarget, Exit, Secret};
 use exitvoice_schema::LabelsDoc;
 use exitvoice_store::{Acquire, Granted, LeaseClass, Refusal, Released, Store, UnitSpec};
 use rand::Rng;
 use time::OffsetDateTime;
 use tokio::sync::{Notify, Semaphore};
 
+use crate::egress::{self, Egress};
 use crate::lease_store::{LeaseStore, StoreFailure};
 use crate::metrics::Metrics;
 use crate::policy::{self, BadOutcome};
@@ -44,6 +46,8 @@ pub struct BrokerConfig {
     pub error_streak: u32,
     /// This instance's name, in metrics.
     pub instance: String,
+    /// The echo server egress checks go to (the exits file's `[echo]`).
+    pub echo: Option<EchoTarget>,
 }
 
 impl Default for BrokerConfig {
@@ -60,6 +64,7 @@ impl Default for BrokerConfig {
             ban_ttl: Duration::from_secs(3600),
             error_streak: 3,
             instance: "broker".to_owned(),
+            echo: None,
         }
     }
 }
@@ -79,6 +84,8 @@ pub struct LeaseRequest {
     pub ttl_ms: Option<u64>,
     /// How long to wait for a free exit, ms.
     pub wait_ms: Option<u64>,
+    /// Check the lease's egress address through the exit ([`crate::egress`]).
+    pub egress: bool,
 }
 
 /// A granted lease, as the API answers it.
@@ -92,6 +99,18 @@ pub struct Lease {
     pub proxy_url: Secret,
     /// Its time to live, ms.
     pub ttl_ms: i64,
+    /// The egress check's answer, when the request asked for one: what it saw, or why it
+    /// failed (the lease stands either way).
+    pub egress: Option<Result<EgressSeen, String>>,
+}
+
+/// What an egress check saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressSeen {
+    /// The address and whether an interceptor answered.
+    pub egress: Egress,
+    /// The task (or the lease) was last seen leaving from another address.
+    pub changed: bool,
 }
 
 /// Why a request was not served.
@@ -323,11 +342,45 @@ impl<S: LeaseStore> Broker<S> {
         let exit = pool.exit(&granted.unit).ok_or_else(|| {
             BrokerError::BadRequest(format!("unit {} is not in the exits file", granted.unit))
         })?;
+        let egress = if request.egress {
+            Some(self.egress(exit, &granted).await)
+        } else {
+            None
+        };
         Ok(Lease {
             proxy_url: pool::lease_url(exit, granted.session.as_deref()),
             exit: exit.name.clone(),
             ttl_ms: granted.expires_ms - granted.now_ms,
             granted,
+            egress,
+        })
+    }
+
+    /// The egress check of a granted lease on `exit`: through the lease's own session.
+    async fn egress(&self, exit: &Exit, granted: &Granted) -> Result<EgressSeen, String> {
+        let echo = self
+            .config
+            .echo
+            .as_ref()
+            .ok_or("the exits file has no [echo] to check the egress against")?;
+        let mut exit = exit.clone();
+        if let (Some(session), Some(id)) = (exit.session.as_mut(), &granted.session) {
+            session.id.clone_from(id);
+        }
+        let seen = egress::check(&exit, echo, &Timeouts::default())
+            .await
+            .map_err(|error| error.to_string())?;
+        let previous = self
+            .leases
+            .record_egress(&granted.lease_id, &seen.ip)
+            .await
+            .map_err(|error| {
+                self.metrics.store_error();
+                error.to_string()
+            })?;
+        Ok(EgressSeen {
+            changed: previous.is_some_and(|before| before != seen.ip),
+            egress: seen,
         })
     }
 

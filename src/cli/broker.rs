@@ -153,6 +153,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ban_ttl: args.ban_ttl,
         error_streak: args.error_streak,
         instance,
+        echo: file.echo.clone(),
     };
     let exits = file.exits.len();
     let broker = Arc::new(Broker::new(

@@ -65,6 +65,9 @@ enum LeaseCommand {
         /// How long to wait for a free exit.
         #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
         wait: Option<Duration>,
+        /// Check the address the exit leaves from, at the exits file's echo server.
+        #[arg(long)]
+        egress: bool,
     },
     /// Extend a lease.
     Renew {
@@ -107,12 +110,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             origin,
             ttl,
             wait,
+            egress,
         } => (
             Method::POST,
             "/v1/leases".to_owned(),
             Some(json!({
                 "class": class, "holder": holder, "task": task, "origin": origin,
-                "ttl_ms": ttl.map(millis), "wait_ms": wait.map(millis),
+                "ttl_ms": ttl.map(millis), "wait_ms": wait.map(millis), "egress": egress,
             })),
         ),
         LeaseCommand::Renew { id, fence, ttl } => (

@@ -482,6 +482,34 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Notes the egress address `ip` a check saw through lease `lease_id`; the address its task
+    /// (or, without a task, the lease itself) was last seen leaving from before, if any.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_record_egress(
+        &self,
+        lease_id: &str,
+        ip: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let previous: Option<String> = sqlx::query_scalar(
+            "SELECT egress FROM broker_leases WHERE egress IS NOT NULL AND (lease_id = $1 OR \
+             task = (SELECT task FROM broker_leases WHERE lease_id = $1)) \
+             ORDER BY granted_ms DESC LIMIT 1",
+        )
+        .bind(lease_id)
+        .fetch_optional(self.pool())
+        .await?;
+        sqlx::query("UPDATE broker_leases SET egress = $1 WHERE lease_id = $2")
+            .bind(ip)
+            .bind(lease_id)
+            .execute(self.pool())
+            .await?;
+        Ok(previous)
+    }
+}
+
 /// One exit as the broker's `GET /v1/exits` shows it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExitReport {

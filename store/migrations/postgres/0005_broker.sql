@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS broker_exits (
 );
 
 -- Every lease granted. `state`: live, released, revoked. Times are the store's clock, ms.
+-- `egress`: the address its last egress check saw.
 CREATE TABLE IF NOT EXISTS broker_leases (
     lease_id      TEXT    PRIMARY KEY NOT NULL,
     unit          TEXT    NOT NULL,
@@ -47,7 +48,8 @@ CREATE TABLE IF NOT EXISTS broker_leases (
     state         TEXT    NOT NULL,
     outcome       TEXT,
     latency_ms    BIGINT,
-    ended_ms      BIGINT
+    ended_ms      BIGINT,
+    egress        TEXT
 );
 CREATE INDEX IF NOT EXISTS broker_leases_unit ON broker_leases (unit, state, expires_ms);
 CREATE INDEX IF NOT EXISTS broker_leases_task ON broker_leases (task, state, expires_ms);

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS broker_exits (
 );
 
 -- Every lease granted. `state`: live, released, revoked. Times are the store's clock, ms.
+-- `egress`: the address its last egress check saw.
 CREATE TABLE IF NOT EXISTS broker_leases (
     lease_id      TEXT    PRIMARY KEY NOT NULL,
     unit          TEXT    NOT NULL,
@@ -48,7 +49,8 @@ CREATE TABLE IF NOT EXISTS broker_leases (
     state         TEXT    NOT NULL,
     outcome       TEXT,
     latency_ms    INTEGER,
-    ended_ms      INTEGER
+    ended_ms      INTEGER,
+    egress        TEXT
 );
 CREATE INDEX IF NOT EXISTS broker_leases_unit ON broker_leases (unit, state, expires_ms);
 CREATE INDEX IF NOT EXISTS broker_leases_task ON broker_leases (task, state, expires_ms);
