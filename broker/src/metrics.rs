@@ -92,7 +92,11 @@ impl Metrics {
             "Live leases revoked because their exit's label stopped admitting them",
             metrics.revoked.clone(),
         );
-        registry.register("refused", "Renewals and releases refused, by reason (a stale fence is a holder that kept going after its lease)", metrics.refused.clone());
+        registry.register(
+            "refused",
+            "Renewals and releases refused, by reason (stale_fence: a lapsed holder kept going)",
+            metrics.refused.clone(),
+        );
         registry.register(
             "store_errors",
             "Store failures",

@@ -929,154 +929,415 @@ mod tests {
 
     on_both_engines! {
         async fn an_exclusive_lease_holds_its_exit_alone(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true).await.unwrap();
-            let first = store.broker_acquire(&ask("l1", LeaseClass::Identity, None)).await.unwrap().unwrap();
-            assert_eq!((first.unit.as_str(), first.fence, first.session), ("a", 1, None));
-            assert!(store.broker_acquire(&ask("l2", LeaseClass::Anonymous, None)).await.unwrap().is_none());
-            assert!(store.broker_acquire(&ask("l3", LeaseClass::Stateless, None)).await.unwrap().is_none());
+            store
+                .broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true)
+                .await
+                .unwrap();
+            let first = store
+                .broker_acquire(&ask("l1", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (first.unit.as_str(), first.fence, first.session),
+                ("a", 1, None)
+            );
+            assert!(store
+                .broker_acquire(&ask("l2", LeaseClass::Anonymous, None))
+                .await
+                .unwrap()
+                .is_none());
+            assert!(store
+                .broker_acquire(&ask("l3", LeaseClass::Stateless, None))
+                .await
+                .unwrap()
+                .is_none());
             // Release needs the lease's own fence.
             assert_eq!(
-                store.broker_release("l1", 7, "ok", None, Effect::Success).await.unwrap(),
+                store
+                    .broker_release("l1", 7, "ok", None, Effect::Success)
+                    .await
+                    .unwrap(),
                 Err(Refusal::StaleFence)
             );
-            let released = store.broker_release("l1", 1, "ok", Some(12), Effect::Success).await.unwrap().unwrap();
+            let released = store
+                .broker_release("l1", 1, "ok", Some(12), Effect::Success)
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(released.exit_name, "a");
             assert_eq!(
-                store.broker_release("l1", 1, "ok", None, Effect::Success).await.unwrap(),
+                store
+                    .broker_release("l1", 1, "ok", None, Effect::Success)
+                    .await
+                    .unwrap(),
                 Err(Refusal::Released)
             );
-            let next = store.broker_acquire(&ask("l4", LeaseClass::Anonymous, None)).await.unwrap().unwrap();
+            let next = store
+                .broker_acquire(&ask("l4", LeaseClass::Anonymous, None))
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(next.fence, 2, "the fence only grows");
         }
 
         async fn labels_decide_which_class_a_unit_serves(store: Store) {
-            store.broker_sync_units(&[unit("anon", Some(LeaseClass::Anonymous)), unit("none", None)], true).await.unwrap();
-            assert!(store.broker_acquire(&ask("i", LeaseClass::Identity, None)).await.unwrap().is_none());
-            let anonymous = store.broker_acquire(&ask("a", LeaseClass::Anonymous, None)).await.unwrap().unwrap();
+            store
+                .broker_sync_units(
+                    &[
+                        unit("anon", Some(LeaseClass::Anonymous)),
+                        unit("none", None),
+                    ],
+                    true,
+                )
+                .await
+                .unwrap();
+            assert!(store
+                .broker_acquire(&ask("i", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .is_none());
+            let anonymous = store
+                .broker_acquire(&ask("a", LeaseClass::Anonymous, None))
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(anonymous.unit, "anon");
             // The label turns quarantine: the live lease is revoked, no new one is granted.
-            let revoked = store.broker_sync_units(&[unit("anon", None), unit("none", None)], true).await.unwrap();
+            let revoked = store
+                .broker_sync_units(&[unit("anon", None), unit("none", None)], true)
+                .await
+                .unwrap();
             assert_eq!(revoked, 1);
-            assert_eq!(store.broker_renew("a", anonymous.fence, 1000).await.unwrap(), Err(Refusal::Revoked));
-            assert!(store.broker_acquire(&ask("s", LeaseClass::Stateless, None)).await.unwrap().is_none());
+            assert_eq!(
+                store
+                    .broker_renew("a", anonymous.fence, 1000)
+                    .await
+                    .unwrap(),
+                Err(Refusal::Revoked)
+            );
+            assert!(store
+                .broker_acquire(&ask("s", LeaseClass::Stateless, None))
+                .await
+                .unwrap()
+                .is_none());
         }
 
         async fn stateless_leases_share_up_to_capacity_never_beside_an_exclusive_one(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true).await.unwrap();
+            store
+                .broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true)
+                .await
+                .unwrap();
             for id in ["s1", "s2"] {
-                assert!(store.broker_acquire(&ask(id, LeaseClass::Stateless, None)).await.unwrap().is_some());
+                assert!(store
+                    .broker_acquire(&ask(id, LeaseClass::Stateless, None))
+                    .await
+                    .unwrap()
+                    .is_some());
             }
-            assert!(store.broker_acquire(&ask("s3", LeaseClass::Stateless, None)).await.unwrap().is_none());
-            assert!(store.broker_acquire(&ask("x", LeaseClass::Identity, None)).await.unwrap().is_none());
-            store.broker_release("s1", 1, "ok", None, Effect::Success).await.unwrap().unwrap();
-            assert!(store.broker_acquire(&ask("x", LeaseClass::Identity, None)).await.unwrap().is_none());
-            store.broker_release("s2", 2, "ok", None, Effect::Success).await.unwrap().unwrap();
-            assert!(store.broker_acquire(&ask("x", LeaseClass::Identity, None)).await.unwrap().is_some());
+            assert!(store
+                .broker_acquire(&ask("s3", LeaseClass::Stateless, None))
+                .await
+                .unwrap()
+                .is_none());
+            assert!(store
+                .broker_acquire(&ask("x", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .is_none());
+            store
+                .broker_release("s1", 1, "ok", None, Effect::Success)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(store
+                .broker_acquire(&ask("x", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .is_none());
+            store
+                .broker_release("s2", 2, "ok", None, Effect::Success)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(store
+                .broker_acquire(&ask("x", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .is_some());
         }
 
         async fn the_store_clock_expires_leases_and_caps_their_life(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true).await.unwrap();
-            let short = Acquire { ttl_ms: 30, life_ms: 60, ..ask("l1", LeaseClass::Identity, None) };
+            store
+                .broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true)
+                .await
+                .unwrap();
+            let short = Acquire {
+                ttl_ms: 30,
+                life_ms: 60,
+                ..ask("l1", LeaseClass::Identity, None)
+            };
             let granted = store.broker_acquire(&short).await.unwrap().unwrap();
             assert_eq!(granted.life_ends_ms - granted.now_ms, 60);
-            let renewed = store.broker_renew("l1", granted.fence, 1000).await.unwrap().unwrap();
+            let renewed = store
+                .broker_renew("l1", granted.fence, 1000)
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(renewed, granted.life_ends_ms, "never past the life cap");
-            assert_eq!(store.broker_renew("l1", granted.fence, 1000).await.unwrap(), Err(Refusal::LifeCap));
+            assert_eq!(
+                store.broker_renew("l1", granted.fence, 1000).await.unwrap(),
+                Err(Refusal::LifeCap)
+            );
             tokio::time::sleep(std::time::Duration::from_millis(80)).await;
-            assert_eq!(store.broker_renew("l1", granted.fence, 1000).await.unwrap(), Err(Refusal::Expired));
-            assert_eq!(store.broker_renew("nope", 1, 1000).await.unwrap(), Err(Refusal::Unknown));
-            let next = store.broker_acquire(&ask("l2", LeaseClass::Identity, None)).await.unwrap().unwrap();
+            assert_eq!(
+                store.broker_renew("l1", granted.fence, 1000).await.unwrap(),
+                Err(Refusal::Expired)
+            );
+            assert_eq!(
+                store.broker_renew("nope", 1, 1000).await.unwrap(),
+                Err(Refusal::Unknown)
+            );
+            let next = store
+                .broker_acquire(&ask("l2", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(next.fence, 2);
             // The lapsed holder cannot release the next holder's lease, nor its own.
             assert_eq!(
-                store.broker_release("l1", 1, "ok", None, Effect::Success).await.unwrap(),
+                store
+                    .broker_release("l1", 1, "ok", None, Effect::Success)
+                    .await
+                    .unwrap(),
                 Err(Refusal::Expired)
             );
         }
 
         async fn a_refusing_origin_bans_the_pair_and_retires_a_gateway_session(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous)), unit("gw#0", Some(LeaseClass::Anonymous))], true).await.unwrap();
-            let on_a = store.broker_acquire(&ask("l1", LeaseClass::Anonymous, Some("shop"))).await.unwrap().unwrap();
-            let on_gw = store.broker_acquire(&ask("l2", LeaseClass::Anonymous, Some("shop"))).await.unwrap().unwrap();
+            store
+                .broker_sync_units(
+                    &[
+                        unit("a", Some(LeaseClass::Anonymous)),
+                        unit("gw#0", Some(LeaseClass::Anonymous)),
+                    ],
+                    true,
+                )
+                .await
+                .unwrap();
+            let on_a = store
+                .broker_acquire(&ask("l1", LeaseClass::Anonymous, Some("shop")))
+                .await
+                .unwrap()
+                .unwrap();
+            let on_gw = store
+                .broker_acquire(&ask("l2", LeaseClass::Anonymous, Some("shop")))
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(on_gw.unit, "gw#0");
             let session = on_gw.session.clone().unwrap();
             assert_eq!(session, format!("n{}", on_gw.fence), "nonce then fence");
-            let plain = store.broker_release(&on_a.lease_id, on_a.fence, "429", None, Effect::Blocked(BACKOFF)).await.unwrap().unwrap();
+            let plain = store
+                .broker_release(
+                    &on_a.lease_id,
+                    on_a.fence,
+                    "429",
+                    None,
+                    Effect::Blocked(BACKOFF),
+                )
+                .await
+                .unwrap()
+                .unwrap();
             let until = plain.banned_until_ms.unwrap();
             assert_eq!(until - plain.now_ms, BACKOFF.ttl_ms);
-            let gateway = store.broker_release(&on_gw.lease_id, on_gw.fence, "403", None, Effect::Blocked(BACKOFF)).await.unwrap().unwrap();
-            assert_eq!((gateway.banned_until_ms, gateway.retired_session), (None, Some(session.clone())));
+            let gateway = store
+                .broker_release(
+                    &on_gw.lease_id,
+                    on_gw.fence,
+                    "403",
+                    None,
+                    Effect::Blocked(BACKOFF),
+                )
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (gateway.banned_until_ms, gateway.retired_session),
+                (None, Some(session.clone()))
+            );
             // The banned pair is skipped; the gateway serves the origin again, on a new session.
-            let again = store.broker_acquire(&ask("l3", LeaseClass::Anonymous, Some("shop"))).await.unwrap().unwrap();
+            let again = store
+                .broker_acquire(&ask("l3", LeaseClass::Anonymous, Some("shop")))
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(again.unit, "gw#0");
             assert_ne!(again.session.as_deref(), Some(session.as_str()));
-            let other = store.broker_acquire(&ask("l4", LeaseClass::Anonymous, Some("news"))).await.unwrap().unwrap();
+            let other = store
+                .broker_acquire(&ask("l4", LeaseClass::Anonymous, Some("news")))
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(other.unit, "a", "another origin is not banned");
-            store.broker_release("l4", other.fence, "429", None, Effect::Blocked(BACKOFF)).await.unwrap().unwrap();
-            let third = store.broker_acquire(&ask("l5", LeaseClass::Anonymous, Some("news"))).await.unwrap();
+            store
+                .broker_release("l4", other.fence, "429", None, Effect::Blocked(BACKOFF))
+                .await
+                .unwrap()
+                .unwrap();
+            let third = store
+                .broker_acquire(&ask("l5", LeaseClass::Anonymous, Some("news")))
+                .await
+                .unwrap();
             assert!(third.is_none(), "a is banned for news, gw#0 is held");
-            let retired: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_retired_sessions").fetch_one(store.pool()).await.unwrap();
+            let retired: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_retired_sessions")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
             assert_eq!(retired, 1);
         }
 
         async fn a_repeat_offenders_ban_doubles_and_a_success_forgets_it(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous))], true).await.unwrap();
-            let short = Effect::Blocked(Backoff { ttl_ms: 40, jitter: 1.0 });
+            store
+                .broker_sync_units(&[unit("a", Some(LeaseClass::Anonymous))], true)
+                .await
+                .unwrap();
+            let short = Effect::Blocked(Backoff {
+                ttl_ms: 40,
+                jitter: 1.0,
+            });
             let mut lengths = Vec::new();
             let mut recovered = 0;
             for id in ["l1", "l2", "l3"] {
                 let granted = loop {
-                    if let Some(granted) = store.broker_acquire(&ask(id, LeaseClass::Anonymous, Some("o"))).await.unwrap() {
+                    if let Some(granted) = store
+                        .broker_acquire(&ask(id, LeaseClass::Anonymous, Some("o")))
+                        .await
+                        .unwrap()
+                    {
                         break granted;
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 };
                 let effect = if id == "l3" { Effect::Success } else { short };
-                let released = store.broker_release(id, granted.fence, "429", None, effect).await.unwrap().unwrap();
-                lengths.extend(released.banned_until_ms.map(|until| until - released.now_ms));
+                let released = store
+                    .broker_release(id, granted.fence, "429", None, effect)
+                    .await
+                    .unwrap()
+                    .unwrap();
+                lengths.extend(
+                    released
+                        .banned_until_ms
+                        .map(|until| until - released.now_ms),
+                );
                 recovered += released.recovered_bans;
             }
             assert_eq!(lengths, [40, 80]);
             assert_eq!(recovered, 1);
-            let bans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_bans").fetch_one(store.pool()).await.unwrap();
+            let bans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_bans")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
             assert_eq!(bans, 0, "the expired ban was forgotten after a success");
         }
 
         async fn a_streak_of_failures_bans_the_whole_exit(store: Store) {
-            store.broker_sync_units(&[unit("a", Some(LeaseClass::Stateless))], true).await.unwrap();
-            let failed = Effect::Failed { backoff: BACKOFF, streak: 2 };
+            store
+                .broker_sync_units(&[unit("a", Some(LeaseClass::Stateless))], true)
+                .await
+                .unwrap();
+            let failed = Effect::Failed {
+                backoff: BACKOFF,
+                streak: 2,
+            };
             for (n, id) in ["l1", "l2"].into_iter().enumerate() {
-                let granted = store.broker_acquire(&ask(id, LeaseClass::Stateless, Some("o"))).await.unwrap().unwrap();
-                let released = store.broker_release(id, granted.fence, "timeout", None, failed).await.unwrap().unwrap();
+                let granted = store
+                    .broker_acquire(&ask(id, LeaseClass::Stateless, Some("o")))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let released = store
+                    .broker_release(id, granted.fence, "timeout", None, failed)
+                    .await
+                    .unwrap()
+                    .unwrap();
                 assert_eq!(released.banned_until_ms.is_some(), n == 1);
             }
-            assert!(store.broker_acquire(&ask("l3", LeaseClass::Stateless, Some("other"))).await.unwrap().is_none());
+            assert!(store
+                .broker_acquire(&ask("l3", LeaseClass::Stateless, Some("other")))
+                .await
+                .unwrap()
+                .is_none());
         }
 
         async fn a_task_keeps_its_lease_while_it_renews(store: Store) {
-            store.broker_sync_units(&[unit("gw#0", Some(LeaseClass::Identity)), unit("gw#1", Some(LeaseClass::Identity))], true).await.unwrap();
-            let first = store.broker_acquire(&Acquire { task: Some("t"), ..ask("l1", LeaseClass::Identity, None) }).await.unwrap().unwrap();
-            let again = store.broker_acquire(&Acquire { task: Some("t"), ..ask("l2", LeaseClass::Identity, None) }).await.unwrap().unwrap();
+            store
+                .broker_sync_units(
+                    &[
+                        unit("gw#0", Some(LeaseClass::Identity)),
+                        unit("gw#1", Some(LeaseClass::Identity)),
+                    ],
+                    true,
+                )
+                .await
+                .unwrap();
+            let first = store
+                .broker_acquire(&Acquire {
+                    task: Some("t"),
+                    ..ask("l1", LeaseClass::Identity, None)
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            let again = store
+                .broker_acquire(&Acquire {
+                    task: Some("t"),
+                    ..ask("l2", LeaseClass::Identity, None)
+                })
+                .await
+                .unwrap()
+                .unwrap();
             assert!(again.sticky);
-            assert_eq!((again.lease_id.as_str(), again.session.clone()), ("l1", first.session.clone()));
-            let other = store.broker_acquire(&ask("l3", LeaseClass::Identity, None)).await.unwrap().unwrap();
+            assert_eq!(
+                (again.lease_id.as_str(), again.session.clone()),
+                ("l1", first.session.clone())
+            );
+            let other = store
+                .broker_acquire(&ask("l3", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .unwrap();
             assert_ne!(other.session, first.session);
-            assert!(other.fence > first.fence, "a gateway's slots share its fence");
+            assert!(
+                other.fence > first.fence,
+                "a gateway's slots share its fence"
+            );
         }
 
         async fn concurrent_acquires_never_double_hold_a_unit(store: Store) {
-            let units: Vec<_> = (0..6).map(|i| unit(&format!("e{i}"), Some(LeaseClass::Identity))).collect();
+            let units: Vec<_> = (0..6)
+                .map(|i| unit(&format!("e{i}"), Some(LeaseClass::Identity)))
+                .collect();
             store.broker_sync_units(&units, true).await.unwrap();
             let held = Arc::new(Mutex::new(HashSet::new()));
             let collisions = Arc::new(std::sync::atomic::AtomicU32::new(0));
             let granted = Arc::new(std::sync::atomic::AtomicU32::new(0));
             let mut workers = Vec::new();
             for w in 0..16 {
-                let (store, held, collisions, granted) = (store.clone(), held.clone(), collisions.clone(), granted.clone());
+                let (store, held, collisions, granted) = (
+                    store.clone(),
+                    held.clone(),
+                    collisions.clone(),
+                    granted.clone(),
+                );
                 workers.push(tokio::spawn(async move {
                     for n in 0..15 {
                         let id = format!("w{w}-{n}");
-                        let Some(lease) = store.broker_acquire(&ask(&id, LeaseClass::Identity, None)).await.unwrap() else {
+                        let Some(lease) = store
+                            .broker_acquire(&ask(&id, LeaseClass::Identity, None))
+                            .await
+                            .unwrap()
+                        else {
                             tokio::task::yield_now().await;
                             continue;
                         };
@@ -1086,7 +1347,11 @@ mod tests {
                         }
                         tokio::task::yield_now().await;
                         held.lock().unwrap().remove(&lease.unit);
-                        store.broker_release(&id, lease.fence, "ok", None, Effect::Success).await.unwrap().unwrap();
+                        store
+                            .broker_release(&id, lease.fence, "ok", None, Effect::Success)
+                            .await
+                            .unwrap()
+                            .unwrap();
                     }
                 }));
             }

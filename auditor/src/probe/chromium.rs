@@ -92,8 +92,8 @@ struct Tunnel {
     ended: watch::Sender<bool>,
 }
 
-/// Runs the shim for one load until aborted: the first `CONNECT` to the echo is dialed through `exit` (or
-/// directly), later ones are held until it ends, any other target is refused.
+/// Runs the shim for one load until aborted: the first `CONNECT` to the echo is dialed through
+/// `exit` (or directly), later ones are held until it ends, any other target is refused.
 async fn shim(
     listener: TcpListener,
     exit: Option<Exit>,

@@ -1,10 +1,10 @@
 //! One probe: dial (directly or through an exit), TLS with the pinned echo certificate, one
 //! request carrying a unique token, and the echo JSON back.
 //!
-//! the handshake and the pin are `exitvoice_exits::tls`'s, [`h2`] the profile-shaped HTTP/2 client, [`http1`]
-//! the fallback when the server picks `http/1.1`; [`h3`] is the run's QUIC probe (HTTP/3 over
-//! UDP, directly or through a SOCKS5 exit's UDP relay). [`chromium`] is the persona that loads
-//! the echo in real headless Chromium, [`netlog`] reads what Chromium's TLS was shown.
+//! The handshake and the pin are `exitvoice_exits::tls`'s; [`h2`] is the profile-shaped HTTP/2
+//! client, [`http1`] the fallback when the server picks `http/1.1`; [`h3`] is the run's QUIC probe
+//! (HTTP/3 over UDP, directly or through a SOCKS5 exit's UDP relay). [`chromium`] is the persona
+//! that loads the echo in real headless Chromium, [`netlog`] reads what Chromium's TLS was shown.
 
 pub mod chromium;
 pub mod h2;
