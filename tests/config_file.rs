@@ -63,7 +63,9 @@ fn config_check_shows_env_over_file_over_default_and_redacts_secrets() {
         "ev.toml",
         &format!(
             "[serve]\nper-ip-rate = 50\nper-ip-burst = 60\nlisten = [\"127.0.0.1:9443\", \"[::1]:9443\"]\n\
-             api-token = \"{SECRET}\"\n\n[audit]\nexits = \"exits.toml\"\nonce = true\n"
+             api-token = \"{SECRET}\"\n\n[audit]\nexits = \"exits.toml\"\nonce = true\n\n\
+             [broker]\nexits = \"exits.toml\"\nstateless-per-exit = 3\nban-ttl = \"2h\"\n\
+             broker-token = \"{SECRET}\"\n"
         ),
     );
     let out = exitvoice(
@@ -96,6 +98,18 @@ fn config_check_shows_env_over_file_over_default_and_redacts_secrets() {
     assert_eq!(
         effective(&text, "audit", "concurrency"),
         "concurrency = 8  # default"
+    );
+    assert_eq!(
+        effective(&text, "broker", "stateless-per-exit"),
+        "stateless-per-exit = 3  # file"
+    );
+    assert_eq!(
+        effective(&text, "broker", "ban-ttl"),
+        r#"ban-ttl = "2h"  # file"#
+    );
+    assert_eq!(
+        effective(&text, "broker", "broker-token"),
+        r#"broker-token = "<redacted>"  # file"#
     );
     assert!(
         !text.contains(SECRET),
