@@ -150,3 +150,65 @@ fn the_egress_check_tells_a_task_its_address_changed() {
     assert_ne!(again["egress"]["ip"], first["egress"]["ip"], "{again}");
     assert_eq!(again["egress"]["changed"], true, "{again}");
 }
+
+/// Two exits that leave from one address are one exit: an exclusive lease whose egress check
+/// finds another live lease on its address is ended (never handed out) and another taken.
+#[test]
+fn exits_that_share_an_address_are_never_leased_exclusively_at_once() {
+    let echo = EchoServer::start();
+    let shared = ["127.0.0.4".parse().unwrap()];
+    let (a, b) = (BoundExit::start(&shared), BoundExit::start(&shared));
+    let c = BoundExit::start(&["127.0.0.5".parse().unwrap()]);
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[
+            ("a", format!("http://127.0.0.1:{}", a.port)),
+            ("b", format!("http://127.0.0.1:{}", b.port)),
+            ("c", format!("http://127.0.0.1:{}", c.port)),
+        ],
+    );
+    let database = work.path().join("audit.db").to_string_lossy().into_owned();
+    audit(&exits, &database);
+    let broker = Broker::start(&exits, &database, TOKEN, &[]);
+    let ask = |holder: &str| {
+        lease(
+            &broker.url,
+            &[
+                "acquire",
+                "--class",
+                "anonymous",
+                "--holder",
+                holder,
+                "--egress",
+            ],
+        )
+    };
+    let (code, first) = ask("w1");
+    assert_eq!(code, 0, "{first}");
+    let (code, second) = ask("w2");
+    assert_eq!(code, 0, "{second}");
+    assert_ne!(
+        first["egress"]["ip"], second["egress"]["ip"],
+        "{first}\n{second}"
+    );
+    assert_eq!(second["egress"]["shared"], false, "{second}");
+    // The one exit left free leaves from an address already held.
+    let (code, third) = ask("w3");
+    assert_eq!(code, 3, "{third}");
+    let metrics = Command::new("curl")
+        .args(["-sf", "-H", &format!("Authorization: Bearer {TOKEN}")])
+        .arg(format!("{}/metrics", broker.url))
+        .output()
+        .unwrap();
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    assert!(
+        !metrics.contains("exitvoice_broker_egress_shared_total 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("exitvoice_broker_egress_shared_total"),
+        "{metrics}"
+    );
+}

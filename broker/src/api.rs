@@ -178,7 +178,7 @@ async fn acquire<S: LeaseStore>(
             "egress": lease.egress.as_ref().map(|egress| match egress {
                 Ok(seen) => json!({
                     "ip": seen.egress.ip, "tls_intercepted": seen.egress.intercepted,
-                    "changed": seen.changed,
+                    "changed": seen.changed, "shared": seen.shared,
                 }),
                 Err(error) => json!({ "error": error }),
             }),

@@ -5,7 +5,7 @@
 use std::future::Future;
 
 use exitvoice_store::{
-    Acquire, Effect, ExitReport, Gauges, Granted, Refusal, Released, Store, UnitSpec,
+    Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, Store, UnitSpec,
 };
 
 /// A failure of the store itself (not a refused request): counted, answered `503`.
@@ -51,12 +51,13 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
         latency_ms: Option<i64>,
         effect: Effect,
     ) -> impl Future<Output = Result<Result<Released, Refusal>, StoreFailure>> + Send;
-    /// Notes the egress a check saw through a lease; the one its task (or it) had before.
+    /// Notes the egress a check saw through a lease: the one its task (or it) had before, and
+    /// whether another live exclusive lease leaves from it too.
     fn record_egress(
         &self,
         lease_id: &str,
         ip: &str,
-    ) -> impl Future<Output = Result<Option<String>, StoreFailure>> + Send;
+    ) -> impl Future<Output = Result<EgressRecord, StoreFailure>> + Send;
     /// Every exit with its live leases, bans and the outcomes since `since_ms`.
     fn exit_reports(
         &self,
@@ -101,11 +102,7 @@ impl LeaseStore for Store {
             .await?)
     }
 
-    async fn record_egress(
-        &self,
-        lease_id: &str,
-        ip: &str,
-    ) -> Result<Option<String>, StoreFailure> {
+    async fn record_egress(&self, lease_id: &str, ip: &str) -> Result<EgressRecord, StoreFailure> {
         Ok(self.broker_record_egress(lease_id, ip).await?)
     }
 

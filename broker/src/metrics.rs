@@ -26,6 +26,7 @@ pub struct Metrics {
     revoked: Counter,
     refused: Family<Labels, Counter>,
     store_errors: Counter,
+    egress_shared: Counter,
     waiting: Gauge,
     wait_seconds: Histogram,
     live: Family<Labels, Gauge>,
@@ -51,6 +52,7 @@ impl Metrics {
             revoked: Counter::default(),
             refused: Family::default(),
             store_errors: Counter::default(),
+            egress_shared: Counter::default(),
             waiting: Gauge::default(),
             wait_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             live: Family::default(),
@@ -96,6 +98,12 @@ impl Metrics {
             "refused",
             "Renewals and releases refused, by reason (stale_fence: a lapsed holder kept going)",
             metrics.refused.clone(),
+        );
+        registry.register(
+            "egress_shared",
+            "Exclusive leases ended at once because their egress check found another live lease \
+             on the same address (a collision the broker saw)",
+            metrics.egress_shared.clone(),
         );
         registry.register(
             "store_errors",
@@ -187,6 +195,11 @@ impl Metrics {
         self.refused
             .get_or_create(&vec![("reason".to_owned(), reason.to_owned())])
             .inc();
+    }
+
+    /// An exclusive lease ended because another live lease left from its address.
+    pub fn egress_shared(&self) {
+        self.egress_shared.inc();
     }
 
     /// A store failure.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use exitvoice_exits::dial::Timeouts;
 use exitvoice_exits::{EchoTarget, Exit, Secret};
 use exitvoice_schema::LabelsDoc;
-use exitvoice_store::{Acquire, Granted, LeaseClass, Refusal, Released, Store, UnitSpec};
+use exitvoice_store::{Acquire, Effect, Granted, LeaseClass, Refusal, Released, Store, UnitSpec};
 use rand::Rng;
 use time::OffsetDateTime;
 use tokio::sync::{Notify, Semaphore};
@@ -17,6 +17,10 @@ use crate::lease_store::{LeaseStore, StoreFailure};
 use crate::metrics::Metrics;
 use crate::policy::{self, BadOutcome};
 use crate::pool::{self, Pool};
+
+/// Leases an exclusive acquire with an egress check takes before it gives up finding one whose
+/// address no other live lease leaves from.
+const EGRESS_TRIES: usize = 3;
 
 /// How often a waiting acquire asks the store again (other instances' releases do not wake it).
 const POLL: Duration = Duration::from_millis(50);
@@ -111,6 +115,8 @@ pub struct EgressSeen {
     pub egress: Egress,
     /// The task (or the lease) was last seen leaving from another address.
     pub changed: bool,
+    /// Another live exclusive lease leaves from the same address.
+    pub shared: bool,
 }
 
 /// Why a request was not served.
@@ -326,33 +332,54 @@ impl<S: LeaseStore> Broker<S> {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + wait;
         let queue = &self.queues[usize::try_from(class as i64 - 1).unwrap_or(0)];
-        self.metrics.waiting().inc();
-        let granted = self.wait_for(class, request, ttl, queue, deadline).await;
-        self.metrics.waiting().dec();
-        let Some(granted) = granted? else {
-            self.metrics.unavailable(class.as_str());
-            return Err(BrokerError::Unavailable {
-                class: class.as_str(),
-                retry_after_ms: u64::try_from(POLL.as_millis() * 20).unwrap_or(1000),
+        // An exclusive lease whose egress check finds another live lease on the same address was
+        // not an exit of its own (two sessions the provider put on one address): it is ended,
+        // its session retired, and another one taken.
+        for _ in 0..EGRESS_TRIES {
+            self.metrics.waiting().inc();
+            let granted = self.wait_for(class, request, ttl, queue, deadline).await;
+            self.metrics.waiting().dec();
+            let Some(granted) = granted? else {
+                break;
+            };
+            self.metrics
+                .granted(class.as_str(), started.elapsed().as_secs_f64());
+            let pool = self.pool();
+            let exit = pool.exit(&granted.unit).ok_or_else(|| {
+                BrokerError::BadRequest(format!("unit {} is not in the exits file", granted.unit))
+            })?;
+            let egress = if request.egress {
+                Some(self.egress(exit, &granted).await)
+            } else {
+                None
+            };
+            if class.exclusive() && matches!(&egress, Some(Ok(seen)) if seen.shared) {
+                self.metrics.egress_shared();
+                // A refusal means the lease ended already: nothing more to end.
+                let _ = self
+                    .leases
+                    .release(
+                        &granted.lease_id,
+                        granted.fence,
+                        "egress_shared",
+                        None,
+                        Effect::Retire,
+                    )
+                    .await?;
+                continue;
+            }
+            return Ok(Lease {
+                proxy_url: pool::lease_url(exit, granted.session.as_deref()),
+                exit: exit.name.clone(),
+                ttl_ms: granted.expires_ms - granted.now_ms,
+                granted,
+                egress,
             });
-        };
-        self.metrics
-            .granted(class.as_str(), started.elapsed().as_secs_f64());
-        let pool = self.pool();
-        let exit = pool.exit(&granted.unit).ok_or_else(|| {
-            BrokerError::BadRequest(format!("unit {} is not in the exits file", granted.unit))
-        })?;
-        let egress = if request.egress {
-            Some(self.egress(exit, &granted).await)
-        } else {
-            None
-        };
-        Ok(Lease {
-            proxy_url: pool::lease_url(exit, granted.session.as_deref()),
-            exit: exit.name.clone(),
-            ttl_ms: granted.expires_ms - granted.now_ms,
-            granted,
-            egress,
+        }
+        self.metrics.unavailable(class.as_str());
+        Err(BrokerError::Unavailable {
+            class: class.as_str(),
+            retry_after_ms: u64::try_from(POLL.as_millis() * 20).unwrap_or(1000),
         })
     }
 
@@ -370,7 +397,7 @@ impl<S: LeaseStore> Broker<S> {
         let seen = egress::check(&exit, echo, &Timeouts::default())
             .await
             .map_err(|error| error.to_string())?;
-        let previous = self
+        let record = self
             .leases
             .record_egress(&granted.lease_id, &seen.ip)
             .await
@@ -379,7 +406,8 @@ impl<S: LeaseStore> Broker<S> {
                 error.to_string()
             })?;
         Ok(EgressSeen {
-            changed: previous.is_some_and(|before| before != seen.ip),
+            changed: record.previous.is_some_and(|before| before != seen.ip),
+            shared: record.shared,
             egress: seen,
         })
     }

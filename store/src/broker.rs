@@ -483,8 +483,12 @@ impl Store {
 }
 
 impl Store {
-    /// Notes the egress address `ip` a check saw through lease `lease_id`; the address its task
-    /// (or, without a task, the lease itself) was last seen leaving from before, if any.
+    /// Notes the egress address `ip` a check saw through lease `lease_id`: the address its task
+    /// (or, without a task, the lease itself) was last seen leaving from before, if any, and
+    /// whether another live exclusive lease leaves from `ip` too (two sessions a provider put on
+    /// one address: one exit, really). Checks of one address are serialized (PostgreSQL: an
+    /// advisory lock on it; SQLite: its write lock), so of two such leases only the later one
+    /// is told it shares.
     ///
     /// # Errors
     /// Database failures.
@@ -492,22 +496,52 @@ impl Store {
         &self,
         lease_id: &str,
         ip: &str,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<EgressRecord, StoreError> {
+        let mut tx = self.broker_transaction().await?;
+        if self.engine() == Engine::Postgres {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+                .bind(ip)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let now = clock(&mut tx, self.engine()).await?;
         let previous: Option<String> = sqlx::query_scalar(
             "SELECT egress FROM broker_leases WHERE egress IS NOT NULL AND (lease_id = $1 OR \
              task = (SELECT task FROM broker_leases WHERE lease_id = $1)) \
              ORDER BY granted_ms DESC LIMIT 1",
         )
         .bind(lease_id)
-        .fetch_optional(self.pool())
+        .fetch_optional(&mut *tx)
+        .await?;
+        let others: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM broker_leases WHERE egress = $1 AND lease_id <> $2 \
+             AND state = 'live' AND expires_ms > $3 AND class <> 'stateless'",
+        )
+        .bind(ip)
+        .bind(lease_id)
+        .bind(now)
+        .fetch_one(&mut *tx)
         .await?;
         sqlx::query("UPDATE broker_leases SET egress = $1 WHERE lease_id = $2")
             .bind(ip)
             .bind(lease_id)
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
-        Ok(previous)
+        tx.commit().await?;
+        Ok(EgressRecord {
+            previous,
+            shared: others > 0,
+        })
     }
+}
+
+/// What the store knew of an egress address when a check noted it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressRecord {
+    /// The address the task (or the lease) was last seen leaving from.
+    pub previous: Option<String>,
+    /// Another live exclusive lease leaves from the same address.
+    pub shared: bool,
 }
 
 /// One exit as the broker's `GET /v1/exits` shows it.
@@ -682,6 +716,8 @@ pub enum Effect {
     },
     /// Nothing follows (another status).
     Neutral,
+    /// The broker ended the lease itself: a gateway's session id is retired, nothing else.
+    Retire,
 }
 
 /// A ban's length: `ttl_ms` the first time, doubled for each earlier ban of the same pair (up
@@ -749,15 +785,7 @@ async fn apply(
         Effect::Blocked(backoff) => match &lease.session {
             // A gateway: the session id goes, never the whole gateway.
             Some(session) => {
-                sqlx::query(
-                    "INSERT INTO broker_retired_sessions (exit_name, session, retired_ms) \
-                     VALUES ($1, $2, $3) ON CONFLICT (exit_name, session) DO NOTHING",
-                )
-                .bind(&lease.exit_name)
-                .bind(session)
-                .bind(now)
-                .execute(&mut **tx)
-                .await?;
+                retire(tx, &lease.exit_name, session, now).await?;
                 Ok((None, 0))
             }
             None => Ok((
@@ -783,7 +811,32 @@ async fn apply(
             Ok((Some(ban(tx, &lease.exit_name, "", backoff, now).await?), 0))
         }
         Effect::Neutral => Ok((None, 0)),
+        Effect::Retire => {
+            if let Some(session) = &lease.session {
+                retire(tx, &lease.exit_name, session, now).await?;
+            }
+            Ok((None, 0))
+        }
     }
+}
+
+/// Retires the gateway session id `session` of `exit_name`: never issued again.
+async fn retire(
+    tx: &mut Transaction<'static, Any>,
+    exit_name: &str,
+    session: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO broker_retired_sessions (exit_name, session, retired_ms) \
+         VALUES ($1, $2, $3) ON CONFLICT (exit_name, session) DO NOTHING",
+    )
+    .bind(exit_name)
+    .bind(session)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Bans `exit_name` for `origin` (`''`: for every origin) from `now`; until when.
@@ -1311,6 +1364,42 @@ mod tests {
             assert!(
                 other.fence > first.fence,
                 "a gateway's slots share its fence"
+            );
+        }
+
+        async fn an_egress_is_remembered_per_task_and_shared_ones_are_told(store: Store) {
+            let units = [
+                unit("a", Some(LeaseClass::Identity)),
+                unit("b", Some(LeaseClass::Identity)),
+            ];
+            store.broker_sync_units(&units, true).await.unwrap();
+            let first = Acquire {
+                task: Some("t"),
+                ..ask("l1", LeaseClass::Identity, None)
+            };
+            store.broker_acquire(&first).await.unwrap().unwrap();
+            let noted = store.broker_record_egress("l1", "192.0.2.1").await.unwrap();
+            assert_eq!(
+                noted,
+                EgressRecord {
+                    previous: None,
+                    shared: false
+                }
+            );
+            let noted = store.broker_record_egress("l1", "192.0.2.2").await.unwrap();
+            assert_eq!(noted.previous.as_deref(), Some("192.0.2.1"));
+            store
+                .broker_acquire(&ask("l2", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .unwrap();
+            let noted = store.broker_record_egress("l2", "192.0.2.2").await.unwrap();
+            assert_eq!(
+                noted,
+                EgressRecord {
+                    previous: None,
+                    shared: true
+                }
             );
         }
 

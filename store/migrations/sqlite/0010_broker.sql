@@ -54,6 +54,7 @@ CREATE TABLE IF NOT EXISTS broker_leases (
 );
 CREATE INDEX IF NOT EXISTS broker_leases_unit ON broker_leases (unit, state, expires_ms);
 CREATE INDEX IF NOT EXISTS broker_leases_task ON broker_leases (task, state, expires_ms);
+CREATE INDEX IF NOT EXISTS broker_leases_egress ON broker_leases (egress, state);
 
 -- Bans of an (exit, origin) pair, or of the whole exit (origin ''), until a time, with the
 -- count of bans so far (the back-off's exponent).
