@@ -44,6 +44,8 @@ pub struct BrokerConfig {
     pub labels_refresh: Duration,
     /// Stateless leases that may share one exit.
     pub stateless_per_exit: u32,
+    /// Stateless leases one exit may carry for one origin at once (`None`: no cap of its own).
+    pub stateless_per_origin: Option<u32>,
     /// The first ban's length.
     pub ban_ttl: Duration,
     /// `timeout`/`error` outcomes in a row that ban an exit.
@@ -65,6 +67,7 @@ impl Default for BrokerConfig {
             labels_max_age: Duration::from_secs(2 * 3600),
             labels_refresh: Duration::from_secs(10),
             stateless_per_exit: 2,
+            stateless_per_origin: None,
             ban_ttl: Duration::from_secs(3600),
             error_streak: 3,
             instance: "broker".to_owned(),
@@ -465,6 +468,7 @@ impl<S: LeaseStore> Broker<S> {
                 ttl_ms: millis(ttl),
                 life_ms: millis(self.config.max_life),
                 session_nonce: &nonce,
+                stateless_per_origin: self.config.stateless_per_origin,
             })
             .await;
         result.map_err(|error| {

@@ -80,6 +80,10 @@ pub struct Args {
     /// Stateless leases that may share one exit.
     #[arg(long, value_name = "N", default_value_t = 2)]
     stateless_per_exit: u32,
+    /// Stateless leases one exit may carry for one origin at once (0: no cap of its own, only
+    /// `--stateless-per-exit`).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    stateless_per_origin: u32,
     /// The first ban's length (doubled for each repeat, with jitter).
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
     ban_ttl: Duration,
@@ -150,6 +154,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         labels_max_age: args.labels_max_age,
         labels_refresh: args.labels_refresh,
         stateless_per_exit: args.stateless_per_exit,
+        stateless_per_origin: (args.stateless_per_origin > 0).then_some(args.stateless_per_origin),
         ban_ttl: args.ban_ttl,
         error_streak: args.error_streak,
         instance,

@@ -91,6 +91,9 @@ pub struct Acquire<'a> {
     /// Random text that starts a gateway lease's session id; the lease's fence ends it, so no
     /// id is ever issued twice.
     pub session_nonce: &'a str,
+    /// For a stateless lease with an origin: how many stateless leases one unit may carry for
+    /// that origin at once (`None`: only the unit's capacity counts).
+    pub stateless_per_origin: Option<u32>,
 }
 
 /// A granted (or, for a sticky task, found) lease.
@@ -314,33 +317,46 @@ impl Store {
         } else {
             "exclusive_until <= $2 AND (shared_until <= $2 OR shared_count < capacity)"
         };
+        // A stateless lease with an origin under a cap skips the units at the cap for it.
+        let cap = self.origin_cap(request);
+        let per_origin = if cap.is_some() {
+            " AND (SELECT COUNT(*) FROM broker_leases l WHERE l.unit = u.unit \
+             AND l.state = 'live' AND l.expires_ms > $2 AND l.class = 'stateless' \
+             AND l.origin = $3) < $4"
+        } else {
+            ""
+        };
         let lock = match self.engine() {
             Engine::Sqlite => "",
             Engine::Postgres => " FOR UPDATE SKIP LOCKED",
         };
         let sql = format!(
             "SELECT unit, exit_name, gateway, life_ms FROM broker_units u \
-             WHERE rank > 0 AND rank >= $1 AND {free} \
+             WHERE rank > 0 AND rank >= $1 AND {free}{per_origin} \
              AND NOT EXISTS (SELECT 1 FROM broker_bans b \
              WHERE b.exit_name = u.exit_name AND b.origin IN ('', $3) AND b.until_ms > $2) \
              ORDER BY free_at LIMIT 4{lock}"
         );
-        let rows = sqlx::query(&sql)
+        let mut query = sqlx::query(&sql)
             .bind(request.class.rank())
             .bind(now)
-            .bind(request.origin.unwrap_or(""))
-            .fetch_all(&mut **tx)
-            .await?;
+            .bind(request.origin.unwrap_or(""));
+        if let Some(cap) = cap {
+            query = query.bind(i64::from(cap));
+        }
+        let rows = query.fetch_all(&mut **tx).await?;
         for row in rows {
             let unit: String = row.try_get(0)?;
             let exit_name: String = row.try_get(1)?;
             let gateway: i64 = row.try_get(2)?;
             let life: i64 = row.try_get(3)?;
-            let (exclusive, shared, capacity) = live_on(tx, &unit, now).await?;
+            let live = live_on(tx, &unit, request.origin.unwrap_or(""), now).await?;
             let fits = if request.class.exclusive() {
-                exclusive == 0 && shared == 0
+                live.exclusive == 0 && live.shared == 0
             } else {
-                exclusive == 0 && shared < capacity
+                live.exclusive == 0
+                    && live.shared < live.capacity
+                    && cap.is_none_or(|cap| live.same_origin < i64::from(cap))
             };
             if fits {
                 return Ok(Some((unit, exit_name, gateway != 0, life)));
@@ -348,6 +364,13 @@ impl Store {
             refresh_unit(tx, &unit, now).await?;
         }
         Ok(None)
+    }
+
+    /// The stateless-per-origin cap that applies to `request`, if any.
+    fn origin_cap(&self, request: &Acquire<'_>) -> Option<u32> {
+        (!request.class.exclusive() && request.origin.is_some())
+            .then_some(request.stateless_per_origin)
+            .flatten()
     }
 
     /// Extends a live lease by `ttl_ms` from the store's now, never past its life's end. The new
@@ -904,25 +927,46 @@ async fn sticky(
     }))
 }
 
-/// Live exclusive and stateless leases on `unit` at `now`, and its stateless capacity.
+/// What holds a unit at a moment.
+struct Live {
+    /// Live exclusive leases.
+    exclusive: i64,
+    /// Live stateless leases.
+    shared: i64,
+    /// Live stateless leases for the origin asked about.
+    same_origin: i64,
+    /// The stateless leases the unit carries at once.
+    capacity: i64,
+}
+
+/// What holds `unit` at `now`, stateless leases for `origin` counted apart.
 async fn live_on(
     conn: &mut AnyConnection,
     unit: &str,
+    origin: &str,
     now: i64,
-) -> Result<(i64, i64, i64), StoreError> {
+) -> Result<Live, StoreError> {
     let row = sqlx::query(
         "SELECT \
          (SELECT COUNT(*) FROM broker_leases WHERE unit = $1 AND state = 'live' \
           AND expires_ms > $2 AND class <> 'stateless'), \
          (SELECT COUNT(*) FROM broker_leases WHERE unit = $1 AND state = 'live' \
           AND expires_ms > $2 AND class = 'stateless'), \
+         (SELECT COUNT(*) FROM broker_leases WHERE unit = $1 AND state = 'live' \
+          AND expires_ms > $2 AND class = 'stateless' AND origin = $3), \
          (SELECT capacity FROM broker_units WHERE unit = $1)",
     )
     .bind(unit)
     .bind(now)
+    .bind(origin)
     .fetch_one(&mut *conn)
     .await?;
-    Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+    Ok(Live {
+        exclusive: row.try_get(0)?,
+        shared: row.try_get(1)?,
+        same_origin: row.try_get(2)?,
+        capacity: row.try_get(3)?,
+    })
 }
 
 /// Brings `unit`'s index columns up to date with its live leases at `now`.
@@ -972,6 +1016,7 @@ mod tests {
             ttl_ms: 60_000,
             life_ms: 600_000,
             session_nonce: "n",
+            stateless_per_origin: None,
         }
     }
 
@@ -1401,6 +1446,38 @@ mod tests {
                     shared: true
                 }
             );
+        }
+
+        async fn a_stateless_cap_per_origin_holds_per_unit(store: Store) {
+            store
+                .broker_sync_units(&[unit("a", Some(LeaseClass::Stateless))], true)
+                .await
+                .unwrap();
+            let capped = |id, origin| Acquire {
+                stateless_per_origin: Some(1),
+                ..ask(id, LeaseClass::Stateless, Some(origin))
+            };
+            assert!(store
+                .broker_acquire(&capped("s1", "shop"))
+                .await
+                .unwrap()
+                .is_some());
+            assert!(store
+                .broker_acquire(&capped("s2", "shop"))
+                .await
+                .unwrap()
+                .is_none());
+            assert!(store
+                .broker_acquire(&capped("s3", "news"))
+                .await
+                .unwrap()
+                .is_some());
+            // Without the cap only the unit's capacity (2) counts, and it is reached.
+            assert!(store
+                .broker_acquire(&ask("s4", LeaseClass::Stateless, Some("shop")))
+                .await
+                .unwrap()
+                .is_none());
         }
 
         async fn concurrent_acquires_never_double_hold_a_unit(store: Store) {
