@@ -1020,6 +1020,26 @@ mod tests {
         }
     }
 
+    /// The store's answer to an acquire (a store failure fails the test).
+    async fn take(store: &Store, request: &Acquire<'_>) -> Option<Granted> {
+        store.broker_acquire(request).await.unwrap()
+    }
+
+    /// The store's answer to a release (a store failure fails the test).
+    async fn end(
+        store: &Store,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+        effect: Effect,
+    ) -> Result<Released, Refusal> {
+        store
+            .broker_release(lease_id, fence, outcome, latency_ms, effect)
+            .await
+            .unwrap()
+    }
+
     const BACKOFF: Backoff = Backoff {
         ttl_ms: 3_600_000,
         jitter: 1.0,
@@ -1031,50 +1051,34 @@ mod tests {
                 .broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true)
                 .await
                 .unwrap();
-            let first = store
-                .broker_acquire(&ask("l1", LeaseClass::Identity, None))
+            let first = take(&store, &ask("l1", LeaseClass::Identity, None))
                 .await
-                .unwrap()
                 .unwrap();
             assert_eq!(
                 (first.unit.as_str(), first.fence, first.session),
                 ("a", 1, None)
             );
-            assert!(store
-                .broker_acquire(&ask("l2", LeaseClass::Anonymous, None))
+            assert!(take(&store, &ask("l2", LeaseClass::Anonymous, None))
                 .await
-                .unwrap()
                 .is_none());
-            assert!(store
-                .broker_acquire(&ask("l3", LeaseClass::Stateless, None))
+            assert!(take(&store, &ask("l3", LeaseClass::Stateless, None))
                 .await
-                .unwrap()
                 .is_none());
             // Release needs the lease's own fence.
             assert_eq!(
-                store
-                    .broker_release("l1", 7, "ok", None, Effect::Success)
-                    .await
-                    .unwrap(),
+                end(&store, "l1", 7, "ok", None, Effect::Success).await,
                 Err(Refusal::StaleFence)
             );
-            let released = store
-                .broker_release("l1", 1, "ok", Some(12), Effect::Success)
+            let released = end(&store, "l1", 1, "ok", Some(12), Effect::Success)
                 .await
-                .unwrap()
                 .unwrap();
             assert_eq!(released.exit_name, "a");
             assert_eq!(
-                store
-                    .broker_release("l1", 1, "ok", None, Effect::Success)
-                    .await
-                    .unwrap(),
+                end(&store, "l1", 1, "ok", None, Effect::Success).await,
                 Err(Refusal::Released)
             );
-            let next = store
-                .broker_acquire(&ask("l4", LeaseClass::Anonymous, None))
+            let next = take(&store, &ask("l4", LeaseClass::Anonymous, None))
                 .await
-                .unwrap()
                 .unwrap();
             assert_eq!(next.fence, 2, "the fence only grows");
         }
@@ -1090,15 +1094,11 @@ mod tests {
                 )
                 .await
                 .unwrap();
-            assert!(store
-                .broker_acquire(&ask("i", LeaseClass::Identity, None))
+            assert!(take(&store, &ask("i", LeaseClass::Identity, None))
                 .await
-                .unwrap()
                 .is_none());
-            let anonymous = store
-                .broker_acquire(&ask("a", LeaseClass::Anonymous, None))
+            let anonymous = take(&store, &ask("a", LeaseClass::Anonymous, None))
                 .await
-                .unwrap()
                 .unwrap();
             assert_eq!(anonymous.unit, "anon");
             // The label turns quarantine: the live lease is revoked, no new one is granted.
@@ -1114,10 +1114,8 @@ mod tests {
                     .unwrap(),
                 Err(Refusal::Revoked)
             );
-            assert!(store
-                .broker_acquire(&ask("s", LeaseClass::Stateless, None))
+            assert!(take(&store, &ask("s", LeaseClass::Stateless, None))
                 .await
-                .unwrap()
                 .is_none());
         }
 
@@ -1127,41 +1125,27 @@ mod tests {
                 .await
                 .unwrap();
             for id in ["s1", "s2"] {
-                assert!(store
-                    .broker_acquire(&ask(id, LeaseClass::Stateless, None))
+                assert!(take(&store, &ask(id, LeaseClass::Stateless, None))
                     .await
-                    .unwrap()
                     .is_some());
             }
-            assert!(store
-                .broker_acquire(&ask("s3", LeaseClass::Stateless, None))
+            assert!(take(&store, &ask("s3", LeaseClass::Stateless, None))
                 .await
-                .unwrap()
                 .is_none());
-            assert!(store
-                .broker_acquire(&ask("x", LeaseClass::Identity, None))
+            assert!(take(&store, &ask("x", LeaseClass::Identity, None))
                 .await
-                .unwrap()
                 .is_none());
-            store
-                .broker_release("s1", 1, "ok", None, Effect::Success)
+            end(&store, "s1", 1, "ok", None, Effect::Success)
                 .await
-                .unwrap()
                 .unwrap();
-            assert!(store
-                .broker_acquire(&ask("x", LeaseClass::Identity, None))
+            assert!(take(&store, &ask("x", LeaseClass::Identity, None))
                 .await
-                .unwrap()
                 .is_none());
-            store
-                .broker_release("s2", 2, "ok", None, Effect::Success)
+            end(&store, "s2", 2, "ok", None, Effect::Success)
                 .await
-                .unwrap()
                 .unwrap();
-            assert!(store
-                .broker_acquire(&ask("x", LeaseClass::Identity, None))
+            assert!(take(&store, &ask("x", LeaseClass::Identity, None))
                 .await
-                .unwrap()
                 .is_some());
         }
 
@@ -1175,7 +1159,7 @@ mod tests {
                 life_ms: 60,
                 ..ask("l1", LeaseClass::Identity, None)
             };
-            let granted = store.broker_acquire(&short).await.unwrap().unwrap();
+            let granted = take(&store, &short).await.unwrap();
             assert_eq!(granted.life_ends_ms - granted.now_ms, 60);
             let renewed = store
                 .broker_renew("l1", granted.fence, 1000)
@@ -1196,18 +1180,13 @@ mod tests {
                 store.broker_renew("nope", 1, 1000).await.unwrap(),
                 Err(Refusal::Unknown)
             );
-            let next = store
-                .broker_acquire(&ask("l2", LeaseClass::Identity, None))
+            let next = take(&store, &ask("l2", LeaseClass::Identity, None))
                 .await
-                .unwrap()
                 .unwrap();
             assert_eq!(next.fence, 2);
             // The lapsed holder cannot release the next holder's lease, nor its own.
             assert_eq!(
-                store
-                    .broker_release("l1", 1, "ok", None, Effect::Success)
-                    .await
-                    .unwrap(),
+                end(&store, "l1", 1, "ok", None, Effect::Success).await,
                 Err(Refusal::Expired)
             );
         }
@@ -1223,70 +1202,62 @@ mod tests {
                 )
                 .await
                 .unwrap();
-            let on_a = store
-                .broker_acquire(&ask("l1", LeaseClass::Anonymous, Some("shop")))
+            let on_a = take(&store, &ask("l1", LeaseClass::Anonymous, Some("shop")))
                 .await
-                .unwrap()
                 .unwrap();
-            let on_gw = store
-                .broker_acquire(&ask("l2", LeaseClass::Anonymous, Some("shop")))
+            let on_gw = take(&store, &ask("l2", LeaseClass::Anonymous, Some("shop")))
                 .await
-                .unwrap()
                 .unwrap();
             assert_eq!(on_gw.unit, "gw#0");
             let session = on_gw.session.clone().unwrap();
             assert_eq!(session, format!("n{}", on_gw.fence), "nonce then fence");
-            let plain = store
-                .broker_release(
-                    &on_a.lease_id,
-                    on_a.fence,
-                    "429",
-                    None,
-                    Effect::Blocked(BACKOFF),
-                )
-                .await
-                .unwrap()
-                .unwrap();
+            let plain = end(
+                &store,
+                &on_a.lease_id,
+                on_a.fence,
+                "429",
+                None,
+                Effect::Blocked(BACKOFF),
+            )
+            .await
+            .unwrap();
             let until = plain.banned_until_ms.unwrap();
             assert_eq!(until - plain.now_ms, BACKOFF.ttl_ms);
-            let gateway = store
-                .broker_release(
-                    &on_gw.lease_id,
-                    on_gw.fence,
-                    "403",
-                    None,
-                    Effect::Blocked(BACKOFF),
-                )
-                .await
-                .unwrap()
-                .unwrap();
+            let gateway = end(
+                &store,
+                &on_gw.lease_id,
+                on_gw.fence,
+                "403",
+                None,
+                Effect::Blocked(BACKOFF),
+            )
+            .await
+            .unwrap();
             assert_eq!(
                 (gateway.banned_until_ms, gateway.retired_session),
                 (None, Some(session.clone()))
             );
             // The banned pair is skipped; the gateway serves the origin again, on a new session.
-            let again = store
-                .broker_acquire(&ask("l3", LeaseClass::Anonymous, Some("shop")))
+            let again = take(&store, &ask("l3", LeaseClass::Anonymous, Some("shop")))
                 .await
-                .unwrap()
                 .unwrap();
             assert_eq!(again.unit, "gw#0");
             assert_ne!(again.session.as_deref(), Some(session.as_str()));
-            let other = store
-                .broker_acquire(&ask("l4", LeaseClass::Anonymous, Some("news")))
+            let other = take(&store, &ask("l4", LeaseClass::Anonymous, Some("news")))
                 .await
-                .unwrap()
                 .unwrap();
             assert_eq!(other.unit, "a", "another origin is not banned");
-            store
-                .broker_release("l4", other.fence, "429", None, Effect::Blocked(BACKOFF))
-                .await
-                .unwrap()
-                .unwrap();
-            let third = store
-                .broker_acquire(&ask("l5", LeaseClass::Anonymous, Some("news")))
-                .await
-                .unwrap();
+            end(
+                &store,
+                "l4",
+                other.fence,
+                "429",
+                None,
+                Effect::Blocked(BACKOFF),
+            )
+            .await
+            .unwrap();
+            let third = take(&store, &ask("l5", LeaseClass::Anonymous, Some("news"))).await;
             assert!(third.is_none(), "a is banned for news, gw#0 is held");
             let retired: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_retired_sessions")
                 .fetch_one(store.pool())
@@ -1308,20 +1279,16 @@ mod tests {
             let mut recovered = 0;
             for id in ["l1", "l2", "l3"] {
                 let granted = loop {
-                    if let Some(granted) = store
-                        .broker_acquire(&ask(id, LeaseClass::Anonymous, Some("o")))
-                        .await
-                        .unwrap()
+                    if let Some(granted) =
+                        take(&store, &ask(id, LeaseClass::Anonymous, Some("o"))).await
                     {
                         break granted;
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 };
                 let effect = if id == "l3" { Effect::Success } else { short };
-                let released = store
-                    .broker_release(id, granted.fence, "429", None, effect)
+                let released = end(&store, id, granted.fence, "429", None, effect)
                     .await
-                    .unwrap()
                     .unwrap();
                 lengths.extend(
                     released
@@ -1349,23 +1316,19 @@ mod tests {
                 streak: 2,
             };
             for (n, id) in ["l1", "l2"].into_iter().enumerate() {
-                let granted = store
-                    .broker_acquire(&ask(id, LeaseClass::Stateless, Some("o")))
+                let granted = take(&store, &ask(id, LeaseClass::Stateless, Some("o")))
                     .await
-                    .unwrap()
                     .unwrap();
-                let released = store
-                    .broker_release(id, granted.fence, "timeout", None, failed)
+                let released = end(&store, id, granted.fence, "timeout", None, failed)
                     .await
-                    .unwrap()
                     .unwrap();
                 assert_eq!(released.banned_until_ms.is_some(), n == 1);
             }
-            assert!(store
-                .broker_acquire(&ask("l3", LeaseClass::Stateless, Some("other")))
-                .await
-                .unwrap()
-                .is_none());
+            assert!(
+                take(&store, &ask("l3", LeaseClass::Stateless, Some("other")))
+                    .await
+                    .is_none()
+            );
         }
 
         async fn a_task_keeps_its_lease_while_it_renews(store: Store) {
@@ -1379,31 +1342,31 @@ mod tests {
                 )
                 .await
                 .unwrap();
-            let first = store
-                .broker_acquire(&Acquire {
+            let first = take(
+                &store,
+                &Acquire {
                     task: Some("t"),
                     ..ask("l1", LeaseClass::Identity, None)
-                })
-                .await
-                .unwrap()
-                .unwrap();
-            let again = store
-                .broker_acquire(&Acquire {
+                },
+            )
+            .await
+            .unwrap();
+            let again = take(
+                &store,
+                &Acquire {
                     task: Some("t"),
                     ..ask("l2", LeaseClass::Identity, None)
-                })
-                .await
-                .unwrap()
-                .unwrap();
+                },
+            )
+            .await
+            .unwrap();
             assert!(again.sticky);
             assert_eq!(
                 (again.lease_id.as_str(), again.session.clone()),
                 ("l1", first.session.clone())
             );
-            let other = store
-                .broker_acquire(&ask("l3", LeaseClass::Identity, None))
+            let other = take(&store, &ask("l3", LeaseClass::Identity, None))
                 .await
-                .unwrap()
                 .unwrap();
             assert_ne!(other.session, first.session);
             assert!(
@@ -1422,7 +1385,7 @@ mod tests {
                 task: Some("t"),
                 ..ask("l1", LeaseClass::Identity, None)
             };
-            store.broker_acquire(&first).await.unwrap().unwrap();
+            take(&store, &first).await.unwrap();
             let noted = store.broker_record_egress("l1", "192.0.2.1").await.unwrap();
             assert_eq!(
                 noted,
@@ -1433,10 +1396,8 @@ mod tests {
             );
             let noted = store.broker_record_egress("l1", "192.0.2.2").await.unwrap();
             assert_eq!(noted.previous.as_deref(), Some("192.0.2.1"));
-            store
-                .broker_acquire(&ask("l2", LeaseClass::Identity, None))
+            take(&store, &ask("l2", LeaseClass::Identity, None))
                 .await
-                .unwrap()
                 .unwrap();
             let noted = store.broker_record_egress("l2", "192.0.2.2").await.unwrap();
             assert_eq!(
@@ -1457,27 +1418,15 @@ mod tests {
                 stateless_per_origin: Some(1),
                 ..ask(id, LeaseClass::Stateless, Some(origin))
             };
-            assert!(store
-                .broker_acquire(&capped("s1", "shop"))
-                .await
-                .unwrap()
-                .is_some());
-            assert!(store
-                .broker_acquire(&capped("s2", "shop"))
-                .await
-                .unwrap()
-                .is_none());
-            assert!(store
-                .broker_acquire(&capped("s3", "news"))
-                .await
-                .unwrap()
-                .is_some());
+            assert!(take(&store, &capped("s1", "shop")).await.is_some());
+            assert!(take(&store, &capped("s2", "shop")).await.is_none());
+            assert!(take(&store, &capped("s3", "news")).await.is_some());
             // Without the cap only the unit's capacity (2) counts, and it is reached.
-            assert!(store
-                .broker_acquire(&ask("s4", LeaseClass::Stateless, Some("shop")))
-                .await
-                .unwrap()
-                .is_none());
+            assert!(
+                take(&store, &ask("s4", LeaseClass::Stateless, Some("shop")))
+                    .await
+                    .is_none()
+            );
         }
 
         async fn concurrent_acquires_never_double_hold_a_unit(store: Store) {
@@ -1499,10 +1448,7 @@ mod tests {
                 workers.push(tokio::spawn(async move {
                     for n in 0..15 {
                         let id = format!("w{w}-{n}");
-                        let Some(lease) = store
-                            .broker_acquire(&ask(&id, LeaseClass::Identity, None))
-                            .await
-                            .unwrap()
+                        let Some(lease) = take(&store, &ask(&id, LeaseClass::Identity, None)).await
                         else {
                             tokio::task::yield_now().await;
                             continue;
@@ -1513,10 +1459,8 @@ mod tests {
                         }
                         tokio::task::yield_now().await;
                         held.lock().unwrap().remove(&lease.unit);
-                        store
-                            .broker_release(&id, lease.fence, "ok", None, Effect::Success)
+                        end(&store, &id, lease.fence, "ok", None, Effect::Success)
                             .await
-                            .unwrap()
                             .unwrap();
                     }
                 }));
