@@ -1,6 +1,7 @@
 //! The broker: leases from the store, the pool and its labels, waiting acquires, outcomes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -153,6 +154,23 @@ impl From<BadOutcome> for BrokerError {
 /// The longest holder, task or origin accepted, in bytes.
 const MAX_NAME: usize = 256;
 
+/// A request counted in its class's queue until it leaves, however it leaves (a client that
+/// hangs up drops it mid-wait).
+struct InQueue<'a>(&'a AtomicUsize);
+
+impl<'a> InQueue<'a> {
+    fn join(queued: &'a AtomicUsize) -> Self {
+        queued.fetch_add(1, Ordering::AcqRel);
+        Self(queued)
+    }
+}
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// One broker instance over a lease store `S`; labels come from the SQL store.
 pub struct Broker<S> {
     leases: S,
@@ -161,6 +179,9 @@ pub struct Broker<S> {
     config: BrokerConfig,
     /// One queue per class: waiters are served in arrival order (tokio's semaphore is fair).
     queues: [Semaphore; 3],
+    /// Requests of each class in its queue: while there are any, a new request queues behind
+    /// them instead of asking the store first.
+    queued: [AtomicUsize; 3],
     released: Notify,
     metrics: Metrics,
     /// The units as this instance last wrote them; `None` before its first refresh.
@@ -179,6 +200,7 @@ impl<S: LeaseStore> Broker<S> {
             pool: RwLock::new(Arc::new(pool)),
             config,
             queues: [Semaphore::new(1), Semaphore::new(1), Semaphore::new(1)],
+            queued: Default::default(),
             released: Notify::new(),
             metrics,
             synced: tokio::sync::Mutex::new(None),
@@ -334,7 +356,8 @@ impl<S: LeaseStore> Broker<S> {
         };
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + wait;
-        let queue = &self.queues[usize::try_from(class as i64 - 1).unwrap_or(0)];
+        let index = usize::try_from(class as i64 - 1).unwrap_or(0);
+        let queue = (&self.queues[index], &self.queued[index]);
         // An exclusive lease whose egress check finds another live lease on the same address was
         // not an exit of its own (two sessions the provider put on one address): it is ended,
         // its session retired, and another one taken.
@@ -415,20 +438,42 @@ impl<S: LeaseStore> Broker<S> {
         })
     }
 
-    /// Takes this class's turn (arrival order), then asks the store until it grants or
-    /// `deadline` passes; a release on this instance wakes it at once, others' at the next poll.
+    /// Asks the store at once when no request of this class is queued (requests that find a
+    /// unit free run side by side); else, or when nothing was free, takes this class's turn
+    /// (arrival order) and asks until the store grants or `deadline` passes. A release on this
+    /// instance wakes the queue at once, other instances' at the next poll.
     async fn wait_for(
         &self,
         class: LeaseClass,
         request: &LeaseRequest,
         ttl: Duration,
-        queue: &Semaphore,
+        (queue, queued): (&Semaphore, &AtomicUsize),
         deadline: tokio::time::Instant,
     ) -> Result<Option<Granted>, BrokerError> {
+        if queued.load(Ordering::Acquire) == 0 {
+            if let Some(granted) = self.try_acquire(class, request, ttl).await? {
+                return Ok(Some(granted));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+        }
+        let _in_queue = InQueue::join(queued);
         // An uncontended turn is ready at once, even with no time to wait.
         let Ok(Ok(_turn)) = tokio::time::timeout_at(deadline, queue.acquire()).await else {
             return Ok(None);
         };
+        self.ask_until(class, request, ttl, deadline).await
+    }
+
+    /// Asks the store until it grants or `deadline` passes, woken by releases and the poll.
+    async fn ask_until(
+        &self,
+        class: LeaseClass,
+        request: &LeaseRequest,
+        ttl: Duration,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<Granted>, BrokerError> {
         loop {
             if let Some(granted) = self.try_acquire(class, request, ttl).await? {
                 return Ok(Some(granted));

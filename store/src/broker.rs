@@ -8,9 +8,15 @@
 //! of `broker_units` only let an acquire find candidates through an index, without reading the
 //! pool. Every time is the store's clock (`NOW_MS`), never a caller's.
 
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
 use sqlx::{Any, AnyConnection, Row as _, Transaction};
+use tokio::sync::OwnedMutexGuard;
 
 use crate::{Engine, Store, StoreError};
+
+mod one_statement;
 
 /// What a unit's label admits, and what a lease asks for: identity ⊂ anonymous ⊂ stateless.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -164,12 +170,51 @@ async fn clock(conn: &mut AnyConnection, engine: Engine) -> Result<i64, StoreErr
     Ok(sqlx::query_scalar(&sql).fetch_one(conn).await?)
 }
 
+/// A broker transaction and, on SQLite, this process's turn at the file's write lock.
+struct Locked {
+    tx: Transaction<'static, Any>,
+    _turn: Option<OwnedMutexGuard<()>>,
+}
+
+impl Locked {
+    async fn commit(self) -> Result<(), StoreError> {
+        Ok(self.tx.commit().await?)
+    }
+
+    async fn rollback(self) -> Result<(), StoreError> {
+        Ok(self.tx.rollback().await?)
+    }
+}
+
+impl Deref for Locked {
+    type Target = AnyConnection;
+
+    fn deref(&self) -> &AnyConnection {
+        &self.tx
+    }
+}
+
+impl DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        &mut self.tx
+    }
+}
+
 impl Store {
     /// A transaction holding the lock broker changes need (see the module docs).
-    async fn broker_transaction(&self) -> Result<Transaction<'static, Any>, StoreError> {
+    async fn broker_transaction(&self) -> Result<Locked, StoreError> {
         Ok(match self.engine() {
-            Engine::Sqlite => self.pool().begin_with("BEGIN IMMEDIATE").await?,
-            Engine::Postgres => self.pool().begin().await?,
+            Engine::Sqlite => {
+                let turn = Arc::clone(&self.writer_turn).lock_owned().await;
+                Locked {
+                    tx: self.pool().begin_with("BEGIN IMMEDIATE").await?,
+                    _turn: Some(turn),
+                }
+            }
+            Engine::Postgres => Locked {
+                tx: self.pool().begin().await?,
+                _turn: None,
+            },
         })
     }
 
@@ -247,6 +292,16 @@ impl Store {
         &self,
         request: &Acquire<'_>,
     ) -> Result<Option<Granted>, StoreError> {
+        if self.engine() == Engine::Postgres && self.origin_cap(request).is_none() {
+            let mut conn = self.pool().acquire().await?;
+            if let Some(task) = request.task {
+                let now = clock(&mut conn, self.engine()).await?;
+                if let Some(granted) = sticky(&mut conn, task, request.class, now).await? {
+                    return Ok(Some(granted));
+                }
+            }
+            return self.acquire_in_one_statement(&mut conn, request).await;
+        }
         let mut tx = self.broker_transaction().await?;
         let now = clock(&mut tx, self.engine()).await?;
         if let Some(task) = request.task {
@@ -308,7 +363,7 @@ impl Store {
     /// live leases under the lock (a candidate whose columns were stale is skipped).
     async fn candidate(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Locked,
         request: &Acquire<'_>,
         now: i64,
     ) -> Result<Option<(String, String, bool, i64)>, StoreError> {
@@ -384,6 +439,9 @@ impl Store {
         fence: i64,
         ttl_ms: i64,
     ) -> Result<Result<i64, Refusal>, StoreError> {
+        if self.engine() == Engine::Postgres {
+            return self.renew_in_one_statement(lease_id, fence, ttl_ms).await;
+        }
         let (mut tx, now, lease) = match self.live_lease(lease_id, fence).await? {
             Ok(live) => live,
             Err(refusal) => return Ok(Err(refusal)),
@@ -417,6 +475,21 @@ impl Store {
         latency_ms: Option<i64>,
         effect: Effect,
     ) -> Result<Result<Released, Refusal>, StoreError> {
+        let plain = matches!(effect, Effect::Success | Effect::Neutral);
+        if self.engine() == Engine::Postgres && plain {
+            let success = effect == Effect::Success;
+            return Ok(self
+                .release_in_one_statement(lease_id, fence, outcome, latency_ms, success)
+                .await?
+                .map(|(lease, now, recovered_bans)| Released {
+                    unit: lease.unit,
+                    exit_name: lease.exit_name,
+                    banned_until_ms: None,
+                    recovered_bans,
+                    retired_session: None,
+                    now_ms: now,
+                }));
+        }
         let (mut tx, now, lease) = match self.live_lease(lease_id, fence).await? {
             Ok(live) => live,
             Err(refusal) => return Ok(Err(refusal)),
@@ -452,7 +525,7 @@ impl Store {
         &self,
         lease_id: &str,
         fence: i64,
-    ) -> Result<Result<(Transaction<'static, Any>, i64, LeaseRow), Refusal>, StoreError> {
+    ) -> Result<Result<(Locked, i64, LeaseRow), Refusal>, StoreError> {
         let mut tx = self.broker_transaction().await?;
         let (now, lease) = self.locked_lease(&mut tx, lease_id).await?;
         match judge(lease, fence, now) {
@@ -467,10 +540,9 @@ impl Store {
     /// The lease `lease_id` with the store's now, its unit locked (PostgreSQL).
     async fn locked_lease(
         &self,
-        tx: &mut Transaction<'static, Any>,
+        tx: &mut Locked,
         lease_id: &str,
     ) -> Result<(i64, Option<LeaseRow>), StoreError> {
-        let now = clock(tx, self.engine()).await?;
         if self.engine() == Engine::Postgres {
             sqlx::query(
                 "SELECT 1 FROM broker_units WHERE unit = \
@@ -480,12 +552,22 @@ impl Store {
             .fetch_optional(&mut **tx)
             .await?;
         }
+        self.read_lease(tx, lease_id).await
+    }
+
+    /// The lease `lease_id` with the store's now.
+    async fn read_lease(
+        &self,
+        conn: &mut AnyConnection,
+        lease_id: &str,
+    ) -> Result<(i64, Option<LeaseRow>), StoreError> {
+        let now = clock(conn, self.engine()).await?;
         let row = sqlx::query(
             "SELECT unit, exit_name, fence, expires_ms, life_ends_ms, state, origin, session \
              FROM broker_leases WHERE lease_id = $1",
         )
         .bind(lease_id)
-        .fetch_optional(&mut **tx)
+        .fetch_optional(conn)
         .await?;
         let lease = row
             .map(|row| -> Result<LeaseRow, sqlx::Error> {
@@ -781,7 +863,7 @@ fn judge(lease: Option<LeaseRow>, fence: i64, now: i64) -> Result<LeaseRow, Refu
 /// Applies a released lease's `effect` at `now`: until when it banned, if it did, and how many
 /// expired bans it forgot.
 async fn apply(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Locked,
     lease: &LeaseRow,
     effect: Effect,
     now: i64,
@@ -845,7 +927,7 @@ async fn apply(
 
 /// Retires the gateway session id `session` of `exit_name`: never issued again.
 async fn retire(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Locked,
     exit_name: &str,
     session: &str,
     now: i64,
@@ -864,7 +946,7 @@ async fn retire(
 
 /// Bans `exit_name` for `origin` (`''`: for every origin) from `now`; until when.
 async fn ban(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut Locked,
     exit_name: &str,
     origin: &str,
     backoff: Backoff,
@@ -895,7 +977,7 @@ async fn ban(
 
 /// The live lease of `task` in `class`, if it holds one.
 async fn sticky(
-    tx: &mut Transaction<'static, Any>,
+    conn: &mut AnyConnection,
     task: &str,
     class: LeaseClass,
     now: i64,
@@ -909,7 +991,7 @@ async fn sticky(
     .bind(task)
     .bind(now)
     .bind(class.as_str())
-    .fetch_optional(&mut **tx)
+    .fetch_optional(conn)
     .await?;
     let Some(row) = row else {
         return Ok(None);
@@ -1470,6 +1552,90 @@ mod tests {
             }
             assert_eq!(collisions.load(std::sync::atomic::Ordering::Relaxed), 0);
             assert!(granted.load(std::sync::atomic::Ordering::Relaxed) >= 6);
+        }
+
+        /// Exclusive and stateless leases taken, renewed and ended at once on a few units,
+        /// half the releases through the transaction path (a retirement) and half without:
+        /// no unit ever holds an exclusive lease beside any other, nor more stateless leases
+        /// than its capacity.
+        async fn mixed_classes_and_release_paths_keep_units_exclusive(store: Store) {
+            let units: Vec<_> = (0..3)
+                .map(|i| unit(&format!("m{i}"), Some(LeaseClass::Identity)))
+                .collect();
+            store.broker_sync_units(&units, true).await.unwrap();
+            // Per unit: (exclusive holders, stateless holders) as the workers see them.
+            let held = Arc::new(Mutex::new(
+                std::collections::HashMap::<String, (u32, u32)>::new(),
+            ));
+            let violations = Arc::new(Mutex::new(Vec::new()));
+            let mut workers = Vec::new();
+            for w in 0..12 {
+                let (store, held, violations) = (store.clone(), held.clone(), violations.clone());
+                workers.push(tokio::spawn(async move {
+                    for n in 0..20 {
+                        let class = if (w + n) % 3 == 0 {
+                            LeaseClass::Identity
+                        } else {
+                            LeaseClass::Stateless
+                        };
+                        let id = format!("m{w}-{n}");
+                        let Some(lease) = take(&store, &ask(&id, class, None)).await else {
+                            tokio::task::yield_now().await;
+                            continue;
+                        };
+                        {
+                            let mut held = held.lock().unwrap();
+                            let (exclusive, shared) = held.entry(lease.unit.clone()).or_default();
+                            let clash = if class.exclusive() {
+                                *exclusive > 0 || *shared > 0
+                            } else {
+                                *exclusive > 0 || *shared >= 2
+                            };
+                            if clash {
+                                violations
+                                    .lock()
+                                    .unwrap()
+                                    .push((id.clone(), *exclusive, *shared));
+                            }
+                            if class.exclusive() {
+                                *exclusive += 1;
+                            } else {
+                                *shared += 1;
+                            }
+                        }
+                        tokio::task::yield_now().await;
+                        let renewed = store.broker_renew(&id, lease.fence, 60_000).await.unwrap();
+                        assert!(renewed.is_ok(), "{id}: {renewed:?}");
+                        {
+                            let mut held = held.lock().unwrap();
+                            let (exclusive, shared) = held.entry(lease.unit.clone()).or_default();
+                            if class.exclusive() {
+                                *exclusive -= 1;
+                            } else {
+                                *shared -= 1;
+                            }
+                        }
+                        let effect = if n % 2 == 0 {
+                            Effect::Success
+                        } else {
+                            Effect::Retire
+                        };
+                        let ended = end(&store, &id, lease.fence, "ok", None, effect).await;
+                        assert!(ended.is_ok(), "{id}: {ended:?}");
+                    }
+                }));
+            }
+            for worker in workers {
+                worker.await.unwrap();
+            }
+            assert_eq!(*violations.lock().unwrap(), Vec::new());
+            // Every unit is free again: three exclusive leases fit at once.
+            for i in 0..3 {
+                let id = format!("after-{i}");
+                assert!(take(&store, &ask(&id, LeaseClass::Identity, None))
+                    .await
+                    .is_some());
+            }
         }
     }
 }

@@ -79,6 +79,10 @@ pub struct Store {
     pool: AnyPool,
     /// Shared: the echo's handlers clone the store with their state on every request.
     database: Arc<Database>,
+    /// SQLite has one write lock per file; this process's broker transactions queue for it
+    /// here, in arrival order, rather than in SQLite's busy handler, which sleeps 1, 2, 5,
+    /// 10… ms between tries and so turns a short wait into a long tail.
+    writer_turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Store {
@@ -132,6 +136,7 @@ impl Store {
         Ok(Self {
             pool,
             database: Arc::new(database.clone()),
+            writer_turn: Arc::default(),
         })
     }
 

@@ -1,0 +1,207 @@
+//! PostgreSQL's acquire, renew and release in one statement each (data-modifying `WITH`
+//! queries, run in autocommit): one round trip instead of a transaction's eight or nine, which
+//! is most of a lease's cost on the server and in the broker (see docs/benchmarks.md).
+//!
+//! They decide on the unit's row alone, never on a count of its leases: the row is locked
+//! (`FOR UPDATE … SKIP LOCKED` on acquire, the `UPDATE` on renew and release) and PostgreSQL
+//! re-reads a row it waited for before it updates it (READ COMMITTED, "EvalPlanQual"), whereas a
+//! sub-select over `broker_leases` would read the statement's older snapshot. So the row's
+//! columns are kept in step by every change, each from its own old values:
+//! - `exclusive_until` is at least the expiry of every live exclusive lease on the unit, and an
+//!   exclusive lease is alone on its unit, so releasing it sets 0;
+//! - `shared_until` is at least the expiry of every live stateless lease; `shared_count` counts
+//!   them, or more (one that lapsed unreleased stays counted until `shared_until` passes).
+//!
+//! Both only ever err towards "held", which costs a free unit at worst, never a second holder.
+//! The transaction path (SQLite, a per-origin cap, a release that bans or retires) recomputes
+//! them from the unit's leases under its lock, which keeps the same two rules.
+
+use sqlx::{AnyConnection, Row as _};
+
+use super::{judge, now_ms, Acquire, Granted, LeaseRow, Refusal};
+use crate::{Engine, Store, StoreError};
+
+impl Store {
+    /// A new lease on the least recently touched free unit that admits `request.class`, or
+    /// `None`; see the module docs.
+    pub(super) async fn acquire_in_one_statement(
+        &self,
+        conn: &mut AnyConnection,
+        request: &Acquire<'_>,
+    ) -> Result<Option<Granted>, StoreError> {
+        let (free, columns) = if request.class.exclusive() {
+            (
+                "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count = 0)",
+                "exclusive_until = l.expires_ms",
+            )
+        } else {
+            (
+                "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count < u.capacity)",
+                "shared_count = CASE WHEN broker_units.shared_until <= l.granted_ms THEN 1 \
+                 ELSE broker_units.shared_count + 1 END, \
+                 shared_until = GREATEST(broker_units.shared_until, l.expires_ms)",
+            )
+        };
+        let sql = format!(
+            "WITH n AS (SELECT {now} AS ms), \
+             c AS (SELECT u.unit, u.exit_name, u.gateway, n.ms AS now_ms, \
+               n.ms + GREATEST(LEAST($1, u.life_ms), 1) AS life_ends \
+               FROM broker_units u, n \
+               WHERE u.rank > 0 AND u.rank >= $2 AND {free} \
+               AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
+                 AND b.origin IN ('', $3) AND b.until_ms > n.ms) \
+               ORDER BY u.free_at LIMIT 1 FOR UPDATE OF u SKIP LOCKED), \
+             f AS (UPDATE broker_exits e SET fence = e.fence + 1 FROM c \
+               WHERE e.exit_name = c.exit_name RETURNING e.fence), \
+             l AS (INSERT INTO broker_leases (lease_id, unit, exit_name, class, holder, task, \
+               origin, fence, session, granted_ms, expires_ms, life_ends_ms, state) \
+               SELECT $4, c.unit, c.exit_name, $5, $6, $7, $8, f.fence, \
+               CASE WHEN c.gateway <> 0 THEN $9 || f.fence END, c.now_ms, \
+               LEAST(c.now_ms + $10, c.life_ends), c.life_ends, 'live' FROM c, f \
+               RETURNING unit, exit_name, fence, expires_ms, life_ends_ms, session, granted_ms), \
+             s AS (UPDATE broker_units SET {columns}, free_at = l.granted_ms FROM l \
+               WHERE broker_units.unit = l.unit) \
+             SELECT unit, exit_name, fence, expires_ms, life_ends_ms, session, granted_ms FROM l",
+            now = now_ms(Engine::Postgres),
+        );
+        let row = sqlx::query(&sql)
+            .bind(request.life_ms)
+            .bind(request.class.rank())
+            .bind(request.origin.unwrap_or(""))
+            .bind(request.lease_id)
+            .bind(request.class.as_str())
+            .bind(request.holder)
+            .bind(request.task)
+            .bind(request.origin)
+            .bind(request.session_nonce)
+            .bind(request.ttl_ms.max(1))
+            .fetch_optional(conn)
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        Ok(Some(Granted {
+            lease_id: request.lease_id.to_owned(),
+            unit: row.try_get(0)?,
+            exit_name: row.try_get(1)?,
+            fence: row.try_get(2)?,
+            expires_ms: row.try_get(3)?,
+            life_ends_ms: row.try_get(4)?,
+            session: row.try_get(5)?,
+            now_ms: row.try_get(6)?,
+            sticky: false,
+        }))
+    }
+
+    /// Extends lease `lease_id` (if `fence` is its own and it is live below its life cap) by
+    /// `ttl_ms` from now, never past its life's end: the new expiry, or why not.
+    pub(super) async fn renew_in_one_statement(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        ttl_ms: i64,
+    ) -> Result<Result<i64, Refusal>, StoreError> {
+        let sql = format!(
+            "WITH n AS (SELECT {now} AS ms), \
+             l AS (UPDATE broker_leases SET expires_ms = LEAST(n.ms + $1, life_ends_ms) FROM n \
+               WHERE lease_id = $2 AND fence = $3 AND state = 'live' AND expires_ms > n.ms \
+               AND expires_ms < life_ends_ms RETURNING unit, class, expires_ms), \
+             s AS (UPDATE broker_units SET \
+               exclusive_until = CASE WHEN l.class = 'stateless' THEN exclusive_until \
+                 ELSE GREATEST(exclusive_until, l.expires_ms) END, \
+               shared_until = CASE WHEN l.class = 'stateless' \
+                 THEN GREATEST(shared_until, l.expires_ms) ELSE shared_until END \
+               FROM l WHERE broker_units.unit = l.unit) \
+             SELECT expires_ms FROM l",
+            now = now_ms(Engine::Postgres),
+        );
+        let mut conn = self.pool().acquire().await?;
+        let expires: Option<i64> = sqlx::query_scalar(&sql)
+            .bind(ttl_ms.max(1))
+            .bind(lease_id)
+            .bind(fence)
+            .fetch_optional(&mut *conn)
+            .await?;
+        match expires {
+            Some(expires) => Ok(Ok(expires)),
+            None => Ok(Err(self.refusal(&mut conn, lease_id, fence).await?)),
+        }
+    }
+
+    /// Ends lease `lease_id` (if `fence` is its own and it is live) with `outcome`; a
+    /// `success` also ends its exit's error streak and forgets the expired bans of its pair.
+    /// What it held and how many bans were forgotten, or why not.
+    pub(super) async fn release_in_one_statement(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+        success: bool,
+    ) -> Result<Result<(LeaseRow, i64, u64), Refusal>, StoreError> {
+        let sql = format!(
+            "WITH n AS (SELECT {now} AS ms), \
+             l AS (UPDATE broker_leases SET state = 'released', outcome = $1, latency_ms = $2, \
+               ended_ms = n.ms FROM n \
+               WHERE lease_id = $3 AND fence = $4 AND state = 'live' AND expires_ms > n.ms \
+               RETURNING unit, exit_name, class, origin, session, fence, expires_ms, \
+               life_ends_ms, ended_ms), \
+             s AS (UPDATE broker_units SET \
+               exclusive_until = CASE WHEN l.class = 'stateless' THEN exclusive_until ELSE 0 END, \
+               shared_count = CASE WHEN l.class = 'stateless' \
+                 THEN GREATEST(shared_count - 1, 0) ELSE shared_count END, \
+               free_at = l.ended_ms FROM l WHERE broker_units.unit = l.unit), \
+             e AS (UPDATE broker_exits SET error_streak = 0 FROM l \
+               WHERE $5 AND broker_exits.exit_name = l.exit_name AND error_streak <> 0), \
+             b AS (DELETE FROM broker_bans USING l WHERE $5 AND broker_bans.exit_name = l.exit_name \
+               AND broker_bans.origin IN ('', COALESCE(l.origin, '')) \
+               AND broker_bans.until_ms <= l.ended_ms RETURNING 1) \
+             SELECT unit, exit_name, origin, session, fence, expires_ms, life_ends_ms, ended_ms, \
+             (SELECT COUNT(*) FROM b) FROM l",
+            now = now_ms(Engine::Postgres),
+        );
+        let mut conn = self.pool().acquire().await?;
+        let row = sqlx::query(&sql)
+            .bind(outcome)
+            .bind(latency_ms)
+            .bind(lease_id)
+            .bind(fence)
+            .bind(success)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let Some(row) = row else {
+            return Ok(Err(self.refusal(&mut conn, lease_id, fence).await?));
+        };
+        let lease = LeaseRow {
+            unit: row.try_get(0)?,
+            exit_name: row.try_get(1)?,
+            origin: row.try_get(2)?,
+            session: row.try_get(3)?,
+            fence: row.try_get(4)?,
+            expires_ms: row.try_get(5)?,
+            life_ends_ms: row.try_get(6)?,
+            state: "released".to_owned(),
+        };
+        let recovered: i64 = row.try_get(8)?;
+        Ok(Ok((
+            lease,
+            row.try_get(7)?,
+            u64::try_from(recovered).unwrap_or(0),
+        )))
+    }
+
+    /// Why a one-statement renew or release of `lease_id` changed nothing, read afterwards.
+    async fn refusal(
+        &self,
+        conn: &mut AnyConnection,
+        lease_id: &str,
+        fence: i64,
+    ) -> Result<Refusal, StoreError> {
+        let (now, lease) = self.read_lease(conn, lease_id).await?;
+        Ok(match judge(lease, fence, now) {
+            Err(refusal) => refusal,
+            // Live and fenced right: only a renewal at its life's end changes nothing.
+            Ok(_) => Refusal::LifeCap,
+        })
+    }
+}
