@@ -1,15 +1,18 @@
 //! Issue 30's proof: no self-collision at the exits. Three `exitvoice broker` instances share one
 //! real PostgreSQL (a throwaway cluster); 32 worker processes (the README's Python worker, plain
 //! `requests`) lease exits from them and use every lease for a real tunnel through simulated
-//! exits (`bench/exitsim`: 8 plain exits and a gateway with 4 sticky-session slots) to the echo
-//! server, holding it open while they "work". The exits count their own tunnels open at once,
-//! per exit and per gateway session id: that is the figure that counts, not the broker's.
-//! One broker instance is killed with SIGKILL mid-run; its workers go on through the others.
-//! The same workload without a broker (each worker picking a proxy at random, the control) must
-//! show collisions at the same kind of exits in the same run, or the test proves nothing.
+//! exits (`bench/exitsim`: 8 plain exits and a gateway with 4 sticky-session slots) to an origin
+//! (an echo server of its own), holding it open while they "work". The exits count their own
+//! tunnels to that origin open at once, per exit and per gateway session id: that is the figure
+//! that counts, not the broker's. One broker instance is killed with SIGKILL mid-run; its
+//! workers go on through the others. The same workload without a broker (each worker picking a
+//! proxy at random, the control) must show collisions at the same kind of exits in the same
+//! run, or the test proves nothing.
 //!
-//! The labels the broker obeys come from a real audit (`exitvoice audit --once`) of the same
-//! exits on the same database.
+//! The labels the broker obeys come from real audits of the same exits on the same database: one
+//! before the brokers start, then an auditor (`exitvoice audit --every 2s`) that keeps probing
+//! the exits through the run, to the audit's echo server. Its probes are the exits' clients too,
+//! but toward another origin (they hold no lease), so the exits count them apart.
 
 mod support;
 
@@ -94,6 +97,26 @@ fn run_workers(
         .collect()
 }
 
+/// A broker's metrics page.
+fn metrics(broker: &Broker) -> String {
+    let metrics = Command::new("curl")
+        .args(["-sf", "-H", &format!("Authorization: Bearer {TOKEN}")])
+        .arg(format!("{}/metrics", broker.url))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&metrics.stdout).into_owned()
+}
+
+/// The id of the labels snapshot a broker obeys.
+fn labels_snapshot(broker: &Broker) -> i64 {
+    let metrics = metrics(broker);
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("exitvoice_broker_labels_snapshot "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no labels snapshot gauge in {metrics}"))
+}
+
 /// The most tunnels open at once on one plain exit, and on one gateway session id.
 fn collisions(sim: &Simulator) -> (u64, u32, u64) {
     let snapshot = sim.snapshot(true);
@@ -111,16 +134,17 @@ fn collisions(sim: &Simulator) -> (u64, u32, u64) {
 fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let echo = simulated::unlimited_echo(None);
-    let ca = echo.dir.path().join("echo.db.cert.pem");
-    let target = format!("https://localhost:{}/api/clean", echo.port);
+    let origin = simulated::unlimited_echo(None);
+    let ca = origin.dir.path().join("echo.db.cert.pem");
+    let target = format!("https://localhost:{}/api/clean", origin.port);
     let database = exitvoice_pgtest::fresh_database("broker_collisions");
     let work = tempfile::tempdir().unwrap();
 
     // The labels: a real audit of the very exits the workers will use.
     let sim = simulated::simulator(&runtime, PLAIN_EXITS + 1, PASSWORD, false);
+    sim.count_holders_to(origin.port);
     let exits = exits_file(work.path(), &sim, &echo);
     support::broker::audit(&exits, &database);
-    let audited = sim.snapshot(false).tunnels;
 
     let brokers: Vec<Broker> = (0..3)
         .map(|i| {
@@ -134,6 +158,9 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
         })
         .collect();
     let urls: Vec<String> = brokers.iter().map(|b| b.url.clone()).collect();
+    let first_labels = labels_snapshot(&brokers[1]);
+    let auditor = support::broker::Auditor::start(&exits, &database, "2s");
+    let audited = sim.snapshot(false).uncounted;
     let worker = root().join("broker/examples/worker.py");
     let mut brokers = brokers;
     let summaries = run_workers(
@@ -176,27 +203,34 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
         .filter(|e| e.as_str().is_some_and(|e| e.starts_with("gw#")))
         .count();
     let (plain, per_session, tunnels) = collisions(&sim);
+    let probes = sim.snapshot(false).uncounted;
+    drop(auditor);
+    let labels = labels_snapshot(&brokers[1]);
     println!(
-        "broker: {ok} ok, {failed} failed, {gateway_leases} on gateway sessions, {} tunnels; most at once: {plain} per exit, {per_session} per session",
-        tunnels - audited
+        "broker: {ok} ok, {failed} failed, {gateway_leases} on gateway sessions, {} tunnels; most at once: {plain} per exit, {per_session} per session; {} audit probes meanwhile, labels snapshot {first_labels} then {labels}",
+        tunnels - probes,
+        probes - audited
     );
     assert_eq!(
         ok,
         (WORKERS * CYCLES) as u64,
         "every lease did its work: {summaries:?}"
     );
-    assert_eq!(tunnels - audited, ok, "one tunnel per lease");
+    assert_eq!(tunnels - probes, ok, "one tunnel per lease");
+    assert!(
+        probes > audited,
+        "the auditor probed the exits during the run"
+    );
+    assert!(
+        labels > first_labels && first_labels > 0,
+        "the brokers obeyed the auditor's newer labels: {first_labels} then {labels}"
+    );
     assert!(gateway_leases > 0, "the gateway's sessions were leased too");
     assert_eq!(plain, 1, "a plain exit had two holders at once");
     assert_eq!(per_session, 1, "a gateway session had two holders at once");
 
     // The survivors' view: no collision in the store either.
-    let metrics = Command::new("curl")
-        .args(["-sf", "-H", &format!("Authorization: Bearer {TOKEN}")])
-        .arg(format!("{}/metrics", brokers[1].url))
-        .output()
-        .unwrap();
-    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    let metrics = metrics(&brokers[1]);
     assert!(
         metrics.contains("exitvoice_broker_collisions 0"),
         "{metrics}"

@@ -32,6 +32,7 @@ pub struct Metrics {
     live: Family<Labels, Gauge>,
     bans_active: Gauge,
     collisions: Gauge,
+    labels_snapshot: Gauge,
 }
 
 impl Metrics {
@@ -58,6 +59,7 @@ impl Metrics {
             live: Family::default(),
             bans_active: Gauge::default(),
             collisions: Gauge::default(),
+            labels_snapshot: Gauge::default(),
         };
         registry.register(
             "leases_granted",
@@ -135,10 +137,21 @@ impl Metrics {
             "Units held by more than one live exclusive lease (must be 0)",
             metrics.collisions.clone(),
         );
+        registry.register(
+            "labels_snapshot",
+            "The id of the labels snapshot this instance obeys (0: none yet); it grows with \
+             every audit run stored",
+            metrics.labels_snapshot.clone(),
+        );
         Self {
             registry,
             ..metrics
         }
+    }
+
+    /// The labels snapshot the instance obeys now.
+    pub fn labels_snapshot(&self, id: i64) {
+        self.labels_snapshot.set(id);
     }
 
     /// A lease of `class` granted after `waited` seconds.

@@ -47,8 +47,8 @@ impl Pool {
     }
 
     /// The units with what `labels` admit at `now` (labels whose newest probe is older than
-    /// `max_age` admit nothing), `capacity` stateless leases each, and lives of at most
-    /// `max_life` ([`life`]).
+    /// `max_age` admit nothing), `capacity` stateless leases each unless their exit says
+    /// otherwise, and lives of at most `max_life` ([`life`]).
     pub fn units(
         &self,
         labels: Option<&LabelsDoc>,
@@ -97,7 +97,7 @@ impl Pool {
                     } else {
                         admitted(&exit.name)
                     },
-                    capacity,
+                    capacity: exit.stateless_per_exit.unwrap_or(capacity),
                     gateway,
                     life_ms: i64::try_from(life(exit, max_life).as_millis()).unwrap_or(i64::MAX),
                 }
@@ -192,6 +192,7 @@ name = "gw"
 url = "http://user-{session}:p@127.0.0.1:2"
 sessions = 2
 sticky = "10m"
+stateless_per_exit = 5
 "#;
 
     #[test]
@@ -213,15 +214,16 @@ sticky = "10m"
                     u.admits,
                     u.gateway,
                     u.life_ms,
+                    u.capacity,
                 )
             })
             .collect();
         assert_eq!(
             admits,
             [
-                ("dc", "dc", Some(LeaseClass::Identity), false, 3_600_000),
-                ("gw#1", "gw", Some(LeaseClass::Stateless), true, 540_000),
-                ("gw#2", "gw", Some(LeaseClass::Stateless), true, 540_000),
+                ("dc", "dc", Some(LeaseClass::Identity), false, 3_600_000, 2),
+                ("gw#1", "gw", Some(LeaseClass::Stateless), true, 540_000, 5),
+                ("gw#2", "gw", Some(LeaseClass::Stateless), true, 540_000, 5),
             ]
         );
         // Too old, or no label at all: nothing.

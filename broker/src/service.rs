@@ -300,6 +300,7 @@ impl<S: LeaseStore> Broker<S> {
                     .await
                     .map_err(StoreFailure::from)?;
                 *cached = doc.map(|doc| (id, Arc::new(doc)));
+                self.metrics.labels_snapshot(id);
             }
         }
         Ok(cached.as_ref().map(|(_, doc)| doc.clone()))

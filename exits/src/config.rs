@@ -18,6 +18,7 @@
 //! url = "http://customer-{session}:pw@gw.example:7777"
 //! sessions = 4                                 # 4 exits gateway#1..#4, ids minted by us
 //! sticky = "90m"                               # optional: the provider's sticky window
+//! stateless_per_exit = 4                       # optional: the broker's, for this exit
 //!
 //! [[exits]]
 //! name = "rotating"
@@ -54,6 +55,8 @@ use crate::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDE
 pub const MAX_CONFIG_BYTES: usize = 1 << 20;
 /// Most sessions one gateway entry may expand to.
 pub const MAX_SESSIONS: u32 = 1024;
+/// Most stateless leases one exit may carry at once (`stateless_per_exit`).
+pub const MAX_STATELESS_PER_EXIT: u32 = 256;
 /// Most exits one file may name, gateway sessions expanded: without it a 1 MiB file of
 /// gateways with 1024 sessions each expands to millions of exits (found by fuzzing).
 pub const MAX_EXITS: usize = 10_000;
@@ -167,6 +170,9 @@ pub enum ConfigError {
         "exit {0}: sessions needs `{{session}}` in the user name and a count 1..={MAX_SESSIONS}"
     )]
     BadSessions(String),
+    /// `stateless_per_exit` above [`MAX_STATELESS_PER_EXIT`].
+    #[error("exit {0}: stateless_per_exit must be 0..={MAX_STATELESS_PER_EXIT}")]
+    BadStatelessPerExit(String),
     /// A `sticky` window is refused.
     #[error("exits file, line {line}: exit {exit}: sticky {problem}")]
     Sticky {
@@ -229,6 +235,7 @@ struct RawExit {
     proxy_ca: Option<PathBuf>,
     #[serde(default)]
     rotate: bool,
+    stateless_per_exit: Option<u32>,
 }
 
 impl<R: DeserializeOwned + Default> ExitsFile<R> {
@@ -267,6 +274,12 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
                 .as_ref()
                 .map(|value| sticky(text, &raw_exit.name, raw_exit.sessions.is_some(), value))
                 .transpose()?;
+            if raw_exit
+                .stateless_per_exit
+                .is_some_and(|n| n > MAX_STATELESS_PER_EXIT)
+            {
+                return Err(ConfigError::BadStatelessPerExit(raw_exit.name));
+            }
             let adding = raw_exit.sessions.map_or(1, |count| count as usize);
             if exits.len().saturating_add(adding) > MAX_EXITS {
                 return Err(ConfigError::TooManyExits);
@@ -279,6 +292,7 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
                     session: None,
                     proxy_ca: raw_exit.proxy_ca,
                     rotate: raw_exit.rotate,
+                    stateless_per_exit: raw_exit.stateless_per_exit,
                 }),
                 Some(count) => {
                     let templated = proxy
@@ -300,6 +314,7 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
                             }),
                             proxy_ca: raw_exit.proxy_ca.clone(),
                             rotate: raw_exit.rotate,
+                            stateless_per_exit: raw_exit.stateless_per_exit,
                         });
                     }
                 }
@@ -465,6 +480,23 @@ sticky = "90m"
     /// A gateway of two sessions on lines 1 to 4: a `sticky` appended is on line 5.
     const GATEWAY: &str =
         "[[exits]]\nname = \"gw\"\nurl = \"http://u-{session}:s3cret@h:1\"\nsessions = 2\n";
+
+    #[test]
+    fn stateless_per_exit_reaches_every_session_and_is_bounded() {
+        let file = parse(format!("{GATEWAY}stateless_per_exit = 0\n").as_bytes()).unwrap();
+        assert!(file.exits.iter().all(|e| e.stateless_per_exit == Some(0)));
+        assert_eq!(
+            parse(GATEWAY.as_bytes()).unwrap().exits[0].stateless_per_exit,
+            None
+        );
+        let error = parse(format!("{GATEWAY}stateless_per_exit = 257\n").as_bytes());
+        assert!(
+            matches!(&error, Err(ConfigError::BadStatelessPerExit(name)) if name == "gw"),
+            "{:?}",
+            error.map(|_| ())
+        );
+        assert!(parse(format!("{GATEWAY}stateless_per_exit = -1\n").as_bytes()).is_err());
+    }
 
     #[test]
     fn sticky_windows_take_the_command_line_grammar() {

@@ -29,6 +29,9 @@ pub struct Exit {
     pub proxy_ca: Option<PathBuf>,
     /// The exit is a rotating gateway: its samples must leave from at least two egresses.
     pub rotate: bool,
+    /// How many stateless leases the broker puts on this exit at once (on a gateway: on each
+    /// session), instead of the broker's `stateless-per-exit`.
+    pub stateless_per_exit: Option<u32>,
 }
 
 /// A gateway sticky session: a slot number, the id currently minted for it, and how long the
@@ -54,6 +57,7 @@ impl Exit {
             session: None,
             proxy_ca: None,
             rotate: false,
+            stateless_per_exit: None,
         }
     }
 
@@ -149,6 +153,7 @@ mod tests {
             }),
             proxy_ca: None,
             rotate: false,
+            stateless_per_exit: None,
         };
         let mut seen = HashSet::new();
         for _ in 0..50 {

@@ -1,12 +1,15 @@
 //! The lease broker's state: units (a plain exit, or one session slot of a gateway), leases with
 //! fences, bans and retired gateway session ids (migration `broker`).
 //!
-//! Every change is one transaction that locks what it decides on before it reads it:
-//! PostgreSQL locks the unit's row (`FOR UPDATE`, and `SKIP LOCKED` when an acquire picks among
-//! free units, so concurrent acquires take different ones), SQLite takes its one write lock at
-//! `BEGIN IMMEDIATE`. Under that lock the unit's live lease rows decide; the `*_until` columns
-//! of `broker_units` only let an acquire find candidates through an index, without reading the
-//! pool. Every time is the store's clock (`NOW_MS`), never a caller's.
+//! Every change locks what it decides on before it reads it: PostgreSQL locks the unit's row
+//! (`FOR UPDATE`, and `SKIP LOCKED` when an acquire picks among free units, so concurrent
+//! acquires take different ones), SQLite takes its one write lock at `BEGIN IMMEDIATE`. The
+//! unit's row decides, through columns that err only towards "held" (see [`one_statement`]),
+//! and lets an acquire find candidates through an index, without reading the pool. The
+//! transactions here also count the unit's live leases under the lock, and recompute the
+//! columns from them;
+//! PostgreSQL's common cases are one statement each ([`one_statement`]). Every time is the
+//! store's clock (`now_ms`), never a caller's.
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;

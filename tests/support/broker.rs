@@ -57,24 +57,46 @@ impl Drop for Broker {
     }
 }
 
-/// A quick real audit of `exits` into `database` (2 samples an exit, no QUIC): the labels a
-/// broker on that database obeys.
-pub fn audit(exits: &Path, database: &str) {
-    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
-        .args([
-            "audit",
-            "--once",
-            "--samples",
-            "2",
-            "--spacing",
-            "50ms",
-            "--jitter",
-            "0ms",
-        ])
+/// `exitvoice audit` of `exits` into `database`, quick (2 samples an exit, no QUIC), with
+/// `schedule` (`--once`, or `--every` and a period).
+fn audit_command(exits: &Path, database: &str, schedule: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_exitvoice"));
+    command
+        .arg("audit")
+        .args(schedule)
+        .args(["--samples", "2", "--spacing", "50ms", "--jitter", "0ms"])
         .arg("--no-quic")
         .arg("--exits")
         .arg(exits)
-        .env("EXITVOICE_DATABASE_URL", database)
+        .env("EXITVOICE_DATABASE_URL", database);
+    command
+}
+
+/// An auditor that runs every period until dropped (then SIGKILL).
+pub struct Auditor(Child);
+
+impl Auditor {
+    /// Starts `exitvoice audit --every period` on `exits` and `database`.
+    pub fn start(exits: &Path, database: &str, period: &str) -> Self {
+        let child = audit_command(exits, database, &["--every", period])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn exitvoice audit");
+        Self(child)
+    }
+}
+
+impl Drop for Auditor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A quick real audit of `exits` into `database`: the labels a broker on that database obeys.
+pub fn audit(exits: &Path, database: &str) {
+    let output = audit_command(exits, database, &["--once"])
         .output()
         .expect("run exitvoice audit");
     assert!(

@@ -43,7 +43,7 @@ pub async fn serve(mut client: TcpStream, sim: Arc<Sim>) {
         Err(TunnelError::NotLoopback) => return refuse(client, &sim, "403 Forbidden").await,
         Err(_) => return refuse(client, &sim, "502 Bad Gateway").await,
     };
-    let Some(open) = sim.tally.open(&exit) else {
+    let Some(open) = sim.tally.open(&exit, sim.counts(request.port)) else {
         return refuse(client, &sim, "407 Proxy Authentication Required").await;
     };
     if client

@@ -8,7 +8,8 @@
 //!
 //! Per exit it counts tunnels opened and the most open at once (a tunnel is open from the
 //! proxy's success reply until its client closed its side), and the same per gateway session id
-//! (`exit-<n>-sessid-<id>`): [`Simulator::snapshot`], `GET /stats`.
+//! (`exit-<n>-sessid-<id>`): [`Simulator::snapshot`], `GET /stats`. Holders can be counted
+//! toward one origin only ([`Simulator::count_holders_to`]), as that origin would see them.
 #![forbid(unsafe_code)]
 
 pub mod exits_file;
@@ -20,6 +21,7 @@ mod tunnel;
 pub mod users;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -32,6 +34,16 @@ use users::Users;
 struct Sim {
     tally: Tally,
     users: Users,
+    /// The target port whose tunnels count as holders; 0: every tunnel does.
+    origin_port: AtomicU16,
+}
+
+impl Sim {
+    /// Whether a tunnel to `port` counts in the holder gauges.
+    fn counts(&self, port: u16) -> bool {
+        let origin = self.origin_port.load(Ordering::Relaxed);
+        origin == 0 || origin == port
+    }
 }
 
 /// Running exits: their listeners, served by tasks of the runtime that started them.
@@ -59,6 +71,7 @@ impl Simulator {
         let sim = Arc::new(Sim {
             tally: Tally::new(exits),
             users: Users::new(exits, password),
+            origin_port: AtomicU16::new(0),
         });
         let http = TcpListener::bind(http).await?;
         let http_addr = http.local_addr()?;
@@ -89,6 +102,13 @@ impl Simulator {
         let bound = listener.local_addr()?;
         tokio::spawn(stats::serve(listener, self.sim.clone()));
         Ok(bound)
+    }
+
+    /// From now on, only tunnels to target port `port` count in the holders-at-once gauges
+    /// (every tunnel still counts in `tunnels`): what one origin sees, while other clients of the
+    /// same exits (an auditor probing an echo server) talk to another.
+    pub fn count_holders_to(&self, port: u16) {
+        self.sim.origin_port.store(port, Ordering::Relaxed);
     }
 
     /// The counters now, with the per-exit list when `per_exit` is set.

@@ -62,7 +62,7 @@ pub async fn serve(mut client: TcpStream, sim: Arc<Sim>) {
             return;
         }
     };
-    let Some(open) = sim.tally.open(&exit) else {
+    let Some(open) = sim.tally.open(&exit, sim.counts(port)) else {
         sim.tally.refuse();
         return;
     };

@@ -20,6 +20,7 @@ pub struct Tally {
     sessions: Mutex<HashMap<(usize, String), Arc<ExitCounters>>>,
     refused: AtomicU64,
     udp_refused: AtomicU64,
+    uncounted: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -30,18 +31,17 @@ struct ExitCounters {
 }
 
 /// One open tunnel of one exit (and session); closing it (dropping) takes it off their
-/// in-flight counts.
+/// in-flight counts. An uncounted tunnel holds no counters.
 #[derive(Debug)]
 pub struct Open<'a> {
-    counters: &'a ExitCounters,
+    counters: Option<&'a ExitCounters>,
     session: Option<Arc<ExitCounters>>,
 }
 
 impl Drop for Open<'_> {
     fn drop(&mut self) {
-        self.counters.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if let Some(session) = &self.session {
-            session.in_flight.fetch_sub(1, Ordering::AcqRel);
+        for counters in self.counters.into_iter().chain(self.session.as_deref()) {
+            counters.in_flight.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -65,6 +65,9 @@ pub struct Snapshot {
     pub tunnels: u64,
     /// Tunnels open now, over all exits.
     pub in_flight: u64,
+    /// Of `tunnels`, those to another target than the one holders are counted toward (see
+    /// `Simulator::count_holders_to`): in no in-flight gauge.
+    pub uncounted: u64,
     /// The most tunnels one exit ever had open at once (the largest per-exit maximum).
     pub max_in_flight_per_exit: u32,
     /// Gateway session ids that carried a tunnel.
@@ -91,13 +94,22 @@ impl Tally {
             sessions: Mutex::new(HashMap::new()),
             refused: AtomicU64::new(0),
             udp_refused: AtomicU64::new(0),
+            uncounted: AtomicU64::new(0),
         }
     }
 
     /// Counts a tunnel of `holder`'s exit (and session) as open until the returned guard
-    /// drops; `None` if there is no such exit.
-    pub fn open(&self, holder: &Holder) -> Option<Open<'_>> {
+    /// drops, or, unless `counted`, only as opened; `None` if there is no such exit.
+    pub fn open(&self, holder: &Holder, counted: bool) -> Option<Open<'_>> {
         let counters = self.exits.get(holder.exit)?;
+        if !counted {
+            counters.tunnels.fetch_add(1, Ordering::Relaxed);
+            self.uncounted.fetch_add(1, Ordering::Relaxed);
+            return Some(Open {
+                counters: None,
+                session: None,
+            });
+        }
         counters.open();
         let session = holder.session.as_ref().map(|id| {
             let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
@@ -108,7 +120,10 @@ impl Tally {
             session.open();
             session
         });
-        Some(Open { counters, session })
+        Some(Open {
+            counters: Some(counters),
+            session,
+        })
     }
 
     /// Counts a connection refused before it became a tunnel.
@@ -135,6 +150,7 @@ impl Tally {
             exits_used: 0,
             tunnels: 0,
             in_flight: 0,
+            uncounted: self.uncounted.load(Ordering::Relaxed),
             max_in_flight_per_exit: 0,
             sessions: 0,
             max_in_flight_per_session: 0,
@@ -177,13 +193,13 @@ mod tests {
             session: None,
         };
         {
-            let _a = tally.open(&exit(0)).unwrap();
-            let _b = tally.open(&exit(1)).unwrap();
+            let _a = tally.open(&exit(0), true).unwrap();
+            let _b = tally.open(&exit(1), true).unwrap();
         }
-        let _c = tally.open(&exit(0)).unwrap();
+        let _c = tally.open(&exit(0), true).unwrap();
         assert_eq!(tally.snapshot(false).max_in_flight_per_exit, 1);
-        let _d = tally.open(&exit(0)).unwrap();
-        assert!(tally.open(&exit(2)).is_none());
+        let _d = tally.open(&exit(0), true).unwrap();
+        assert!(tally.open(&exit(2), true).is_none());
         tally.refuse();
         let snapshot = tally.snapshot(true);
         assert_eq!(snapshot.max_in_flight_per_exit, 2);
@@ -205,8 +221,8 @@ mod tests {
             exit: 0,
             session: Some(id.into()),
         };
-        let _a = tally.open(&session("a")).unwrap();
-        let _b = tally.open(&session("b")).unwrap();
+        let _a = tally.open(&session("a"), true).unwrap();
+        let _b = tally.open(&session("b"), true).unwrap();
         let snapshot = tally.snapshot(false);
         assert_eq!(
             (
@@ -216,10 +232,33 @@ mod tests {
             ),
             (2, 2, 1)
         );
-        let _c = tally.open(&session("a")).unwrap();
+        let _c = tally.open(&session("a"), true).unwrap();
         assert_eq!(tally.snapshot(false).max_in_flight_per_session, 2);
         drop(_c);
         drop(_a);
+        assert_eq!(tally.snapshot(false).in_flight, 1);
+    }
+
+    #[test]
+    fn an_uncounted_tunnel_is_opened_but_never_held() {
+        let tally = Tally::new(1);
+        let holder = Holder {
+            exit: 0,
+            session: Some("s".into()),
+        };
+        let _probe = tally.open(&holder, false).unwrap();
+        let _worker = tally.open(&holder, true).unwrap();
+        let snapshot = tally.snapshot(true);
+        assert_eq!((snapshot.tunnels, snapshot.uncounted), (2, 1));
+        assert_eq!(snapshot.in_flight, 1);
+        assert_eq!(
+            (
+                snapshot.max_in_flight_per_exit,
+                snapshot.max_in_flight_per_session
+            ),
+            (1, 1)
+        );
+        drop(_probe);
         assert_eq!(tally.snapshot(false).in_flight, 1);
     }
 }
