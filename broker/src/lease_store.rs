@@ -65,6 +65,13 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<ExitReport>, StoreFailure>> + Send;
     /// Live leases by class, bans in force, collisions.
     fn gauges(&self) -> impl Future<Output = Result<Gauges, StoreFailure>> + Send;
+    /// Deletes up to `batch` leases that ended (or expired) more than `keep_ms` ago by the
+    /// store's clock; how many.
+    fn prune(
+        &self,
+        keep_ms: i64,
+        batch: i64,
+    ) -> impl Future<Output = Result<u64, StoreFailure>> + Send;
 }
 
 impl LeaseStore for Store {
@@ -112,5 +119,9 @@ impl LeaseStore for Store {
 
     async fn gauges(&self) -> Result<Gauges, StoreFailure> {
         Ok(self.broker_gauges().await?)
+    }
+
+    async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {
+        Ok(self.broker_prune(keep_ms, batch).await?)
     }
 }

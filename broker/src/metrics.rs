@@ -33,6 +33,7 @@ pub struct Metrics {
     bans_active: Gauge,
     collisions: Gauge,
     labels_snapshot: Gauge,
+    pruned: Counter,
 }
 
 impl Metrics {
@@ -60,6 +61,7 @@ impl Metrics {
             bans_active: Gauge::default(),
             collisions: Gauge::default(),
             labels_snapshot: Gauge::default(),
+            pruned: Counter::default(),
         };
         registry.register(
             "leases_granted",
@@ -143,10 +145,20 @@ impl Metrics {
              every audit run stored",
             metrics.labels_snapshot.clone(),
         );
+        registry.register(
+            "leases_pruned",
+            "Ended leases deleted after --retain",
+            metrics.pruned.clone(),
+        );
         Self {
             registry,
             ..metrics
         }
+    }
+
+    /// Ended leases pruned.
+    pub fn pruned(&self, leases: u64) {
+        self.pruned.inc_by(leases);
     }
 
     /// The labels snapshot the instance obeys now.

@@ -18,6 +18,7 @@ use exitvoice_exits::ExitsFile;
 
 use super::audit::{init_logs, parse_duration};
 use super::database::DatabaseArg;
+use super::serve::parse_retention;
 
 /// Flags of `exitvoice broker` (each also `EXITVOICE_<NAME>` and a key of `[broker]`).
 #[derive(Debug, clap::Args)]
@@ -90,6 +91,11 @@ pub struct Args {
     /// `timeout`/`error` outcomes in a row that ban an exit.
     #[arg(long, value_name = "N", default_value_t = 3)]
     error_streak: u32,
+    /// Leases that ended longer ago than this are deleted (`1d`, `12h`; `0` keeps them for
+    /// ever). `GET /v1/exits` reports the last hour; fences and retired session ids are kept
+    /// apart and never pruned.
+    #[arg(long, value_name = "DURATION", default_value = "1d", value_parser = parse_retention)]
+    retain: Duration,
     /// This instance's name in metrics (default: `<host>-<pid>`).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
@@ -157,6 +163,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         stateless_per_origin: (args.stateless_per_origin > 0).then_some(args.stateless_per_origin),
         ban_ttl: args.ban_ttl,
         error_streak: args.error_streak,
+        retain: args.retain,
         instance,
         echo: file.echo.clone(),
     };

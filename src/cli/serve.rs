@@ -168,7 +168,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// A retention: `30d`, or any duration the scheduler takes (`12h`, `90m`, `0`).
-fn parse_retention(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_retention(text: &str) -> Result<Duration, String> {
     match text.strip_suffix('d') {
         Some(days) => days
             .parse::<u64>()

@@ -679,12 +679,11 @@ impl Store {
         let now = self.broker_now_ms().await?;
         let mut reports: Vec<ExitReport> = Vec::new();
         let mut index = std::collections::HashMap::new();
-        let exits = sqlx::query(
-            "SELECT e.exit_name, (SELECT COUNT(*) FROM broker_leases l \
-             WHERE l.exit_name = e.exit_name) FROM broker_exits e ORDER BY e.exit_name",
-        )
-        .fetch_all(self.pool())
-        .await?;
+        // Every grant takes the exit's next fence: the fence counts the leases served, pruned
+        // ones included.
+        let exits = sqlx::query("SELECT exit_name, fence FROM broker_exits ORDER BY exit_name")
+            .fetch_all(self.pool())
+            .await?;
         for row in exits {
             let exit_name: String = row.try_get(0)?;
             index.insert(exit_name.clone(), reports.len());
@@ -742,6 +741,26 @@ impl Store {
             }
         }
         Ok(reports)
+    }
+
+    /// Deletes up to `batch` leases that ended (or, never ended, expired) more than `keep_ms`
+    /// ago by the store's clock; how many. Fences live on in `broker_exits`, retired session ids
+    /// in their own table, so nothing a later lease depends on goes.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreError> {
+        let sql = format!(
+            "DELETE FROM broker_leases WHERE lease_id IN (SELECT lease_id FROM broker_leases \
+             WHERE COALESCE(ended_ms, expires_ms) < {now} - $1 LIMIT $2)",
+            now = now_ms(self.engine())
+        );
+        Ok(sqlx::query(&sql)
+            .bind(keep_ms)
+            .bind(batch)
+            .execute(self.pool())
+            .await?
+            .rows_affected())
     }
 
     /// Live leases by class, bans in force, and units held by more than one exclusive lease
@@ -1234,18 +1253,59 @@ mod tests {
                 .is_some());
         }
 
+        /// Pruning deletes ended leases only; the exit's fence and its count of leases served
+        /// go on from where they were.
+        async fn pruning_forgets_ended_leases_and_keeps_fences(store: Store) {
+            store
+                .broker_sync_units(&[unit("p", Some(LeaseClass::Identity))], true)
+                .await
+                .unwrap();
+            let first = take(&store, &ask("p1", LeaseClass::Identity, None))
+                .await
+                .unwrap();
+            end(&store, "p1", first.fence, "ok", None, Effect::Success)
+                .await
+                .unwrap();
+            let second = take(&store, &ask("p2", LeaseClass::Identity, None))
+                .await
+                .unwrap();
+            // Kept for an hour: nothing goes.
+            assert_eq!(store.broker_prune(3_600_000, 100).await.unwrap(), 0);
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            // Kept for no time: the ended lease goes, the live one stays.
+            assert_eq!(store.broker_prune(0, 100).await.unwrap(), 1);
+            assert_eq!(
+                store.broker_renew("p1", first.fence, 1000).await.unwrap(),
+                Err(Refusal::Unknown)
+            );
+            assert!(store
+                .broker_renew("p2", second.fence, 1000)
+                .await
+                .unwrap()
+                .is_ok());
+            end(&store, "p2", second.fence, "ok", None, Effect::Success)
+                .await
+                .unwrap();
+            let third = take(&store, &ask("p3", LeaseClass::Identity, None))
+                .await
+                .unwrap();
+            assert!(third.fence > second.fence && second.fence > first.fence);
+            let reports = store.broker_exit_reports(0).await.unwrap();
+            assert_eq!(reports[0].served, 3);
+        }
+
         async fn the_store_clock_expires_leases_and_caps_their_life(store: Store) {
             store
                 .broker_sync_units(&[unit("a", Some(LeaseClass::Identity))], true)
                 .await
                 .unwrap();
             let short = Acquire {
-                ttl_ms: 30,
-                life_ms: 60,
+                ttl_ms: 300,
+                life_ms: 600,
                 ..ask("l1", LeaseClass::Identity, None)
             };
             let granted = take(&store, &short).await.unwrap();
-            assert_eq!(granted.life_ends_ms - granted.now_ms, 60);
+            assert_eq!(granted.life_ends_ms - granted.now_ms, 600);
             let renewed = store
                 .broker_renew("l1", granted.fence, 1000)
                 .await
@@ -1256,7 +1316,7 @@ mod tests {
                 store.broker_renew("l1", granted.fence, 1000).await.unwrap(),
                 Err(Refusal::LifeCap)
             );
-            tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(650)).await;
             assert_eq!(
                 store.broker_renew("l1", granted.fence, 1000).await.unwrap(),
                 Err(Refusal::Expired)
