@@ -131,6 +131,11 @@ impl Store {
     /// Ends lease `lease_id` (if `fence` is its own and it is live) with `outcome`; a
     /// `success` also ends its exit's error streak and forgets the expired bans of its pair.
     /// What it held and how many bans were forgotten, or why not.
+    ///
+    /// Its commit does not wait for the WAL to reach the disk (`synchronous_commit = off` for
+    /// this transaction only): a release that a server crash loses leaves its unit held until
+    /// the lease expires, which costs a free unit for a while, never a second holder. Grants
+    /// and renewals wait: losing one of those would hand out a unit a worker still uses.
     pub(super) async fn release_in_one_statement(
         &self,
         lease_id: &str,
@@ -157,7 +162,7 @@ impl Store {
                AND broker_bans.origin IN ('', COALESCE(l.origin, '')) \
                AND broker_bans.until_ms <= l.ended_ms RETURNING 1) \
              SELECT unit, exit_name, origin, session, fence, expires_ms, life_ends_ms, ended_ms, \
-             (SELECT COUNT(*) FROM b) FROM l",
+             (SELECT COUNT(*) FROM b), set_config('synchronous_commit', 'off', true) FROM l",
             now = now_ms(Engine::Postgres),
         );
         let mut conn = self.pool().acquire().await?;
