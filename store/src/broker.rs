@@ -14,6 +14,7 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
+use sqlx::any::AnyRow;
 use sqlx::{Any, AnyConnection, Row as _, Transaction};
 use tokio::sync::OwnedMutexGuard;
 
@@ -1005,7 +1006,7 @@ async fn sticky(
     now: i64,
 ) -> Result<Option<Granted>, StoreError> {
     let row = sqlx::query(
-        "SELECT lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session \
+        "SELECT lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, $2 \
          FROM broker_leases \
          WHERE task = $1 AND state = 'live' AND expires_ms > $2 AND class = $3 \
          ORDER BY granted_ms DESC LIMIT 1",
@@ -1015,10 +1016,13 @@ async fn sticky(
     .bind(class.as_str())
     .fetch_optional(conn)
     .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    Ok(Some(Granted {
+    Ok(row.map(|row| granted(&row, true)).transpose()?)
+}
+
+/// A lease from a row of `lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session`
+/// and the store's now.
+fn granted(row: &AnyRow, sticky: bool) -> Result<Granted, sqlx::Error> {
+    Ok(Granted {
         lease_id: row.try_get(0)?,
         unit: row.try_get(1)?,
         exit_name: row.try_get(2)?,
@@ -1026,9 +1030,9 @@ async fn sticky(
         expires_ms: row.try_get(4)?,
         life_ends_ms: row.try_get(5)?,
         session: row.try_get(6)?,
-        now_ms: now,
-        sticky: true,
-    }))
+        now_ms: row.try_get(7)?,
+        sticky,
+    })
 }
 
 /// What holds a unit at a moment.

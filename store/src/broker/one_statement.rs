@@ -18,7 +18,7 @@
 
 use sqlx::{AnyConnection, Row as _};
 
-use super::{judge, now_ms, Acquire, Granted, LeaseRow, Refusal};
+use super::{granted, judge, now_ms, Acquire, Granted, LeaseRow, Refusal};
 use crate::{Engine, Store, StoreError};
 
 impl Store {
@@ -58,10 +58,12 @@ impl Store {
                SELECT $4, c.unit, c.exit_name, $5, $6, $7, $8, f.fence, \
                CASE WHEN c.gateway <> 0 THEN $9 || f.fence END, c.now_ms, \
                LEAST(c.now_ms + $10, c.life_ends), c.life_ends, 'live' FROM c, f \
-               RETURNING unit, exit_name, fence, expires_ms, life_ends_ms, session, granted_ms), \
+               RETURNING lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
+               granted_ms), \
              s AS (UPDATE broker_units SET {columns}, free_at = l.granted_ms FROM l \
                WHERE broker_units.unit = l.unit) \
-             SELECT unit, exit_name, fence, expires_ms, life_ends_ms, session, granted_ms FROM l",
+             SELECT lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
+             granted_ms FROM l",
             now = now_ms(Engine::Postgres),
         );
         let row = sqlx::query(&sql)
@@ -77,20 +79,7 @@ impl Store {
             .bind(request.ttl_ms.max(1))
             .fetch_optional(conn)
             .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        Ok(Some(Granted {
-            lease_id: request.lease_id.to_owned(),
-            unit: row.try_get(0)?,
-            exit_name: row.try_get(1)?,
-            fence: row.try_get(2)?,
-            expires_ms: row.try_get(3)?,
-            life_ends_ms: row.try_get(4)?,
-            session: row.try_get(5)?,
-            now_ms: row.try_get(6)?,
-            sticky: false,
-        }))
+        Ok(row.map(|row| granted(&row, false)).transpose()?)
     }
 
     /// Extends lease `lease_id` (if `fence` is its own and it is live below its life cap) by
