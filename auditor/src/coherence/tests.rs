@@ -95,5 +95,5 @@ fn the_user_agent_family_is_the_echos_reading() {
         persona.reasons,
         ["tls_family_ne_http_family", "ua_family_ne_tls_family"]
     );
-    assert!((persona.score - 0.2).abs() < 1e-9, "{persona:?}");
+    assert_eq!(persona.score, 0.2, "{persona:?}");
 }

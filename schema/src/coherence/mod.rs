@@ -85,12 +85,14 @@ fn name(family: &Option<Family>) -> Option<&str> {
     family.as_ref().map(|f| f.name.as_str())
 }
 
-/// The reasons and their weights (module docs), in the order they are reported.
-const WEIGHTS: [(&str, f64); 4] = [
-    ("alpn_h2_spoke_http1", 0.5),
-    ("tls_family_ne_http_family", 0.4),
-    ("ua_family_ne_tls_family", 0.4),
-    ("browser_tls_library_h2", 0.3),
+/// The reasons and their weights in tenths (module docs), in the order they are reported.
+/// Summed as integers, so a score is the double nearest a whole number of tenths (`0.2`, not
+/// `1.0 - 0.4 - 0.4 = 0.19999999999999996`).
+const WEIGHTS: [(&str, u8); 4] = [
+    ("alpn_h2_spoke_http1", 5),
+    ("tls_family_ne_http_family", 4),
+    ("ua_family_ne_tls_family", 4),
+    ("browser_tls_library_h2", 3),
 ];
 
 /// Judges one observation: its ALPN facts and the families it shows.
@@ -114,13 +116,13 @@ pub fn judge(alpn: &Alpn, families: Families) -> Coherence {
     if browser(&tls) && alpn.spoken == Spoken::H2 && !browser(&http) {
         reasons.push("browser_tls_library_h2");
     }
-    let lost: f64 = WEIGHTS
+    let lost: u8 = WEIGHTS
         .iter()
         .filter(|(reason, _)| reasons.contains(reason))
         .map(|(_, weight)| weight)
         .sum();
     Coherence {
-        score: (1.0 - lost).max(0.0),
+        score: f64::from(10_u8.saturating_sub(lost)) / 10.0,
         reasons: reasons.into_iter().map(str::to_owned).collect(),
         tls_family: tls,
         http_family: http,

@@ -152,7 +152,9 @@ fn reasons_and_weights() {
     for (case, alpn, families, reasons, score) in table {
         let c = judge(alpn, families);
         assert_eq!(c.reasons, reasons, "{case}: {c:?}");
-        assert!((c.score - score).abs() < 1e-9, "{case}: {c:?}");
+        // Exact: a score is a whole number of tenths, with no float noise in the labels.
+        assert_eq!(c.score, score, "{case}: {c:?}");
+        assert!(c.score.to_string().len() <= 3, "{case}: {}", c.score);
     }
     let all = judge(
         &http1,
