@@ -33,8 +33,11 @@ use crate::service::{Broker, BrokerError, LeaseRequest};
 
 /// The largest request body accepted.
 const MAX_BODY: usize = 16 * 1024;
-/// How far back `GET /v1/exits` reads outcomes, ms.
+/// How far back `GET /v1/exits` reads outcomes, ms…
 const REPORT_WINDOW_MS: i64 = 3_600_000;
+/// …and how many ended leases at most, the newest: what one call costs stays bounded however
+/// busy the broker (some 100 ms of the store's time).
+const REPORT_MOST_LEASES: i64 = 100_000;
 /// The OpenAPI description of this API.
 const OPENAPI: &str = include_str!("../openapi.json");
 
@@ -244,7 +247,9 @@ async fn exits<S: LeaseStore>(
 ) -> Result<Response, BrokerError> {
     let leases = shared.broker.leases();
     let now = leases.now_ms().await?;
-    let reports = leases.exit_reports(now - REPORT_WINDOW_MS).await?;
+    let reports = leases
+        .exit_reports(now - REPORT_WINDOW_MS, REPORT_MOST_LEASES)
+        .await?;
     let exits: Vec<_> = reports
         .into_iter()
         .map(|report| {

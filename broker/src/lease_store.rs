@@ -58,10 +58,12 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
         lease_id: &str,
         ip: &str,
     ) -> impl Future<Output = Result<EgressRecord, StoreFailure>> + Send;
-    /// Every exit with its live leases, bans and the outcomes since `since_ms`.
+    /// Every exit with its live leases, bans and the outcomes since `since_ms` of the newest
+    /// `most` ended leases.
     fn exit_reports(
         &self,
         since_ms: i64,
+        most: i64,
     ) -> impl Future<Output = Result<Vec<ExitReport>, StoreFailure>> + Send;
     /// Live leases by class, bans in force, collisions.
     fn gauges(&self) -> impl Future<Output = Result<Gauges, StoreFailure>> + Send;
@@ -113,8 +115,12 @@ impl LeaseStore for Store {
         Ok(self.broker_record_egress(lease_id, ip).await?)
     }
 
-    async fn exit_reports(&self, since_ms: i64) -> Result<Vec<ExitReport>, StoreFailure> {
-        Ok(self.broker_exit_reports(since_ms).await?)
+    async fn exit_reports(
+        &self,
+        since_ms: i64,
+        most: i64,
+    ) -> Result<Vec<ExitReport>, StoreFailure> {
+        Ok(self.broker_exit_reports(since_ms, most).await?)
     }
 
     async fn gauges(&self) -> Result<Gauges, StoreFailure> {
