@@ -276,6 +276,16 @@ fn the_dashboard_shows_every_exit_of_a_real_audit_run() {
     assert_eq!((status, kind.as_str()), (200, "application/json"));
     let exported: serde_json::Value = serde_json::from_str(&json).expect("labels JSON");
     assert_eq!(exported, run.labels, "/exits.json is the labels export");
+    let (status, kind, csv) = curl(&["-H", &bearer, &format!("{base}/exits.csv")]);
+    assert_eq!((status, kind.as_str()), (200, "text/csv; charset=utf-8"));
+    let doc: exitvoice_schema::LabelsDoc = serde_json::from_value(run.labels.clone()).unwrap();
+    let expected = exitvoice_schema::labels_csv(&doc).unwrap();
+    assert_eq!(
+        csv.as_bytes(),
+        expected,
+        "/exits.csv is the labels export as CSV"
+    );
+    assert_eq!(curl(&["-H", wrong, &format!("{base}/exits.csv")]).0, 401);
 
     let list = load(&format!("{authed}/exits"));
     for name in ["tinyproxy", "squid", "dead"] {

@@ -9,6 +9,7 @@
 pub mod coherence;
 pub mod echo;
 pub mod label;
+mod label_csv;
 pub mod observation;
 pub mod probe;
 pub mod raw_json;
@@ -23,6 +24,7 @@ pub use label::{
     Baseline, Change, DriftState, Egress, ExitCoherence, ExitLabel, Flags, H3Label, HistoryEntry,
     LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
+pub use label_csv::{labels_csv, CSV_COLUMNS};
 pub use observation::{
     compose_echo, rfc3339_ms, CleanEcho, ConnectionFacts, ConnectionRecord, ConnectionRow,
     ConnectionSummary, Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery,

@@ -158,9 +158,21 @@ pub struct LabelsArgs {
     /// The database `audit` wrote.
     #[command(flatten)]
     database: DatabaseArg,
-    /// Write the JSON here instead of stdout.
+    /// Write the labels here instead of stdout.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// `json` (the snapshot as stored), or `csv`: one row per exit (name, redacted url, route,
+    /// reasons, state, bucket, egress, success rate, p50/p95 latency, last probe), RFC 4180,
+    /// with formula-like cells made text by a leading `'`.
+    #[arg(long, value_enum, default_value_t = LabelsFormat::Json)]
+    format: LabelsFormat,
+}
+
+/// How `labels` prints the snapshot.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum LabelsFormat {
+    Json,
+    Csv,
 }
 
 /// `250ms`, `10s`, `2m`, `1h`, or a bare number of seconds.
@@ -469,13 +481,25 @@ pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
         .latest_labels()
         .await?
         .context("no labels yet: run `exitvoice audit` first")?;
-    match &args.out {
-        Some(path) => write_labels(&doc, path)?,
-        None => {
+    let csv = match args.format {
+        LabelsFormat::Json => None,
+        LabelsFormat::Csv => Some(exitvoice_schema::labels_csv(&doc)?),
+    };
+    match (&args.out, csv) {
+        (Some(path), None) => write_labels(&doc, path)?,
+        (Some(path), Some(csv)) => {
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, csv).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+        }
+        (None, csv) => {
+            let text = match csv {
+                Some(csv) => String::from_utf8(csv)?,
+                None => serde_json::to_string_pretty(&doc)? + "\n",
+            };
             // A reader that stops early (`| head`) is not an error of ours.
-            let json = serde_json::to_string_pretty(&doc)?;
             let mut out = std::io::stdout().lock();
-            match writeln!(out, "{json}") {
+            match out.write_all(text.as_bytes()) {
                 Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
                     return Err(error.into())
                 }

@@ -5,6 +5,7 @@
 //! | `GET /exits` | every exit of the latest labels: state, bucket, route and reasons, flags, voices, errors, latency, last probe; the pool's bucket and route charts; filters and sorting as query parameters ([`filter`]) |
 //! | `GET /exits/<name>` | one exit: its label, its voice timeline (inline SVG) and its recent probes |
 //! | `GET /exits.json` | the labels export, as `exitvoice labels` prints it |
+//! | `GET /exits.csv` | the same as CSV, as `exitvoice labels --format csv` prints it |
 //! | `GET /` | a redirect to `/exits` |
 //! | `/assets/…` | the stylesheet and script (no token needed: they describe nothing) |
 //!
@@ -21,7 +22,7 @@ mod timeline;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header::CONTENT_SECURITY_POLICY;
+use axum::http::header::{CONTENT_DISPOSITION, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -51,6 +52,7 @@ pub fn router(store: Store, token: DashboardToken) -> Router {
         .route("/", get(|| async { Redirect::to("/exits") }))
         .route("/exits", get(exits::page))
         .route("/exits.json", get(export))
+        .route("/exits.csv", get(export_csv))
         .route("/exits/{name}", get(exit::page))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -84,6 +86,9 @@ pub enum DashboardError {
     /// The store could not be read.
     #[error("the database could not be read")]
     Store(#[from] StoreError),
+    /// The labels could not be written as CSV.
+    #[error("the labels could not be written as CSV")]
+    Csv(String),
 }
 
 impl IntoResponse for DashboardError {
@@ -93,6 +98,10 @@ impl IntoResponse for DashboardError {
             Self::Store(error) => {
                 tracing::warn!(error = %error, "dashboard: reading the store failed");
                 StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::Csv(error) => {
+                tracing::warn!(%error, "dashboard: writing the CSV failed");
+                StatusCode::INTERNAL_SERVER_ERROR
             }
         };
         let message = self.to_string();
@@ -117,6 +126,20 @@ async fn latest(state: &DashboardState) -> Result<LabelsDoc, DashboardError> {
 /// `/exits.json`: the labels export, the document `exitvoice labels` prints.
 async fn export(State(state): State<DashboardState>) -> Result<Json<LabelsDoc>, DashboardError> {
     Ok(Json(latest(&state).await?))
+}
+
+/// The newest labels as CSV ([`exitvoice_schema::labels_csv`]), as a download.
+async fn export_csv(State(state): State<DashboardState>) -> Result<Response, DashboardError> {
+    let csv = exitvoice_schema::labels_csv(&latest(&state).await?)
+        .map_err(|error| DashboardError::Csv(error.to_string()))?;
+    Ok((
+        [
+            (CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (CONTENT_DISPOSITION, "attachment; filename=\"exits.csv\""),
+        ],
+        csv,
+    )
+        .into_response())
 }
 
 /// `name` as one URL path segment: every byte outside RFC 3986's unreserved set

@@ -1,0 +1,94 @@
+//! The labels as CSV, one row per exit with what a spreadsheet reader needs, for
+//! `exitvoice labels --format csv` and the dashboard's `/exits.csv`. Quoting is RFC 4180's
+//! (the `csv` crate). Every cell is text a spreadsheet must not run: one that starts with `=`,
+//! `+`, `-`, `@`, a tab or a carriage return gets a leading `'` (OWASP, "CSV Injection"), so an
+//! exit named `=HYPERLINK(…)` stays its name.
+
+use crate::label::{ExitLabel, LabelsDoc};
+
+/// The columns, in order.
+pub const CSV_COLUMNS: [&str; 11] = [
+    "name",
+    "url",
+    "route",
+    "reasons",
+    "state",
+    "bucket",
+    "egress",
+    "success_rate",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "last_probe_at",
+];
+
+/// `doc` as CSV: a header line, then one line per exit in the snapshot's order.
+///
+/// # Errors
+/// Only if the CSV writer fails to write to memory, which it does not.
+pub fn labels_csv(doc: &LabelsDoc) -> Result<Vec<u8>, csv::Error> {
+    // RFC 4180 ends records with CRLF; the crate's default is LF.
+    let mut out = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    out.write_record(CSV_COLUMNS)?;
+    for exit in &doc.exits {
+        out.write_record(row(exit).map(inert))?;
+    }
+    out.into_inner().map_err(|error| error.into_error().into())
+}
+
+/// One exit's cells, in [`CSV_COLUMNS`] order.
+fn row(exit: &ExitLabel) -> [String; 11] {
+    let attempts =
+        u64::from(exit.samples) + exit.errors.values().map(|&n| u64::from(n)).sum::<u64>();
+    #[allow(clippy::cast_precision_loss)]
+    let success_rate = if attempts > 0 {
+        format!("{:.3}", exit.samples as f64 / attempts as f64)
+    } else {
+        String::new()
+    };
+    let number = |ms: Option<u64>| ms.map(|ms| ms.to_string()).unwrap_or_default();
+    [
+        exit.name.clone(),
+        exit.url.clone(),
+        exit.route.to_string(),
+        exit.route_reasons.join("; "),
+        exit.state.to_string(),
+        exit.bucket.map(|b| b.to_string()).unwrap_or_default(),
+        exit.egress_ips.join(" "),
+        success_rate,
+        number(exit.latency.p50_ms),
+        number(exit.latency.p95_ms),
+        exit.last_probe_at.clone().unwrap_or_default(),
+    ]
+}
+
+/// `cell`, with a `'` before it when a spreadsheet would read it as a formula.
+fn inert(mut cell: String) -> String {
+    if cell.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        cell.insert(0, '\'');
+    }
+    cell
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formula_cells_are_made_text_and_others_left_alone() {
+        for (cell, shown) in [
+            ("=HYPERLINK(\"http://x\")", "'=HYPERLINK(\"http://x\")"),
+            ("+1", "'+1"),
+            ("-2", "'-2"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("\tx", "'\tx"),
+            ("\rx", "'\rx"),
+            ("plain", "plain"),
+            ("a=b", "a=b"),
+            ("", ""),
+        ] {
+            assert_eq!(inert(cell.to_owned()), shown, "{cell:?}");
+        }
+    }
+}
