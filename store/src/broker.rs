@@ -482,17 +482,9 @@ impl Store {
         let plain = matches!(effect, Effect::Success | Effect::Neutral);
         if self.engine() == Engine::Postgres && plain {
             let success = effect == Effect::Success;
-            return Ok(self
+            return self
                 .release_in_one_statement(lease_id, fence, outcome, latency_ms, success)
-                .await?
-                .map(|(lease, now, recovered_bans)| Released {
-                    unit: lease.unit,
-                    exit_name: lease.exit_name,
-                    banned_until_ms: None,
-                    recovered_bans,
-                    retired_session: None,
-                    now_ms: now,
-                }));
+                .await;
         }
         let (mut tx, now, lease) = match self.live_lease(lease_id, fence).await? {
             Ok(live) => live,

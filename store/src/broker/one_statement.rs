@@ -18,7 +18,7 @@
 
 use sqlx::{AnyConnection, Row as _};
 
-use super::{granted, judge, now_ms, Acquire, Granted, LeaseRow, Refusal};
+use super::{granted, judge, now_ms, Acquire, Granted, Refusal, Released};
 use crate::{Engine, Store, StoreError};
 
 impl Store {
@@ -132,14 +132,13 @@ impl Store {
         outcome: &str,
         latency_ms: Option<i64>,
         success: bool,
-    ) -> Result<Result<(LeaseRow, i64, u64), Refusal>, StoreError> {
+    ) -> Result<Result<Released, Refusal>, StoreError> {
         let sql = format!(
             "WITH n AS (SELECT {now} AS ms), \
              l AS (UPDATE broker_leases SET state = 'released', outcome = $1, latency_ms = $2, \
                ended_ms = n.ms FROM n \
                WHERE lease_id = $3 AND fence = $4 AND state = 'live' AND expires_ms > n.ms \
-               RETURNING unit, exit_name, class, origin, session, fence, expires_ms, \
-               life_ends_ms, ended_ms), \
+               RETURNING unit, exit_name, class, origin, ended_ms), \
              s AS (UPDATE broker_units SET \
                exclusive_until = CASE WHEN l.class = 'stateless' THEN exclusive_until ELSE 0 END, \
                shared_count = CASE WHEN l.class = 'stateless' \
@@ -150,8 +149,8 @@ impl Store {
              b AS (DELETE FROM broker_bans USING l WHERE $5 AND broker_bans.exit_name = l.exit_name \
                AND broker_bans.origin IN ('', COALESCE(l.origin, '')) \
                AND broker_bans.until_ms <= l.ended_ms RETURNING 1) \
-             SELECT unit, exit_name, origin, session, fence, expires_ms, life_ends_ms, ended_ms, \
-             (SELECT COUNT(*) FROM b), set_config('synchronous_commit', 'off', true) FROM l",
+             SELECT unit, exit_name, ended_ms, (SELECT COUNT(*) FROM b), \
+             set_config('synchronous_commit', 'off', true) FROM l",
             now = now_ms(Engine::Postgres),
         );
         let mut conn = self.pool().acquire().await?;
@@ -166,22 +165,15 @@ impl Store {
         let Some(row) = row else {
             return Ok(Err(self.refusal(&mut conn, lease_id, fence).await?));
         };
-        let lease = LeaseRow {
+        let recovered: i64 = row.try_get(3)?;
+        Ok(Ok(Released {
             unit: row.try_get(0)?,
             exit_name: row.try_get(1)?,
-            origin: row.try_get(2)?,
-            session: row.try_get(3)?,
-            fence: row.try_get(4)?,
-            expires_ms: row.try_get(5)?,
-            life_ends_ms: row.try_get(6)?,
-            state: "released".to_owned(),
-        };
-        let recovered: i64 = row.try_get(8)?;
-        Ok(Ok((
-            lease,
-            row.try_get(7)?,
-            u64::try_from(recovered).unwrap_or(0),
-        )))
+            banned_until_ms: None,
+            recovered_bans: u64::try_from(recovered).unwrap_or(0),
+            retired_session: None,
+            now_ms: row.try_get(2)?,
+        }))
     }
 
     /// Why a one-statement renew or release of `lease_id` changed nothing, read afterwards.
