@@ -123,7 +123,14 @@ fn the_egress_check_tells_a_task_its_address_changed() {
     );
     let database = work.path().join("audit.db").to_string_lossy().into_owned();
     audit(&exits, &database);
-    let broker = Broker::start(&exits, &database, TOKEN, &[]);
+    // Its state in a database of its own; the labels still come from the audit's.
+    let state = work.path().join("broker-state.db");
+    let broker = Broker::start(
+        &exits,
+        &database,
+        TOKEN,
+        &["--store", &state.to_string_lossy()],
+    );
     let ask = [
         "acquire",
         "--class",
@@ -149,6 +156,24 @@ fn the_egress_check_tells_a_task_its_address_changed() {
     assert_eq!(again["lease_id"], first["lease_id"], "{again}");
     assert_ne!(again["egress"]["ip"], first["egress"]["ip"], "{again}");
     assert_eq!(again["egress"]["changed"], true, "{again}");
+    let leases = |path: &str| {
+        tokio::runtime::Runtime::new().unwrap().block_on(async {
+            let store = exitvoice_store::Store::open(std::path::Path::new(path))
+                .await
+                .unwrap();
+            let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_leases")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            rows
+        })
+    };
+    assert_eq!(
+        leases(&state.to_string_lossy()),
+        1,
+        "the lease is in --store"
+    );
+    assert_eq!(leases(&database), 0, "and not in --database");
 }
 
 /// Two exits that leave from one address are one exit: an exclusive lease whose egress check

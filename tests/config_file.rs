@@ -65,7 +65,7 @@ fn config_check_shows_env_over_file_over_default_and_redacts_secrets() {
             "[serve]\nper-ip-rate = 50\nper-ip-burst = 60\nlisten = [\"127.0.0.1:9443\", \"[::1]:9443\"]\n\
              api-token = \"{SECRET}\"\n\n[audit]\nexits = \"exits.toml\"\nonce = true\n\n\
              [broker]\nexits = \"exits.toml\"\nstateless-per-exit = 3\nban-ttl = \"2h\"\n\
-             broker-token = \"{SECRET}\"\n"
+             broker-token = \"{SECRET}\"\nstore = \"postgres://fleet:{SECRET}@db.internal/broker\"\n"
         ),
     );
     let out = exitvoice(
@@ -110,6 +110,10 @@ fn config_check_shows_env_over_file_over_default_and_redacts_secrets() {
     assert_eq!(
         effective(&text, "broker", "broker-token"),
         r#"broker-token = "<redacted>"  # file"#
+    );
+    assert_eq!(
+        effective(&text, "broker", "store"),
+        r#"store = "postgres://fleet:***@db.internal/broker"  # file"#
     );
     assert!(
         !text.contains(SECRET),

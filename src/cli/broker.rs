@@ -17,7 +17,7 @@ use exitvoice_broker::service::{Broker, BrokerConfig};
 use exitvoice_exits::ExitsFile;
 
 use super::audit::{init_logs, parse_duration};
-use super::database::DatabaseArg;
+use super::database::{DatabaseArg, DatabaseText};
 use super::serve::parse_retention;
 
 /// Flags of `exitvoice broker` (each also `EXITVOICE_<NAME>` and a key of `[broker]`).
@@ -30,9 +30,20 @@ pub struct Args {
     /// The exits file (the auditor's).
     #[arg(long, value_name = "FILE")]
     exits: PathBuf,
-    /// The database with the auditor's labels; the broker keeps its state there too.
+    /// The database with the auditor's labels; the broker keeps its state there too, unless
+    /// `--store` names another.
     #[command(flatten)]
     database: DatabaseArg,
+    /// Where the broker keeps its state (leases, fences, bans) when not in `--database`: a
+    /// SQLite file or a `postgres://` URL, as `--database` takes. Prefer the environment
+    /// variable for a password.
+    #[arg(
+        long,
+        value_name = "FILE|URL",
+        env = "EXITVOICE_BROKER_STORE_URL",
+        hide_env_values = true
+    )]
+    store: Option<DatabaseText>,
     /// Where to listen. A non-loopback address needs TLS and `--broker-token`.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8490")]
     listen: SocketAddr,
@@ -131,6 +142,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let database = args.database.parse()?;
     let store = super::database::open(&database).await?;
+    let leases = match &args.store {
+        Some(state) => {
+            let state = super::database::parse(state.as_str()).context("--store")?;
+            super::database::open(&state).await?
+        }
+        None => store.clone(),
+    };
     let tls = if tls {
         let beside = database.sqlite_path().map_or_else(
             || args.exits.with_extension("toml.broker"),
@@ -168,12 +186,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         echo: file.echo.clone(),
     };
     let exits = file.exits.len();
-    let broker = Arc::new(Broker::new(
-        store.clone(),
-        store,
-        Pool::new(file.exits),
-        config,
-    ));
+    let broker = Arc::new(Broker::new(leases, store, Pool::new(file.exits), config));
     broker.refresh().await.context("reading the labels")?;
     let refresher = tokio::spawn(broker.clone().refresh_forever());
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -25,8 +25,8 @@ const ENV_PREFIX: &str = "EXITVOICE_";
 const SECTIONS: [&str; 3] = ["serve", "audit", "broker"];
 /// Options whose values are never printed (`config check`, `--help`).
 const SECRETS: [&str; 2] = ["api-token", "broker-token"];
-/// The option naming the database, whose URL may carry a password.
-const DATABASE: &str = "database";
+/// The options naming a database, whose URL may carry a password.
+const DATABASES: [&str; 2] = ["database", "store"];
 /// The option naming the file itself: not a key of it.
 const CONFIG: &str = "config";
 
@@ -166,7 +166,7 @@ fn effective_line(arg: &Arg, matches: &ArgMatches) -> Option<String> {
         .unwrap_or_default();
     let value = if SECRETS.contains(&key) {
         "\"<redacted>\"".to_owned()
-    } else if key == DATABASE {
+    } else if DATABASES.contains(&key) {
         // A PostgreSQL URL's password is shown as `***`.
         let shown = values
             .first()

@@ -64,6 +64,33 @@ pub async fn open(database: &Database) -> anyhow::Result<Store> {
         .with_context(|| format!("opening {database}"))
 }
 
+/// Another database option's value (`broker --store`), kept as text like `--database`'s, so
+/// that clap never quotes it in an error, and never printed with its password.
+#[derive(Clone)]
+pub struct DatabaseText(String);
+
+impl DatabaseText {
+    /// The value as given.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for DatabaseText {
+    fn from(value: String) -> Self {
+        Self(value)
+    }
+}
+
+impl fmt::Debug for DatabaseText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match parse(&self.0) {
+            Ok(database) => write!(f, "{database:?}"),
+            Err(_) => f.write_str("<invalid>"),
+        }
+    }
+}
+
 impl fmt::Debug for DatabaseArg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.parse() {
