@@ -201,15 +201,22 @@ pub(crate) fn init_logs() {
 }
 
 fn write_labels(doc: &LabelsDoc, path: &std::path::Path) -> anyhow::Result<()> {
+    write_atomically(path, |out| Ok(serde_json::to_writer_pretty(out, doc)?))
+}
+
+/// Writes `path` through `write` into a temporary file beside it, then renames it into place:
+/// a reader never sees half a file. Streamed: at 10,000 exits the pretty JSON is tens of MB.
+fn write_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp");
-    // Streamed to the file: at 10,000 exits the pretty JSON is tens of MB, no need for a copy.
-    let write = || -> anyhow::Result<()> {
+    let written = || -> std::io::Result<()> {
         let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        serde_json::to_writer_pretty(&mut out, doc)?;
-        std::io::Write::flush(&mut out)?;
-        Ok(())
+        write(&mut out)?;
+        out.flush()
     };
-    write().with_context(|| format!("writing {}", tmp.display()))?;
+    written().with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
@@ -485,27 +492,22 @@ pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
         LabelsFormat::Json => None,
         LabelsFormat::Csv => Some(exitvoice_schema::labels_csv(&doc)?),
     };
-    match (&args.out, csv) {
-        (Some(path), None) => write_labels(&doc, path)?,
-        (Some(path), Some(csv)) => {
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, csv).with_context(|| format!("writing {}", tmp.display()))?;
-            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    let write = |out: &mut dyn std::io::Write| match &csv {
+        Some(csv) => out.write_all(csv),
+        None => {
+            serde_json::to_writer_pretty(&mut *out, &doc)?;
+            out.write_all(b"\n")
         }
-        (None, csv) => {
-            let text = match csv {
-                Some(csv) => String::from_utf8(csv)?,
-                None => serde_json::to_string_pretty(&doc)? + "\n",
-            };
-            // A reader that stops early (`| head`) is not an error of ours.
-            let mut out = std::io::stdout().lock();
-            match out.write_all(text.as_bytes()) {
-                Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-                    return Err(error.into())
-                }
-                _ => {}
+    };
+    match &args.out {
+        Some(path) => write_atomically(path, write)?,
+        // A reader that stops early (`| head`) is not an error of ours.
+        None => match write(&mut std::io::stdout().lock()) {
+            Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(error.into())
             }
-        }
+            _ => {}
+        },
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -144,7 +144,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = super::database::open(&database).await?;
     let leases = match &args.store {
         Some(state) => {
-            let state = super::database::parse(state.as_str()).context("--store")?;
+            let state: exitvoice_store::Database = state.as_str().parse().context("--store")?;
             super::database::open(&state).await?
         }
         None => store.clone(),
