@@ -115,7 +115,11 @@ fn both_personas_give_the_same_route_and_flags() {
                 "{name} {flag}:\n{a}\n{b}"
             );
         }
-        assert_eq!(a["route"], b["route"], "{name}:\n{a}\n{b}");
+        assert_eq!(
+            a["route"], b["route"],
+            "{name}:\n{a}\n{b}\n{}",
+            chromium.stderr
+        );
     }
     let mitm = chromium.exit("mitm");
     assert_eq!(mitm["flags"]["tls_intercepted"], true, "{mitm}");
@@ -188,7 +192,11 @@ fn a_round_robin_over_an_interceptor_gets_one_verdict_from_both_personas() {
                 "{name} {flag}:\n{a}\n{b}"
             );
         }
-        assert_eq!(a["route"], b["route"], "{name}:\n{a}\n{b}");
+        assert_eq!(
+            a["route"], b["route"],
+            "{name}:\n{a}\n{b}\n{}",
+            chromium.stderr
+        );
     }
     // Behind the two-way round robin the Chromium persona heard both backends: its own voice
     // through squid, mitmproxy's through the interceptor.

@@ -154,6 +154,10 @@ pub enum ProbeError {
         /// The kind of the I/O error (the message may quote peer bytes, so only the kind is kept).
         kind: std::io::ErrorKind,
     },
+    /// A browser's page load failed with a network error: Chromium's `net_error` (negative, as
+    /// in `net_error_list.h`).
+    #[error("chromium net error {0}")]
+    Browser(i32),
     /// The exit cannot be dialed as configured.
     #[error("unsupported exit: {0}")]
     Unsupported(&'static str),
@@ -173,6 +177,7 @@ impl ProbeError {
             Self::Tls(_) | Self::ProxyTls(_) => ErrorClass::Tls,
             Self::BadEcho(_) | Self::H2(_) => ErrorClass::BadEcho,
             Self::Io { .. } | Self::Unsupported(_) => ErrorClass::Io,
+            Self::Browser(code) => browser_class(*code),
         }
     }
 
@@ -196,6 +201,22 @@ impl ProbeError {
             },
             kind => Self::Io { phase, kind },
         }
+    }
+}
+
+/// The class of Chromium's `net_error` `code`, by the ranges of `net_error_list.h`: 100–199
+/// connection errors (a refusal has its own class), 200–299 certificate errors, 800–899 and
+/// `NAME_NOT_RESOLVED` (105) name resolution; `TIMED_OUT` (7) and `CONNECTION_TIMED_OUT` (118)
+/// time-outs; `EMPTY_RESPONSE` (324) a connection closed before any answer. Any other error
+/// (HTTP, cache, a protocol error of the answer) is the echo's answer gone wrong.
+fn browser_class(code: i32) -> ErrorClass {
+    match code {
+        -7 | -118 => ErrorClass::Timeout,
+        -102 => ErrorClass::ConnectRefused,
+        -105 | -899..=-800 => ErrorClass::Dns,
+        -299..=-200 => ErrorClass::Tls,
+        -324 | -199..=-100 => ErrorClass::Io,
+        _ => ErrorClass::BadEcho,
     }
 }
 
@@ -249,6 +270,14 @@ mod tests {
             ),
             (ProbeError::Tls("x".into()), "tls"),
             (ProbeError::BadEcho("x".into()), "bad_echo"),
+            // Chromium's codes, named as in net_error_list.h.
+            (ProbeError::Browser(-100), "io"), // CONNECTION_CLOSED
+            (ProbeError::Browser(-324), "io"), // EMPTY_RESPONSE
+            (ProbeError::Browser(-118), "timeout"), // CONNECTION_TIMED_OUT
+            (ProbeError::Browser(-102), "connect_refused"), // CONNECTION_REFUSED
+            (ProbeError::Browser(-105), "dns"), // NAME_NOT_RESOLVED
+            (ProbeError::Browser(-202), "tls"), // CERT_AUTHORITY_INVALID
+            (ProbeError::Browser(-337), "bad_echo"), // HTTP2_PROTOCOL_ERROR
         ];
         for (error, class) in cases {
             assert_eq!(error.class().as_str(), class, "{error}");

@@ -252,7 +252,8 @@ pub async fn probe(
         tunnel.clone(),
     ));
     let profile = std::env::temp_dir().join(format!("exitvoice-chromium-{token}"));
-    let loaded = load(echo, token, config, shim_port, &profile).await;
+    let url = format!("https://{}/probe/{token}", echo.authority());
+    let loaded = load(&url, config, shim_port, &profile).await;
     shim_task.abort();
     let _ = std::fs::remove_dir_all(&profile);
     let (dom, netlog) = loaded?;
@@ -262,7 +263,9 @@ pub async fn probe(
             if let Some(failure) = tunnel.failure.lock().ok().and_then(|mut f| f.take()) {
                 return Err(failure);
             }
-            return Err(handshake_failure(&netlog).unwrap_or(error));
+            return Err(handshake_failure(&netlog)
+                .or_else(|| load_failure(&netlog, &url))
+                .unwrap_or(error));
         }
     };
     if echo_json.token.as_deref() != Some(token) {
@@ -307,11 +310,17 @@ fn handshake_failure(netlog: &[u8]) -> Option<ProbeError> {
     Some(ProbeError::Tls(format!("chromium net error {code}")))
 }
 
+/// The network error the load of `url` ended with, if the net log shows one. (Headless
+/// Chromium dumps an empty page for a failed load, without its error page.)
+fn load_failure(netlog: &[u8], url: &str) -> Option<ProbeError> {
+    let code = netlog::request_error(netlog, url).ok()??;
+    Some(ProbeError::Browser(code))
+}
+
 /// One page load of the echo by Chromium through the shim at `shim_port`, accepting any
 /// certificate; returns the DOM dump and the net log.
 async fn load(
-    echo: &EchoTarget,
-    token: &str,
+    url: &str,
     config: &ChromiumConfig,
     shim_port: u16,
     profile: &Path,
@@ -320,7 +329,6 @@ async fn load(
         .await
         .map_err(|e| ProbeError::io(Phase::Connect, "chromium", &e))?;
     let netlog_path = profile.join("netlog.json");
-    let url = format!("https://{}/probe/{token}", echo.authority());
     let child = tokio::process::Command::new(&config.binary)
         .args(HEADLESS_FLAGS)
         .arg("--proxy-bypass-list=<-loopback>")
@@ -329,7 +337,7 @@ async fn load(
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--log-net-log={}", netlog_path.display()))
         .arg("--dump-dom")
-        .arg(&url)
+        .arg(url)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

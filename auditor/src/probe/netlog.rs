@@ -120,6 +120,42 @@ pub fn tls_connections(json: &[u8]) -> Result<Vec<TlsConnection>, NetLogError> {
         .collect())
 }
 
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow)]
+    url: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// The `net_error` the last request for `url` ended with: the end of its `REQUEST_ALIVE` (the
+/// begin names the URL). `None` when it succeeded, never ended, or was never made.
+///
+/// # Errors
+/// Not a net log's JSON.
+pub fn request_error(json: &[u8], url: &str) -> Result<Option<i32>, NetLogError> {
+    let log: NetLog<'_> = serde_json::from_slice(json)?;
+    let Some(alive) = log.constants.event_types.get("REQUEST_ALIVE").copied() else {
+        return Ok(None);
+    };
+    let phase = |name: &str| log.constants.phases.get(name).copied();
+    let (begin, end) = (phase("PHASE_BEGIN"), phase("PHASE_END"));
+    let mut request = None;
+    let mut error = None;
+    for event in log.events.iter().filter(|event| event.kind == alive) {
+        if Some(event.phase) == begin {
+            let named = params::<Request<'_>>(event.params)?.and_then(|p| p.url);
+            if named.as_deref() == Some(url) {
+                request = Some(event.source.id);
+                error = None;
+            }
+        } else if Some(event.phase) == end && request == Some(event.source.id) {
+            error = params::<NetError>(event.params)?
+                .and_then(|p| p.net_error)
+                .filter(|&code| code != 0);
+        }
+    }
+    Ok(error)
+}
+
 fn params<'de, T: Deserialize<'de>>(raw: Option<&'de RawValue>) -> Result<Option<T>, NetLogError> {
     raw.map(|raw| serde_json::from_str(raw.get()))
         .transpose()
@@ -166,6 +202,31 @@ mod tests {
         assert!(!is_certificate_error(-111));
     }
 
+    #[test]
+    fn the_last_request_for_the_url_gives_its_error() {
+        let json = r#"{"constants":{"logEventTypes":{"REQUEST_ALIVE":5,"OTHER":3},
+            "logEventPhase":{"PHASE_BEGIN":1,"PHASE_END":2,"PHASE_NONE":0}},"events":[
+            {"type":5,"source":{"id":4},"phase":1,"params":{"url":"https://e/probe/t"}},
+            {"type":5,"source":{"id":6},"phase":1,"params":{"url":"https://e/favicon.ico"}},
+            {"type":5,"source":{"id":4},"phase":2,"params":{"net_error":-100}},
+            {"type":5,"source":{"id":6},"phase":2,"params":{"net_error":-324}},
+            {"type":5,"source":{"id":8},"phase":1,"params":{"url":"https://e/probe/t"}},
+            {"type":3,"source":{"id":8},"phase":0,"params":{"net_error":-7}},
+            {"type":5,"source":{"id":8},"phase":2,"params":{"net_error":-101}}]}"#;
+        assert_eq!(
+            request_error(json.as_bytes(), "https://e/probe/t").unwrap(),
+            Some(-101)
+        );
+        assert_eq!(
+            request_error(json.as_bytes(), "https://e/favicon.ico").unwrap(),
+            Some(-324)
+        );
+        assert_eq!(
+            request_error(json.as_bytes(), "https://e/other").unwrap(),
+            None
+        );
+    }
+
     /// `captures/chromium-netlog/`: a real load through mitmproxy; the expected values are
     /// OpenSSL's, from the PEM inside the log (`capture.json`).
     #[test]
@@ -175,6 +236,10 @@ mod tests {
         let capture: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join("capture.json")).unwrap()).unwrap();
         let log = std::fs::read(dir.join(capture["file"].as_str().unwrap())).unwrap();
+        for (url, error) in capture["request_errors"]["values"].as_object().unwrap() {
+            let expected = error.as_i64().map(|code| i32::try_from(code).unwrap());
+            assert_eq!(request_error(&log, url).unwrap(), expected, "{url}");
+        }
         let connections = tls_connections(&log).unwrap();
         let expected = capture["connections"].as_array().unwrap();
         assert_eq!(connections.len(), expected.len());
