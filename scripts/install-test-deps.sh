@@ -3,7 +3,8 @@
 #   - Debian packages: the real clients (Chromium, Firefox ESR, curl, nghttp, Go, openssl),
 #     the real proxies, tshark/editcap, NSS tools, Prometheus (scrapes the echo's metrics; its
 #     packaged service is not started: the tests run their own instance), systemd (its
-#     systemd-analyze checks the deploy/ units), pebble (a throwaway ACME CA);
+#     systemd-analyze checks the deploy/ units), pebble (a throwaway ACME CA), redis-server
+#     (store/redistest runs its own servers from its binary; the packaged daemon is stopped);
 #   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients
 #     (aioquic: the independent QUIC/HTTP/3 client of tests/echo_quic.rs);
 #   - .tools/venv-mitm: mitmproxy (11.x on Python 3.11), kept apart from the test venv;
@@ -27,7 +28,7 @@ APT_PACKAGES=(
   tshark libnss3-tools sqlite3
   chromium firefox-esr nghttp2-client golang-go
   squid apache2-utils tinyproxy dante-server haproxy
-  prometheus systemd pebble postgresql
+  prometheus systemd pebble postgresql redis-server
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -37,6 +38,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   say "apt installing ${missing[*]}"
   "${APT[@]}" update -q
   "${APT[@]}" install -y -q --no-install-recommends "${missing[@]}"
+fi
+# Where an init system lets it, installing redis-server starts Debian's daemon on port 6379. The
+# tests never use it (store/redistest starts servers of its own on free ports), so a daemon that
+# this install started is stopped and not started again at boot. Only right after installing:
+# a Redis someone runs on purpose is left alone on later runs.
+if [[ " ${missing[*]} " == *" redis-server "* ]]; then
+  if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+    systemctl disable --now redis-server >/dev/null 2>&1 || true
+  fi
+  redis-cli -p 6379 shutdown nosave >/dev/null 2>&1 || true
 fi
 # Java (HttpClient, source launch) and node: preinstalled on the project's machines (JDK 17,
 # node 20); on a bare Debian 12 fall back to the distribution's (JDK 17, node 18).

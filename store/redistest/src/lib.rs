@@ -1,0 +1,402 @@
+//! Throwaway Redis servers for tests: Debian's `redis-server` binary (the test command installs
+//! the `redis-server` package), started as a child process in a temporary directory, listening
+//! on loopback only on a free port, with no persistence (`--save "" --appendonly no`) and
+//! nothing from the system's configuration (no config file; the Debian service on port 6379 is
+//! never used, nor needed).
+//!
+//! Two servers per test process are shared and started on first use: a plain one
+//! ([`server`]) and a TLS-only one ([`tls_server`]), whose certificate, signed by a CA made for
+//! it ([`Server::ca_pem`]), is valid for `127.0.0.1` and `localhost`. A watchdog kills them and
+//! removes their directories when the process ends, however it ends. Tests that kill or restart
+//! a server take a private one ([`private_server`]), which dropping kills. Tests sharing a
+//! server keep apart by prefixing their keys with [`fresh_prefix`].
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Debian's server binary.
+const REDIS_SERVER: &str = "/usr/bin/redis-server";
+
+/// How long a server may take to answer after it is started.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many free ports a new server tries when another process takes the one it was given
+/// between the probe and the server's own `bind`.
+const PORT_ATTEMPTS: u32 = 5;
+
+/// The line the server logs once it listens.
+const READY_LINE: &str = "Ready to accept connections";
+
+/// A running server.
+pub struct Server {
+    port: u16,
+    /// Its temporary directory: working directory (`--dir`), log, pid file, certificates.
+    dir: PathBuf,
+    /// The CA's PEM file, for the TLS server.
+    ca: Option<PathBuf>,
+    /// Private servers are killed and their directory removed on drop; shared ones (statics,
+    /// never dropped) by the watchdog.
+    private: bool,
+    /// The server process; `None` while stopped.
+    child: Mutex<Option<Child>>,
+}
+
+impl Server {
+    /// The loopback port the server listens on (the TLS port, for the TLS server).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>/`, or `rediss://127.0.0.1:<port>/` for the TLS server (whose
+    /// certificate is valid for `127.0.0.1` and `localhost`, signed by [`Server::ca_pem`]).
+    pub fn url(&self) -> String {
+        let scheme = if self.ca.is_some() { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
+    }
+
+    /// The PEM file of the CA that signed the TLS server's certificate; `None` for a plain
+    /// server.
+    pub fn ca_pem(&self) -> Option<&Path> {
+        self.ca.as_deref()
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port with an empty data set
+    /// (nothing is persisted), returning once it answers: Redis "forgot everything". On a shared
+    /// server this empties it for every test of the process, so tests doing it take a
+    /// [`private_server`].
+    ///
+    /// # Panics
+    /// If the server does not start again within 30 seconds.
+    pub fn restart_empty(&self) {
+        self.start_again();
+    }
+
+    /// Kills the server (SIGKILL) and waits for it to be gone, without restarting it:
+    /// connections to its port are refused until [`Server::start_again`]. Does nothing when it
+    /// is stopped already.
+    pub fn stop(&self) {
+        let mut child = self.lock();
+        self.kill(&mut child);
+    }
+
+    /// Starts the server again on the same port, empty, returning once it answers. A server
+    /// still running is killed first, so this is [`Server::restart_empty`] then.
+    ///
+    /// # Panics
+    /// If the server does not start within 30 seconds (retrying while another process holds
+    /// the port).
+    pub fn start_again(&self) {
+        let mut child = self.lock();
+        self.kill(&mut child);
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            match launch(&self.dir, self.port, self.ca.is_some()) {
+                Ok(started) => {
+                    *child = Some(started);
+                    return;
+                }
+                Err(failure) if failure.port_in_use && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(failure) => panic!(
+                    "redis-server did not start again on port {}: {}",
+                    self.port, failure.message
+                ),
+            }
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Child>> {
+        self.child.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Kills and reaps the process, if any. The pid file goes before the reaping, so the
+    /// watchdog never kills a reused pid.
+    fn kill(&self, child: &mut Option<Child>) {
+        if let Some(mut process) = child.take() {
+            let _ = process.kill();
+            let _ = std::fs::remove_file(self.dir.join(PID_FILE));
+            let _ = process.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    /// A private server is killed and its directory removed; shared ones live in statics,
+    /// which are never dropped (the watchdog cleans them up).
+    fn drop(&mut self) {
+        if self.private {
+            let mut child = self.lock();
+            self.kill(&mut child);
+            drop(child);
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The test process's plain server, started on first call.
+///
+/// # Panics
+/// If `redis-server` is missing (the message says how to install it) or the server does not
+/// start.
+pub fn server() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(|| start(false, false))
+}
+
+/// The test process's TLS-only server (no plain port; clients need not present a certificate),
+/// started on first call. Its certificate is valid for `127.0.0.1` and `localhost`.
+///
+/// # Panics
+/// As [`server`].
+pub fn tls_server() -> &'static Server {
+    static SERVER: OnceLock<Server> = OnceLock::new();
+    SERVER.get_or_init(|| start(true, false))
+}
+
+/// A fresh plain server of the caller's own, for tests that kill or restart it. Dropping it
+/// kills it and removes its directory.
+///
+/// # Panics
+/// As [`server`].
+pub fn private_server() -> Server {
+    start(false, true)
+}
+
+/// A key prefix of one test's own, `t<n>_<hint>` (the hint lowercased, other than ASCII letters
+/// and digits replaced by `_`, cut at 40 characters), so tests sharing a server never see each
+/// other's keys.
+pub fn fresh_prefix(hint: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let clean: String = hint
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    format!("t{}_{clean}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The file, in the server's directory, holding the running server's pid for the watchdog.
+const PID_FILE: &str = "redis.pid";
+
+/// The server's log file, in its directory.
+const LOG_FILE: &str = "server.log";
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn start(tls: bool, private: bool) -> Server {
+    if !Path::new(REDIS_SERVER).exists() {
+        panic!(
+            "Redis is not installed (no {REDIS_SERVER}): `apt-get install redis-server`, or run \
+             scripts/test.sh, which installs it"
+        );
+    }
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("exitvoice-redis-{}-", std::process::id()))
+        .tempdir()
+        .expect("server directory")
+        .keep();
+    let ca = tls.then(|| write_certificates(&dir));
+    // Watched from the start, so the directory goes even if the server never comes up.
+    watch(&dir);
+    let mut attempt = 1;
+    loop {
+        let port = free_port();
+        match launch(&dir, port, tls) {
+            Ok(child) => {
+                return Server {
+                    port,
+                    dir,
+                    ca,
+                    private,
+                    child: Mutex::new(Some(child)),
+                }
+            }
+            Err(failure) if failure.port_in_use && attempt < PORT_ATTEMPTS => attempt += 1,
+            Err(failure) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                panic!("redis-server did not start: {}", failure.message);
+            }
+        }
+    }
+}
+
+/// Why a server did not come up.
+struct Failure {
+    /// Another process holds the port.
+    port_in_use: bool,
+    /// What went wrong, with the server's log.
+    message: String,
+}
+
+/// Starts a server in `dir` on `port` and waits until it answers (plain: `PING` gets `+PONG`;
+/// TLS: it logs that it is ready and the port accepts connections).
+fn launch(dir: &Path, port: u16, tls: bool) -> Result<Child, Failure> {
+    let log = dir.join(LOG_FILE);
+    // A fresh log per start, so readiness is this process's.
+    File::create(&log).map_err(|e| Failure {
+        port_in_use: false,
+        message: format!("cannot create {}: {e}", log.display()),
+    })?;
+    let mut command = Command::new(REDIS_SERVER);
+    command.args(["--bind", "127.0.0.1", "--protected-mode", "no"]);
+    if tls {
+        command
+            .args(["--port", "0", "--tls-port", &port.to_string()])
+            .arg("--tls-cert-file")
+            .arg(dir.join("server.pem"))
+            .arg("--tls-key-file")
+            .arg(dir.join("server.key"))
+            .arg("--tls-ca-cert-file")
+            .arg(dir.join("ca.pem"))
+            .args(["--tls-auth-clients", "no"]);
+    } else {
+        command.args(["--port", &port.to_string()]);
+    }
+    command
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .arg("--logfile")
+        .arg(&log)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().map_err(|e| Failure {
+        port_in_use: false,
+        message: format!("cannot run {REDIS_SERVER}: {e}"),
+    })?;
+    if let Err(e) = std::fs::write(dir.join(PID_FILE), child.id().to_string()) {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(Failure {
+            port_in_use: false,
+            message: format!("cannot write its pid file: {e}"),
+        });
+    }
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_none() && answers(port, tls, &log) {
+            return Ok(child);
+        }
+        if exited.is_some() || Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = std::fs::remove_file(dir.join(PID_FILE));
+            let status = child.wait();
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            return Err(Failure {
+                port_in_use: log.contains("Address already in use"),
+                message: match exited {
+                    Some(status) => format!("it exited ({status}); its log:\n{log}"),
+                    None => format!(
+                        "no answer on port {port} within {START_TIMEOUT:?} (then {status:?}); \
+                         its log:\n{log}"
+                    ),
+                },
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether the server on `port` is up.
+fn answers(port: u16, tls: bool, log: &Path) -> bool {
+    let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    if tls {
+        return std::fs::read_to_string(log).is_ok_and(|l| l.contains(READY_LINE))
+            && TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok();
+    }
+    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+    if stream.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut reply = [0; 7];
+    stream.read_exact(&mut reply).is_ok() && reply == *b"+PONG\r\n"
+}
+
+/// Makes a CA and a server certificate it signs, valid for `127.0.0.1` (IP SAN) and
+/// `localhost`; writes `ca.pem`, `server.pem` and `server.key` into `dir` and returns the CA's
+/// path.
+fn write_certificates(dir: &Path) -> PathBuf {
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
+        KeyPair, KeyUsagePurpose,
+    };
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "exitvoice redistest CA");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let key = KeyPair::generate().expect("server key");
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .expect("server certificate parameters");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "localhost");
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    let cert = params.signed_by(&key, &issuer).expect("server certificate");
+
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, ca_cert.pem()).expect("write ca.pem");
+    std::fs::write(dir.join("server.pem"), cert.pem()).expect("write server.pem");
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).expect("write server.key");
+    ca
+}
+
+/// Kills the server whose pid is in `dir` and removes `dir` once this process has ended,
+/// however it ends; gives up early when `dir` is gone (a private server dropped).
+#[allow(
+    clippy::zombie_processes,
+    reason = "the watchdog outlives this process by design: nothing here could wait for it"
+)]
+fn watch(dir: &Path) {
+    let script = format!(
+        "while kill -0 {pid} 2>/dev/null && [ -d '{dir}' ]; do sleep 0.5; done; \
+         if [ -d '{dir}' ]; then \
+           p=$(cat '{dir}/{PID_FILE}' 2>/dev/null) && kill -9 \"$p\" 2>/dev/null; \
+           rm -rf '{dir}'; \
+         fi",
+        pid = std::process::id(),
+        dir = dir.display()
+    );
+    Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the server's watchdog");
+}
