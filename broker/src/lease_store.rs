@@ -13,6 +13,18 @@ use exitvoice_store::{
 #[error("lease store: {0}")]
 pub struct StoreFailure(#[source] Box<dyn std::error::Error + Send + Sync>);
 
+impl StoreFailure {
+    /// A failure of the store's own kind.
+    pub(crate) fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self(Box::new(error))
+    }
+
+    /// A failure told in words (the store answered something it should not have).
+    pub(crate) fn message(text: String) -> Self {
+        Self(text.into())
+    }
+}
+
 impl From<exitvoice_store::StoreError> for StoreFailure {
     fn from(error: exitvoice_store::StoreError) -> Self {
         Self(Box::new(error))
@@ -131,3 +143,6 @@ impl LeaseStore for Store {
         Ok(self.broker_prune(keep_ms, batch).await?)
     }
 }
+
+#[cfg(test)]
+mod suite;

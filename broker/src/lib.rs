@@ -7,7 +7,7 @@
 //! - [`egress`]: a lease's egress address, checked through the exit at the echo server;
 //! - [`policy`]: what a reported outcome does (bans, retired sessions, failure streaks);
 //! - [`lease_store`]: the one interface the broker's state sits behind (SQLite and PostgreSQL
-//!   through `exitvoice-store`);
+//!   through `exitvoice-store`, Redis through [`redis_leases`]);
 //! - [`metrics`]: Prometheus metrics.
 //!
 //! Exclusivity, fences and expiry are the store's (see `exitvoice_store`'s broker module): an
@@ -22,5 +22,6 @@ pub mod lease_store;
 pub mod metrics;
 pub mod policy;
 pub mod pool;
+pub mod redis_leases;
 pub mod service;
 pub mod tls;

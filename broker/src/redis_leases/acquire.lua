@@ -1,0 +1,77 @@
+-- Grants a lease on a free unit, or returns a task's live lease of the class.
+-- ARGV: lease id, class, holder, task (''), origin (''), ttl ms, life ms, session nonce,
+-- stateless leases per (unit, origin) (0: no cap).
+-- Returns {id, unit, exit, fence, expires, life_ends, session|false, now, sticky} or false.
+local id, class, holder, task, origin = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local ttl, life, nonce, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
+local rank = CLASSES[class]
+local now = clock()
+reap(now, REAP_MOST)
+
+if task ~= '' then
+  local held = redis.call('GET', task_key(class, task))
+  local l = held and read_lease(held)
+  if l and l.state == 'live' and l.expires > now then
+    return { l.id, l.unit, l.exit, l.fence, l.expires, l.life_ends, l.session or false, now, 1 }
+  end
+end
+
+-- Candidates: the least recently changed units of every rank that admits the class, from the
+-- sets that hold exactly the units free for it (nothing live; or, for stateless, room left).
+local exclusive = class ~= 'stateless'
+local candidates = {}
+for r = rank, 3 do
+  local key = exclusive and free_key(r) or open_key(r)
+  local found = redis.call('ZRANGE', key, 0, WALK_MOST - 1, 'WITHSCORES')
+  for i = 1, #found, 2 do
+    candidates[#candidates + 1] = { name = found[i], at = tonumber(found[i + 1]) }
+  end
+end
+table.sort(candidates, function(a, b)
+  if a.at ~= b.at then return a.at < b.at end
+  return a.name < b.name
+end)
+
+local chosen
+for i = 1, math.min(#candidates, WALK_MOST) do
+  local u = read_unit(candidates[i].name)
+  if u and u.rank >= rank and u.excl == 0 and
+      ((exclusive and u.shared == 0) or (not exclusive and u.shared < u.cap)) then
+    local bans = redis.call('HMGET', ban_until_key(u.exit), '', origin)
+    local banned = num(bans[1]) > now or (origin ~= '' and num(bans[2]) > now)
+    local full = not exclusive and origin ~= '' and cap > 0 and
+        num(redis.call('HGET', origins_key(u.name), origin)) >= cap
+    if not banned and not full then
+      chosen = u
+      break
+    end
+  end
+end
+if not chosen then return false end
+
+local fence = redis.call('HINCRBY', exit_key(chosen.exit), 'fence', 1)
+local life_ends = now + math.max(math.min(life, chosen.life), 1)
+local expires = math.min(now + math.max(ttl, 1), life_ends)
+local session = false
+if chosen.gw then session = nonce .. fence end
+local fields = { 'unit', chosen.name, 'exit', chosen.exit, 'class', class, 'holder', holder,
+  'fence', fence, 'granted', now, 'expires', expires, 'life_ends', life_ends, 'state', 'live' }
+if task ~= '' then fields[#fields + 1] = 'task'; fields[#fields + 1] = task end
+if origin ~= '' then fields[#fields + 1] = 'origin'; fields[#fields + 1] = origin end
+if session then fields[#fields + 1] = 'session'; fields[#fields + 1] = session end
+redis.call('HSET', lease_key(id), unpack(fields))
+redis.call('ZADD', EXPIRY, expires, id)
+redis.call('SADD', live_key(chosen.name), id)
+redis.call('HINCRBY', LIVE, class, 1)
+if task ~= '' then redis.call('SET', task_key(class, task), id) end
+if exclusive then
+  chosen.excl = chosen.excl + 1
+  redis.call('HSET', unit_key(chosen.name), 'excl', chosen.excl)
+  if chosen.excl > 1 then redis.call('SADD', COLLIDED, chosen.name) end
+else
+  chosen.shared = chosen.shared + 1
+  redis.call('HSET', unit_key(chosen.name), 'shared', chosen.shared)
+  if origin ~= '' then redis.call('HINCRBY', origins_key(chosen.name), origin, 1) end
+end
+place(chosen, now)
+return { id, chosen.name, chosen.exit, fence, expires, life_ends, session, now, 0 }

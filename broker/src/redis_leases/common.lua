@@ -1,0 +1,125 @@
+-- Shared by every script of the Redis lease store (prepended to each). KEYS[1] is the pool's
+-- key prefix, `<prefix>{<pool>}:`: every key below starts with it, so the hash tag puts the
+-- whole pool in one Redis Cluster slot and each script's keys on one node.
+local P = KEYS[1]
+-- Most expired leases one script ends before its own work (the rest by the next ones).
+local REAP_MOST = 256
+-- Most free units an acquire looks at, least recently changed first: the ones skipped are
+-- banned for the origin or at its per-origin cap.
+local WALK_MOST = 64
+local TASK_EGRESS_KEEP_MS = 86400000
+
+-- The server's clock in ms: every time rule is timed by it, never by a caller.
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local CLASSES = { stateless = 1, anonymous = 2, identity = 3 }
+local NAMES = { 'stateless', 'anonymous', 'identity' }
+
+-- Keys, by what they hold.
+local function unit_key(unit) return P .. 'unit:' .. unit end          -- hash: the unit
+local function live_key(unit) return P .. 'ul:' .. unit end            -- set: its live leases
+local function origins_key(unit) return P .. 'uo:' .. unit end         -- hash: stateless per origin
+local function free_key(rank) return P .. 'free:' .. rank end          -- zset: nothing live
+local function open_key(rank) return P .. 'open:' .. rank end          -- zset: room for stateless
+local function exit_key(exit) return P .. 'exit:' .. exit end          -- hash: fence, streak
+local function ban_until_key(exit) return P .. 'banu:' .. exit end     -- hash: origin -> until
+local function ban_strikes_key(exit) return P .. 'bans:' .. exit end   -- hash: origin -> strikes
+local function retired_key(exit) return P .. 'retired:' .. exit end    -- set: retired sessions
+local function lease_key(id) return P .. 'lease:' .. id end            -- hash: the lease
+local function task_key(class, task) return P .. 'task:' .. class .. ':' .. task end
+local function task_egress_key(task) return P .. 'tegress:' .. task end
+local function egress_key(ip) return P .. 'egress:' .. ip end          -- set: exclusive leases
+local EXPIRY = P .. 'expiry'       -- zset: live leases by expiry
+local ENDED = P .. 'ended'         -- zset: ended leases by end (pruning)
+local RELEASED = P .. 'released'   -- zset: released leases by end (reports)
+local BANS = P .. 'banned'         -- zset: "<#exit>:<exit><origin>" by until
+local LIVE = P .. 'live'           -- hash: class -> live leases
+local COLLIDED = P .. 'collided'   -- set: units with two live exclusive leases (must stay empty)
+local UNITS = P .. 'units'         -- set: every unit
+local EXITS = P .. 'exits'         -- set: every exit
+
+local function num(value) return tonumber(value) or 0 end
+
+-- A unit's hash as a table.
+local function read_unit(unit)
+  local f = redis.call('HMGET', unit_key(unit), 'exit', 'rank', 'cap', 'gw', 'life', 'excl',
+    'shared')
+  if not f[1] then return nil end
+  return { name = unit, exit = f[1], rank = num(f[2]), cap = num(f[3]), gw = f[4] == '1',
+    life = num(f[5]), excl = num(f[6]), shared = num(f[7]) }
+end
+
+-- Puts `u` in the free and open sets its counts and rank call for, at `now`.
+local function place(u, now)
+  for rank = 1, 3 do
+    redis.call('ZREM', free_key(rank), u.name)
+    redis.call('ZREM', open_key(rank), u.name)
+  end
+  if u.rank == 0 or u.excl > 0 then return end
+  if u.shared == 0 then redis.call('ZADD', free_key(u.rank), now, u.name) end
+  if u.shared < u.cap then redis.call('ZADD', open_key(u.rank), now, u.name) end
+end
+
+local function ban_member(exit, origin) return #exit .. ':' .. exit .. origin end
+
+-- Reads a lease's hash as a table (nil when unknown).
+local function read_lease(id)
+  local f = redis.call('HMGET', lease_key(id), 'unit', 'exit', 'class', 'fence', 'expires',
+    'life_ends', 'state', 'origin', 'session', 'task', 'egress', 'granted')
+  if not f[1] then return nil end
+  return { id = id, unit = f[1], exit = f[2], class = f[3], fence = num(f[4]),
+    expires = num(f[5]), life_ends = num(f[6]), state = f[7], origin = f[8] or '',
+    session = f[9], task = f[10], egress = f[11], granted = num(f[12]) }
+end
+
+-- Ends live lease `l` as `state` at `now`: its unit's counts, the sets, the gauges. Only the
+-- caller that takes it out of EXPIRY counts it off, so an end is counted once.
+local function finish(l, state, now)
+  if redis.call('ZREM', EXPIRY, l.id) == 0 then return end
+  local ended = now
+  if state == 'expired' then ended = l.expires end
+  redis.call('HSET', lease_key(l.id), 'state', state, 'ended', ended)
+  redis.call('ZADD', ENDED, ended, l.id)
+  redis.call('HINCRBY', LIVE, l.class, -1)
+  redis.call('SREM', live_key(l.unit), l.id)
+  if l.egress then redis.call('SREM', egress_key(l.egress), l.id) end
+  local u = read_unit(l.unit)
+  if not u then return end
+  if l.class == 'stateless' then
+    u.shared = math.max(u.shared - 1, 0)
+    redis.call('HSET', unit_key(u.name), 'shared', u.shared)
+    if l.origin ~= '' then
+      if redis.call('HINCRBY', origins_key(u.name), l.origin, -1) <= 0 then
+        redis.call('HDEL', origins_key(u.name), l.origin)
+      end
+    end
+  else
+    u.excl = math.max(u.excl - 1, 0)
+    redis.call('HSET', unit_key(u.name), 'excl', u.excl)
+    if u.excl <= 1 then redis.call('SREM', COLLIDED, u.name) end
+  end
+  place(u, now)
+end
+
+-- Ends the leases that expired by `now` (at most `most` of them, oldest first).
+local function reap(now, most)
+  local ids = redis.call('ZRANGE', EXPIRY, '-inf', now, 'BYSCORE', 'LIMIT', 0, most)
+  for _, id in ipairs(ids) do
+    local l = read_lease(id)
+    if l then finish(l, 'expired', now) else redis.call('ZREM', EXPIRY, id) end
+  end
+end
+
+-- The lease `id` if `fence` is its own and it is live at `now`, else why not.
+local function judge(id, fence, now)
+  local l = read_lease(id)
+  if not l then return nil, 'unknown' end
+  if l.fence ~= fence then return nil, 'stale_fence' end
+  if l.state == 'released' then return nil, 'released' end
+  if l.state == 'revoked' then return nil, 'revoked' end
+  if l.state ~= 'live' or l.expires <= now then return nil, 'expired' end
+  return l, nil
+end

@@ -1,0 +1,418 @@
+//! The lease store on Redis (`--store redis://…` or `rediss://…`).
+//!
+//! Each step is one Lua script, atomic on the server ([`common.lua`] is prepended to each):
+//! acquire, renew and release judge fence and holder and change the pool in one step. Every
+//! time is the server's (`TIME` inside the script). An acquire never reads the pool: units
+//! free for a class sit in sorted sets (`free:<rank>`: nothing live; `open:<rank>`: room for
+//! stateless leases) ordered by their last change, and a grant or an end moves the one unit it
+//! touches; expired leases are ended, oldest first, by the next script that runs (a sorted set
+//! by expiry). Fences are per exit (`HINCRBY`), bans and their back-off per (exit, origin).
+//!
+//! Every key starts with `<prefix>{<pool>}:`: the hash tag puts one pool in one Redis Cluster
+//! slot, so a script's keys are always on one node; several pools spread over a cluster.
+//!
+//! [`common.lua`]: https://redis.io/docs/latest/develop/interact/programmability/eval-intro/
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use exitvoice_store::{
+    Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, UnitSpec,
+};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{FromRedisValue, Script, Value};
+
+use crate::lease_store::{LeaseStore, StoreFailure};
+
+/// Units written per script call: a whole pool of 100,000 is 200 calls, none blocking the
+/// server for long.
+const SYNC_CHUNK: usize = 500;
+/// How long one command may take before the store counts as failed (answered `503`).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a (re)connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl From<redis::RedisError> for StoreFailure {
+    fn from(error: redis::RedisError) -> Self {
+        Self::new(error)
+    }
+}
+
+/// A live lease as [`ExitReport::live`] lists it: unit, class, holder, expiry.
+type LiveLease = (String, String, String, i64);
+
+/// The scripts, each with the shared helpers in front.
+struct Scripts {
+    acquire: Script,
+    renew: Script,
+    release: Script,
+    egress: Script,
+    sync: Script,
+    report: Script,
+    gauges: Script,
+    prune: Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        let script = |body: &str| Script::new(&format!("{}\n{body}", include_str!("common.lua")));
+        Self {
+            acquire: script(include_str!("acquire.lua")),
+            renew: script(include_str!("renew.lua")),
+            release: script(include_str!("release.lua")),
+            egress: script(include_str!("egress.lua")),
+            sync: script(include_str!("sync.lua")),
+            report: script(include_str!("report.lua")),
+            gauges: script(include_str!("gauges.lua")),
+            prune: script(include_str!("prune.lua")),
+        }
+    }
+}
+
+/// The broker's state in one Redis (or one slot of a Redis Cluster).
+#[derive(Clone)]
+pub struct RedisLeases {
+    connection: ConnectionManager,
+    /// `<prefix>{<pool>}:`, every key's start.
+    keys: Arc<str>,
+    scripts: Arc<Scripts>,
+}
+
+impl RedisLeases {
+    /// Connects to `url` (`redis://` or `rediss://`; for TLS, `ca_pem` replaces the system's
+    /// roots when given) and keeps the state of `pool` under keys starting `exitvoice:{pool}:`.
+    ///
+    /// # Errors
+    /// A URL that does not parse, a server that cannot be reached. The message never quotes
+    /// the URL (it may carry a password).
+    pub async fn connect(
+        url: &str,
+        ca_pem: Option<Vec<u8>>,
+        pool: &str,
+    ) -> Result<Self, StoreFailure> {
+        let client = match ca_pem {
+            Some(root) => redis::Client::build_with_tls(
+                url,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(root),
+                },
+            ),
+            None => redis::Client::open(url),
+        }
+        .map_err(|_| StoreFailure::message("the Redis URL does not parse".to_owned()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(1);
+        let connection = ConnectionManager::new_with_config(client, config).await?;
+        Ok(Self {
+            connection,
+            keys: format!("exitvoice:{{{pool}}}:").into(),
+            scripts: Arc::new(Scripts::new()),
+        })
+    }
+
+    async fn run<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        args: &[String],
+    ) -> Result<T, StoreFailure> {
+        let mut invocation = script.key(&*self.keys);
+        for arg in args {
+            invocation.arg(arg);
+        }
+        let mut connection = self.connection.clone();
+        Ok(invocation.invoke_async(&mut connection).await?)
+    }
+}
+
+/// A script's answer that is not what the script returns: the store is not ours.
+fn shape(what: &str) -> StoreFailure {
+    StoreFailure::message(format!("Redis answered {what} in an unexpected shape"))
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).ok(),
+        Value::SimpleString(text) => Some(text.clone()),
+        _ => None,
+    }
+}
+
+fn int(value: &Value) -> Option<i64> {
+    match value {
+        Value::Int(n) => Some(*n),
+        other => text(other)?.parse().ok(),
+    }
+}
+
+fn refusal(reason: &str) -> Option<Refusal> {
+    Some(match reason {
+        "unknown" => Refusal::Unknown,
+        "stale_fence" => Refusal::StaleFence,
+        "expired" => Refusal::Expired,
+        "released" => Refusal::Released,
+        "revoked" => Refusal::Revoked,
+        "life_cap" => Refusal::LifeCap,
+        _ => return None,
+    })
+}
+
+/// `{'refused', reason}`, or the answer's fields after `'ok'`.
+fn judged(answer: Vec<Value>, what: &str) -> Result<Result<Vec<Value>, Refusal>, StoreFailure> {
+    match answer.first().and_then(text).as_deref() {
+        Some("ok") => Ok(Ok(answer.into_iter().skip(1).collect())),
+        Some("refused") => answer
+            .get(1)
+            .and_then(text)
+            .as_deref()
+            .and_then(refusal)
+            .map(Err)
+            .ok_or_else(|| shape(what)),
+        _ => Err(shape(what)),
+    }
+}
+
+fn array(value: &Value) -> &[Value] {
+    match value {
+        Value::Array(items) => items,
+        _ => &[],
+    }
+}
+
+fn effect_args(effect: Effect) -> [String; 4] {
+    let backoff = |kind: &str, ttl: i64, jitter: f64, streak: u32| {
+        [
+            kind.to_owned(),
+            ttl.to_string(),
+            jitter.to_string(),
+            streak.to_string(),
+        ]
+    };
+    match effect {
+        Effect::Success => backoff("success", 0, 1.0, 0),
+        Effect::Neutral => backoff("neutral", 0, 1.0, 0),
+        Effect::Retire => backoff("retire", 0, 1.0, 0),
+        Effect::Blocked(b) => backoff("blocked", b.ttl_ms, b.jitter, 0),
+        Effect::Failed { backoff: b, streak } => backoff("failed", b.ttl_ms, b.jitter, streak),
+    }
+}
+
+impl LeaseStore for RedisLeases {
+    async fn now_ms(&self) -> Result<i64, StoreFailure> {
+        let mut connection = self.connection.clone();
+        let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut connection).await?;
+        Ok(seconds * 1000 + micros / 1000)
+    }
+
+    async fn sync_units(&self, units: &[UnitSpec], whole: bool) -> Result<u64, StoreFailure> {
+        // Each write stamps its units; after a whole pool, the sweep takes every unit without
+        // this stamp out of service.
+        let stamp = format!("{:016x}", rand::random::<u64>());
+        let mut revoked = 0;
+        for chunk in units.chunks(SYNC_CHUNK) {
+            let mut args = vec![stamp.clone()];
+            for spec in chunk {
+                args.extend([
+                    spec.unit.clone(),
+                    spec.exit_name.clone(),
+                    spec.admits.map_or(0, |class| class as u8).to_string(),
+                    spec.capacity.to_string(),
+                    u8::from(spec.gateway).to_string(),
+                    spec.life_ms.to_string(),
+                ]);
+            }
+            revoked += self.run::<u64>(&self.scripts.sync, &args).await?;
+        }
+        if whole {
+            revoked += self
+                .run::<u64>(&self.scripts.sync, &[stamp, "sweep".to_owned()])
+                .await?;
+        }
+        Ok(revoked)
+    }
+
+    async fn acquire(&self, request: &Acquire<'_>) -> Result<Option<Granted>, StoreFailure> {
+        let cap = request
+            .stateless_per_origin
+            .filter(|_| !request.class.exclusive())
+            .unwrap_or(0);
+        let args = [
+            request.lease_id.to_owned(),
+            request.class.as_str().to_owned(),
+            request.holder.to_owned(),
+            request.task.unwrap_or("").to_owned(),
+            request.origin.unwrap_or("").to_owned(),
+            request.ttl_ms.to_string(),
+            request.life_ms.to_string(),
+            request.session_nonce.to_owned(),
+            cap.to_string(),
+        ];
+        let answer: Option<Vec<Value>> = self.run(&self.scripts.acquire, &args).await?;
+        let Some(fields) = answer else {
+            return Ok(None);
+        };
+        let granted = (|| {
+            Some(Granted {
+                lease_id: text(fields.first()?)?,
+                unit: text(fields.get(1)?)?,
+                exit_name: text(fields.get(2)?)?,
+                fence: int(fields.get(3)?)?,
+                expires_ms: int(fields.get(4)?)?,
+                life_ends_ms: int(fields.get(5)?)?,
+                session: text(fields.get(6)?),
+                now_ms: int(fields.get(7)?)?,
+                sticky: int(fields.get(8)?)? == 1,
+            })
+        })();
+        granted.map(Some).ok_or_else(|| shape("an acquire"))
+    }
+
+    async fn renew(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        ttl_ms: i64,
+    ) -> Result<Result<i64, Refusal>, StoreFailure> {
+        let args = [lease_id.to_owned(), fence.to_string(), ttl_ms.to_string()];
+        let answer: Vec<Value> = self.run(&self.scripts.renew, &args).await?;
+        Ok(match judged(answer, "a renewal")? {
+            Ok(fields) => Ok(fields
+                .first()
+                .and_then(int)
+                .ok_or_else(|| shape("a renewal"))?),
+            Err(refusal) => Err(refusal),
+        })
+    }
+
+    async fn release(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+        effect: Effect,
+    ) -> Result<Result<Released, Refusal>, StoreFailure> {
+        let mut args = vec![
+            lease_id.to_owned(),
+            fence.to_string(),
+            outcome.to_owned(),
+            latency_ms.map(|ms| ms.to_string()).unwrap_or_default(),
+        ];
+        args.extend(effect_args(effect));
+        let answer: Vec<Value> = self.run(&self.scripts.release, &args).await?;
+        let fields = match judged(answer, "a release")? {
+            Ok(fields) => fields,
+            Err(refusal) => return Ok(Err(refusal)),
+        };
+        let released = (|| {
+            Some(Released {
+                unit: text(fields.first()?)?,
+                exit_name: text(fields.get(1)?)?,
+                banned_until_ms: int(fields.get(2)?),
+                recovered_bans: u64::try_from(int(fields.get(3)?)?).ok()?,
+                retired_session: text(fields.get(4)?),
+                now_ms: int(fields.get(5)?)?,
+            })
+        })();
+        released.map(Ok).ok_or_else(|| shape("a release"))
+    }
+
+    async fn record_egress(&self, lease_id: &str, ip: &str) -> Result<EgressRecord, StoreFailure> {
+        let args = [lease_id.to_owned(), ip.to_owned()];
+        let answer: Vec<Value> = self.run(&self.scripts.egress, &args).await?;
+        Ok(EgressRecord {
+            previous: answer.first().and_then(text),
+            shared: answer
+                .get(1)
+                .and_then(int)
+                .ok_or_else(|| shape("an egress"))?
+                == 1,
+        })
+    }
+
+    async fn exit_reports(
+        &self,
+        since_ms: i64,
+        most: i64,
+    ) -> Result<Vec<ExitReport>, StoreFailure> {
+        let args = [since_ms.to_string(), most.max(0).to_string()];
+        let answer: Vec<Value> = self.run(&self.scripts.report, &args).await?;
+        let [_, exits, live, bans, ended] = answer.as_slice() else {
+            return Err(shape("a report"));
+        };
+        let mut reports: Vec<ExitReport> = array(exits)
+            .chunks(2)
+            .filter_map(|pair| {
+                Some(ExitReport {
+                    exit_name: text(pair.first()?)?,
+                    served: int(pair.get(1)?)?,
+                    ..ExitReport::default()
+                })
+            })
+            .collect();
+        reports.sort_by(|a, b| a.exit_name.cmp(&b.exit_name));
+        let index: std::collections::HashMap<String, usize> = reports
+            .iter()
+            .enumerate()
+            .map(|(i, report)| (report.exit_name.clone(), i))
+            .collect();
+        let report_of = |exit: Option<String>| exit.and_then(|exit| index.get(&exit).copied());
+        // Live leases in the order they were granted, as the SQL stores list them.
+        let mut granted: Vec<(i64, usize, LiveLease)> = array(live)
+            .chunks(6)
+            .filter_map(|lease| {
+                let at = report_of(lease.first().and_then(text))?;
+                let live = (
+                    text(lease.get(1)?)?,
+                    text(lease.get(2)?)?,
+                    text(lease.get(3)?)?,
+                    int(lease.get(4)?)?,
+                );
+                Some((int(lease.get(5)?)?, at, live))
+            })
+            .collect();
+        granted.sort_by_key(|(at, _, _)| *at);
+        for (_, at, lease) in granted {
+            if let Some(report) = reports.get_mut(at) {
+                report.live.push(lease);
+            }
+        }
+        for ban in array(bans).chunks(3) {
+            let at = report_of(ban.first().and_then(text));
+            let pair = (|| Some((text(ban.get(1)?)?, int(ban.get(2)?)?)))();
+            if let (Some(report), Some(pair)) = (at.and_then(|at| reports.get_mut(at)), pair) {
+                report.bans.push(pair);
+            }
+        }
+        for lease in array(ended).chunks(3) {
+            let at = report_of(lease.first().and_then(text));
+            if let Some(report) = at.and_then(|at| reports.get_mut(at)) {
+                report.outcomes.extend(lease.get(1).and_then(text));
+                report.latencies_ms.extend(lease.get(2).and_then(int));
+            }
+        }
+        Ok(reports)
+    }
+
+    async fn gauges(&self) -> Result<Gauges, StoreFailure> {
+        let answer: Vec<Value> = self.run(&self.scripts.gauges, &[]).await?;
+        let [live, bans, collisions] = answer.as_slice() else {
+            return Err(shape("the gauges"));
+        };
+        Ok(Gauges {
+            live: array(live)
+                .chunks(2)
+                .filter_map(|pair| Some((text(pair.first()?)?, int(pair.get(1)?)?)))
+                .collect(),
+            bans: int(bans).ok_or_else(|| shape("the gauges"))?,
+            collisions: int(collisions).ok_or_else(|| shape("the gauges"))?,
+        })
+    }
+
+    async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {
+        let args = [keep_ms.to_string(), batch.max(0).to_string()];
+        self.run(&self.scripts.prune, &args).await
+    }
+}

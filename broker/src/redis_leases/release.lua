@@ -1,0 +1,61 @@
+-- Ends a live lease with its outcome, and applies the outcome's effect.
+-- ARGV: lease id, fence, outcome, latency ms (''), effect (success, blocked, failed, neutral,
+-- retire), ban ttl ms, ban jitter, failure streak that bans.
+-- Returns {'ok', unit, exit, banned_until|false, recovered, retired session|false, now} or
+-- {'refused', reason}.
+local id, fence, outcome, latency = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local effect, ttl, jitter, streak = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]),
+    tonumber(ARGV[8])
+local now = clock()
+reap(now, REAP_MOST)
+local l, why = judge(id, fence, now)
+if not l then return { 'refused', why } end
+redis.call('HSET', lease_key(id), 'outcome', outcome)
+if latency ~= '' then redis.call('HSET', lease_key(id), 'latency', latency) end
+finish(l, 'released', now)
+redis.call('ZADD', RELEASED, now, id)
+
+-- A ban of (exit, origin) from now: ttl, doubled for each earlier strike (up to 64 times),
+-- times the jitter (1 to 2). Until when.
+local function ban(origin)
+  local strikes = redis.call('HINCRBY', ban_strikes_key(l.exit), origin, 1)
+  local doubled = 2 ^ math.min(math.max(strikes - 1, 0), 6)
+  local length = math.floor(ttl * doubled * math.min(math.max(jitter, 1), 2))
+  local untl = now + math.max(length, 1)
+  redis.call('HSET', ban_until_key(l.exit), origin, untl)
+  redis.call('ZADD', BANS, untl, ban_member(l.exit, origin))
+  return untl
+end
+
+local banned, recovered, retired = false, 0, false
+if effect == 'success' then
+  redis.call('HSET', exit_key(l.exit), 'streak', 0)
+  -- Expired bans of the pair are forgotten: their back-off starts over.
+  local origins = { '' }
+  if l.origin ~= '' then origins[2] = l.origin end
+  for _, o in ipairs(origins) do
+    local untl = redis.call('HGET', ban_until_key(l.exit), o)
+    if untl and tonumber(untl) <= now then
+      redis.call('HDEL', ban_until_key(l.exit), o)
+      redis.call('HDEL', ban_strikes_key(l.exit), o)
+      redis.call('ZREM', BANS, ban_member(l.exit, o))
+      recovered = recovered + 1
+    end
+  end
+elseif effect == 'blocked' then
+  if l.session then
+    redis.call('SADD', retired_key(l.exit), l.session)
+    retired = l.session
+  else
+    banned = ban(l.origin)
+  end
+elseif effect == 'failed' then
+  local reached = redis.call('HINCRBY', exit_key(l.exit), 'streak', 1)
+  if reached >= math.max(streak, 1) then
+    redis.call('HSET', exit_key(l.exit), 'streak', 0)
+    banned = ban('')
+  end
+elseif effect == 'retire' then
+  if l.session then redis.call('SADD', retired_key(l.exit), l.session) end
+end
+return { 'ok', l.unit, l.exit, banned, recovered, retired, now }

@@ -1,0 +1,12 @@
+-- Extends a live lease by ttl from now, never past its life's end.
+-- ARGV: lease id, fence, ttl ms. Returns {'ok', expires} or {'refused', reason}.
+local id, fence, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local now = clock()
+reap(now, REAP_MOST)
+local l, why = judge(id, fence, now)
+if not l then return { 'refused', why } end
+if l.expires >= l.life_ends then return { 'refused', 'life_cap' } end
+local expires = math.min(now + math.max(ttl, 1), l.life_ends)
+redis.call('HSET', lease_key(id), 'expires', expires)
+redis.call('ZADD', EXPIRY, expires, id)
+return { 'ok', expires }

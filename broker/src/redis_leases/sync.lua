@@ -1,0 +1,44 @@
+-- Writes units: new ones are added, known ones get their label's class, capacity and life
+-- cap, and the stamp of this write. A live lease whose class its unit no longer admits is
+-- revoked. ARGV: stamp, then per unit: unit, exit, rank, capacity, gateway (0/1), life ms.
+-- Returns how many leases were revoked.
+local stamp = ARGV[1]
+local now = clock()
+reap(now, REAP_MOST)
+local revoked = 0
+
+-- Gives unit `name` rank `rank` (and the other fields), revoking what it no longer admits.
+local function write(name, exit, rank, cap, gw, life)
+  local fields = { 'exit', exit, 'rank', rank, 'stamp', stamp }
+  if cap then
+    fields[#fields + 1] = 'cap'; fields[#fields + 1] = cap
+    fields[#fields + 1] = 'gw'; fields[#fields + 1] = gw
+    fields[#fields + 1] = 'life'; fields[#fields + 1] = life
+  end
+  redis.call('HSET', unit_key(name), unpack(fields))
+  redis.call('SADD', UNITS, name)
+  redis.call('SADD', EXITS, exit)
+  redis.call('HSETNX', exit_key(exit), 'fence', 0)
+  for _, id in ipairs(redis.call('SMEMBERS', live_key(name))) do
+    local l = read_lease(id)
+    if l and CLASSES[l.class] > rank then
+      finish(l, 'revoked', now)
+      revoked = revoked + 1
+    end
+  end
+  local u = read_unit(name)
+  if u then place(u, now) end
+end
+
+if ARGV[2] == 'sweep' then
+  -- After a whole pool's writes: units it did not name admit nothing.
+  for _, name in ipairs(redis.call('SMEMBERS', UNITS)) do
+    local f = redis.call('HMGET', unit_key(name), 'stamp', 'exit')
+    if f[1] ~= stamp then write(name, f[2], 0) end
+  end
+  return revoked
+end
+for i = 2, #ARGV, 6 do
+  write(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+end
+return revoked
