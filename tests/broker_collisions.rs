@@ -1,5 +1,5 @@
 //! Issue 30's proof: no self-collision at the exits. Three `exitvoice broker` instances share one
-//! real PostgreSQL (a throwaway cluster); 32 worker processes (the README's Python worker, plain
+//! real PostgreSQL (a throwaway cluster), then one real Redis (`--store redis://`); 32 worker processes (the README's Python worker, plain
 //! `requests`) lease exits from them and use every lease for a real tunnel through simulated
 //! exits (`bench/exitsim`: 8 plain exits and a gateway with 4 sticky-session slots) to an origin
 //! (an echo server of its own), holding it open while they "work". The exits count their own
@@ -133,15 +133,113 @@ fn collisions(sim: &Simulator) -> (u64, u32, u64) {
 #[test]
 fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let echo = simulated::unlimited_echo(None);
     let origin = simulated::unlimited_echo(None);
+    let ca = origin.dir.path().join("echo.db.cert.pem");
+    let target = format!("https://localhost:{}/api/clean", origin.port);
+    let work = tempfile::tempdir().unwrap();
+    brokers_keep_every_exit_to_one_holder(&runtime, &origin, &[]);
+
+    // The control: the same workload on fresh exits, each worker picking at random.
+    let control = simulated::simulator(&runtime, PLAIN_EXITS + 1, PASSWORD, false);
+    let mut proxies: Vec<String> = (0..PLAIN_EXITS)
+        .map(|n| format!("http://exit-{n}:{PASSWORD}@{}", control.http))
+        .collect();
+    proxies.extend((1..=GATEWAY_SLOTS).map(|slot| {
+        format!(
+            "http://exit-{PLAIN_EXITS}-sessid-fixed{slot}:{PASSWORD}@{}",
+            control.http
+        )
+    }));
+    let list = work.path().join("proxies.json");
+    std::fs::write(&list, serde_json::to_string(&proxies).unwrap()).unwrap();
+    let naive = root().join("tests/tools/naive_worker.py");
+    let summaries = run_workers(
+        |_| {
+            let mut command = Command::new(python());
+            command
+                .arg(&naive)
+                .arg("--proxies")
+                .arg(&list)
+                .args([
+                    "--cycles",
+                    &CYCLES.to_string(),
+                    "--hold-ms",
+                    HOLD_MS,
+                    "--ca",
+                ])
+                .arg(&ca)
+                .arg(&target);
+            command
+        },
+        || {},
+    );
+    let ok: u64 = summaries.iter().map(|s| s["ok"].as_u64().unwrap()).sum();
+    let (plain, per_session, _) = collisions(&control);
+    println!("control: {ok} ok; most at once: {plain} per exit, {per_session} per session");
+    assert!(
+        plain > 1 || per_session > 1,
+        "the control must collide, or this test proves nothing"
+    );
+}
+
+/// The worker the README shows is the one this test runs.
+#[test]
+fn the_readme_shows_the_tested_worker() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let worker = std::fs::read_to_string(root().join("broker/examples/worker.py")).unwrap();
+    assert!(
+        readme.contains(&format!("```python\n{worker}```")),
+        "README.md's worker differs from broker/examples/worker.py"
+    );
+}
+
+/// The same proof with the brokers' state in Redis (their labels still in PostgreSQL).
+#[test]
+fn three_brokers_on_redis_no_exit_ever_has_two_holders() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let origin = simulated::unlimited_echo(None);
+    let redis = exitvoice_redistest::server();
+    let pool = exitvoice_redistest::fresh_prefix("broker_collisions");
+    brokers_keep_every_exit_to_one_holder(
+        &runtime,
+        &origin,
+        &["--store", &redis.url(), "--redis-pool", &pool],
+    );
+    // The leases were Redis's: one hash per lease under the pool's keys (Debian's redis-cli).
+    let listed = Command::new("redis-cli")
+        .args(["-p", &redis.port().to_string(), "--scan", "--pattern"])
+        .arg(format!("exitvoice:{{{pool}}}:lease:*"))
+        .output()
+        .expect("run redis-cli");
+    let leases = String::from_utf8_lossy(&listed.stdout).lines().count();
+    assert!(
+        leases >= WORKERS * CYCLES,
+        "{leases} leases in Redis for {} cycles",
+        WORKERS * CYCLES
+    );
+}
+
+/// Three brokers (with `store` flags, or none: their state beside the labels in PostgreSQL)
+/// and 32 workers through simulated exits to `origin`, an auditor auditing meanwhile, one
+/// broker killed mid-run: every lease works, and no exit or session ever has two holders.
+fn brokers_keep_every_exit_to_one_holder(
+    runtime: &tokio::runtime::Runtime,
+    origin: &support::EchoServer,
+    store: &[&str],
+) {
+    // One run at a time: each is 32 worker processes and three brokers on two cores.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let echo = simulated::unlimited_echo(None);
     let ca = origin.dir.path().join("echo.db.cert.pem");
     let target = format!("https://localhost:{}/api/clean", origin.port);
     let database = exitvoice_pgtest::fresh_database("broker_collisions");
     let work = tempfile::tempdir().unwrap();
 
     // The labels: a real audit of the very exits the workers will use.
-    let sim = simulated::simulator(&runtime, PLAIN_EXITS + 1, PASSWORD, false);
+    let sim = simulated::simulator(runtime, PLAIN_EXITS + 1, PASSWORD, false);
     sim.count_holders_to(origin.port);
     let exits = exits_file(work.path(), &sim, &echo);
     support::broker::audit(&exits, &database);
@@ -149,12 +247,9 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
     let brokers: Vec<Broker> = (0..3)
         .map(|i| {
             let name = format!("b{i}");
-            Broker::start(
-                &exits,
-                &database,
-                TOKEN,
-                &["--labels-refresh", "1s", "--instance", &name],
-            )
+            let mut flags = vec!["--labels-refresh", "1s", "--instance", &name];
+            flags.extend(store);
+            Broker::start(&exits, &database, TOKEN, &flags)
         })
         .collect();
     let urls: Vec<String> = brokers.iter().map(|b| b.url.clone()).collect();
@@ -234,58 +329,5 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
     assert!(
         metrics.contains("exitvoice_broker_collisions 0"),
         "{metrics}"
-    );
-
-    // The control: the same workload on fresh exits, each worker picking at random.
-    let control = simulated::simulator(&runtime, PLAIN_EXITS + 1, PASSWORD, false);
-    let mut proxies: Vec<String> = (0..PLAIN_EXITS)
-        .map(|n| format!("http://exit-{n}:{PASSWORD}@{}", control.http))
-        .collect();
-    proxies.extend((1..=GATEWAY_SLOTS).map(|slot| {
-        format!(
-            "http://exit-{PLAIN_EXITS}-sessid-fixed{slot}:{PASSWORD}@{}",
-            control.http
-        )
-    }));
-    let list = work.path().join("proxies.json");
-    std::fs::write(&list, serde_json::to_string(&proxies).unwrap()).unwrap();
-    let naive = root().join("tests/tools/naive_worker.py");
-    let summaries = run_workers(
-        |_| {
-            let mut command = Command::new(python());
-            command
-                .arg(&naive)
-                .arg("--proxies")
-                .arg(&list)
-                .args([
-                    "--cycles",
-                    &CYCLES.to_string(),
-                    "--hold-ms",
-                    HOLD_MS,
-                    "--ca",
-                ])
-                .arg(&ca)
-                .arg(&target);
-            command
-        },
-        || {},
-    );
-    let ok: u64 = summaries.iter().map(|s| s["ok"].as_u64().unwrap()).sum();
-    let (plain, per_session, _) = collisions(&control);
-    println!("control: {ok} ok; most at once: {plain} per exit, {per_session} per session");
-    assert!(
-        plain > 1 || per_session > 1,
-        "the control must collide, or this test proves nothing"
-    );
-}
-
-/// The worker the README shows is the one this test runs.
-#[test]
-fn the_readme_shows_the_tested_worker() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let worker = std::fs::read_to_string(root().join("broker/examples/worker.py")).unwrap();
-    assert!(
-        readme.contains(&format!("```python\n{worker}```")),
-        "README.md's worker differs from broker/examples/worker.py"
     );
 }

@@ -119,6 +119,18 @@ fn config_check_shows_env_over_file_over_default_and_redacts_secrets() {
         !text.contains(SECRET),
         "the secret is never printed: {text}"
     );
+    // A Redis store's password too.
+    let redis = format!("rediss://broker:{SECRET}@cache.internal:6380/0");
+    let out = exitvoice(
+        &["config", "check", &file],
+        &[("EXITVOICE_BROKER_STORE_URL", redis.as_str())],
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_eq!(
+        effective(&text, "broker", "store"),
+        r#"store = "rediss://broker:***@cache.internal:6380/0"  # EXITVOICE_BROKER_STORE_URL"#
+    );
+    assert!(!text.contains(SECRET), "{text}");
 
     // A secret from the environment is redacted too, and `--help` does not show it either.
     let out = exitvoice(

@@ -12,9 +12,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use exitvoice_broker::auth::{BrokerToken, MIN_TOKEN_CHARS};
+use exitvoice_broker::lease_store::LeaseStore;
 use exitvoice_broker::pool::Pool;
+use exitvoice_broker::redis_leases::{RedisLeases, RedisUrl};
 use exitvoice_broker::service::{Broker, BrokerConfig};
 use exitvoice_exits::ExitsFile;
+use exitvoice_store::Store;
 
 use super::audit::{init_logs, parse_duration};
 use super::database::{DatabaseArg, DatabaseText};
@@ -35,8 +38,8 @@ pub struct Args {
     #[command(flatten)]
     database: DatabaseArg,
     /// Where the broker keeps its state (leases, fences, bans) when not in `--database`: a
-    /// SQLite file or a `postgres://` URL, as `--database` takes. Prefer the environment
-    /// variable for a password.
+    /// SQLite file or a `postgres://` URL, as `--database` takes, or a `redis://` or
+    /// `rediss://` URL. Prefer the environment variable for a password.
     #[arg(
         long,
         value_name = "FILE|URL",
@@ -44,6 +47,13 @@ pub struct Args {
         hide_env_values = true
     )]
     store: Option<DatabaseText>,
+    /// PEM certificates to trust for a `rediss://` `--store`, instead of the system's roots.
+    #[arg(long, value_name = "FILE")]
+    redis_ca: Option<PathBuf>,
+    /// The pool's name on a Redis `--store`: its keys start `exitvoice:{NAME}:`, one Redis
+    /// Cluster slot. Brokers sharing a pool give the same name.
+    #[arg(long, value_name = "NAME", default_value = "broker")]
+    redis_pool: String,
     /// Where to listen. A non-loopback address needs TLS and `--broker-token`.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8490")]
     listen: SocketAddr,
@@ -142,13 +152,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let database = args.database.parse()?;
     let store = super::database::open(&database).await?;
-    let leases = match &args.store {
-        Some(state) => {
-            let state: exitvoice_store::Database = state.as_str().parse().context("--store")?;
-            super::database::open(&state).await?
-        }
-        None => store.clone(),
-    };
     let tls = if tls {
         let beside = database.sqlite_path().map_or_else(
             || args.exits.with_extension("toml.broker"),
@@ -186,14 +189,32 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         echo: file.echo.clone(),
     };
     let exits = file.exits.len();
-    let broker = Arc::new(Broker::new(leases, store, Pool::new(file.exits), config));
-    broker.refresh().await.context("reading the labels")?;
-    let refresher = tokio::spawn(broker.clone().refresh_forever());
+    let pool = Pool::new(file.exits);
+    let (router, refresher) = match &args.store {
+        Some(state) if RedisUrl::names_redis(state.as_str()) => {
+            let url: RedisUrl = state.as_str().parse().context("--store")?;
+            let ca = match &args.redis_ca {
+                Some(path) => Some(
+                    std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+                ),
+                None => None,
+            };
+            let leases = RedisLeases::connect(&url, ca, &args.redis_pool)
+                .await
+                .with_context(|| format!("connecting to {url}"))?;
+            start(leases, store, pool, config, token).await?
+        }
+        Some(state) => {
+            let state: exitvoice_store::Database = state.as_str().parse().context("--store")?;
+            let leases = super::database::open(&state).await?;
+            start(leases, store, pool, config, token).await?
+        }
+        None => start(store.clone(), store, pool, config, token).await?,
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let router = exitvoice_broker::api::router(broker, token);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -213,4 +234,19 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     refresher.abort();
     served.context("serving the broker")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The broker keeping its state in `leases`, its labels read once: the router to serve, and
+/// the task that reads them again every `--labels-refresh`.
+async fn start<S: LeaseStore>(
+    leases: S,
+    store: Store,
+    pool: Pool,
+    config: BrokerConfig,
+    token: Option<BrokerToken>,
+) -> anyhow::Result<(axum::Router, tokio::task::JoinHandle<()>)> {
+    let broker = Arc::new(Broker::new(leases, store, pool, config));
+    broker.refresh().await.context("reading the labels")?;
+    let refresher = tokio::spawn(broker.clone().refresh_forever());
+    Ok((exitvoice_broker::api::router(broker, token), refresher))
 }

@@ -167,12 +167,11 @@ fn effective_line(arg: &Arg, matches: &ArgMatches) -> Option<String> {
     let value = if SECRETS.contains(&key) {
         "\"<redacted>\"".to_owned()
     } else if DATABASES.contains(&key) {
-        // A PostgreSQL URL's password is shown as `***`.
-        let shown = values
-            .first()
-            .and_then(|v| super::database::parse(v).ok())
-            .map_or_else(|| "<invalid>".to_owned(), |database| database.to_string());
-        quoted(&shown)
+        // A PostgreSQL or Redis URL's password is shown as `***`.
+        quoted(&values.first().map_or_else(
+            || "<invalid>".to_owned(),
+            |value| super::database::shown(value),
+        ))
     } else if !arg.get_action().takes_values() {
         // A switch (`--once`): present or not.
         values.first().map_or("false", |v| v.as_str()).to_owned()

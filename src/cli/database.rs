@@ -8,6 +8,7 @@
 use std::fmt;
 
 use anyhow::Context as _;
+use exitvoice_broker::redis_leases::RedisUrl;
 use exitvoice_store::{Database, Store};
 
 /// The `--database` flag.
@@ -84,11 +85,28 @@ impl From<String> for DatabaseText {
 
 impl fmt::Debug for DatabaseText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if RedisUrl::names_redis(&self.0) {
+            return match self.0.parse::<RedisUrl>() {
+                Ok(url) => write!(f, "{url:?}"),
+                Err(_) => f.write_str("<invalid>"),
+            };
+        }
         match parse(&self.0) {
             Ok(database) => write!(f, "{database:?}"),
             Err(_) => f.write_str("<invalid>"),
         }
     }
+}
+
+/// A database or store value as it may be shown: its password as `***`, `<invalid>` when it
+/// does not parse (the value is never quoted).
+pub fn shown(value: &str) -> String {
+    let shown = if RedisUrl::names_redis(value) {
+        value.parse::<RedisUrl>().ok().map(|url| url.to_string())
+    } else {
+        parse(value).ok().map(|database| database.to_string())
+    };
+    shown.unwrap_or_else(|| "<invalid>".to_owned())
 }
 
 impl fmt::Debug for DatabaseArg {

@@ -54,7 +54,8 @@ async fn on_redis(server: &exitvoice_redistest::Server, hint: &str) -> RedisLeas
     let ca = server
         .ca_pem()
         .map(|path| std::fs::read(path).expect("the CA"));
-    RedisLeases::connect(&server.url(), ca, &exitvoice_redistest::fresh_prefix(hint))
+    let url = server.url().parse().expect("a Redis URL");
+    RedisLeases::connect(&url, ca, &exitvoice_redistest::fresh_prefix(hint))
         .await
         .expect("connect to Redis")
 }
