@@ -14,7 +14,7 @@ use anyhow::{bail, Context};
 use exitvoice_broker::auth::{BrokerToken, MIN_TOKEN_CHARS};
 use exitvoice_broker::lease_store::LeaseStore;
 use exitvoice_broker::pool::Pool;
-use exitvoice_broker::redis_leases::{RedisLeases, RedisUrl};
+use exitvoice_broker::redis_leases::{Epochs, RedisLeases, RedisUrl};
 use exitvoice_broker::service::{Broker, BrokerConfig};
 use exitvoice_exits::ExitsFile;
 use exitvoice_store::Store;
@@ -199,7 +199,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 ),
                 None => None,
             };
-            let leases = RedisLeases::connect(&url, ca, &args.redis_pool)
+            // A new epoch (Redis lost the pool) grants nothing for the longest life a lost
+            // lease had.
+            let epochs = Epochs {
+                store: store.clone(),
+                hold: config.max_life,
+            };
+            let leases = RedisLeases::connect(&url, ca, &args.redis_pool, epochs)
                 .await
                 .with_context(|| format!("connecting to {url}"))?;
             start(leases, store, pool, config, token).await?

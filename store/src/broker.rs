@@ -20,7 +20,10 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::{Engine, Store, StoreError};
 
+mod epochs;
 mod one_statement;
+
+pub use epochs::EpochLock;
 
 /// What a unit's label admits, and what a lease asks for: identity ⊂ anonymous ⊂ stateless.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

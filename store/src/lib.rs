@@ -27,8 +27,8 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Executor as _};
 
 pub use broker::{
-    Acquire, Backoff, Effect, EgressRecord, ExitReport, Gauges, Granted, LeaseClass, Refusal,
-    Released, UnitSpec,
+    Acquire, Backoff, Effect, EgressRecord, EpochLock, ExitReport, Gauges, Granted, LeaseClass,
+    Refusal, Released, UnitSpec,
 };
 pub use database::{Database, DatabaseUrlError, PostgresUrl};
 pub use ledger::LedgerRow;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use exitvoice_store::{Backoff, LeaseClass};
 
 use super::*;
-use crate::redis_leases::RedisLeases;
+use crate::redis_leases::{Epochs, RedisLeases};
 
 /// Runs each test once per store; `Store` in the test's signature is the store's type.
 macro_rules! on_every_store {
@@ -36,28 +36,44 @@ macro_rules! on_every_store {
 
                 #[tokio::test]
                 async fn redis() {
-                    run(on_redis(exitvoice_redistest::server(), stringify!($name)).await).await;
+                    let server = exitvoice_redistest::server();
+                    let (store, _epochs) = on_redis(server, stringify!($name)).await;
+                    run(store).await;
                 }
 
                 #[tokio::test]
                 async fn rediss() {
-                    run(on_redis(exitvoice_redistest::tls_server(), stringify!($name)).await)
-                        .await;
+                    let server = exitvoice_redistest::tls_server();
+                    let (store, _epochs) = on_redis(server, stringify!($name)).await;
+                    run(store).await;
                 }
             }
         )*
     };
 }
 
-/// A pool of its own on `server` (over TLS when the server speaks it, trusting its CA).
-async fn on_redis(server: &exitvoice_redistest::Server, hint: &str) -> RedisLeases {
+/// A pool of its own on `server` (over TLS when the server speaks it, trusting its CA), its
+/// epochs in a SQLite file in the directory returned with it.
+async fn on_redis(
+    server: &exitvoice_redistest::Server,
+    hint: &str,
+) -> (RedisLeases, tempfile::TempDir) {
     let ca = server
         .ca_pem()
         .map(|path| std::fs::read(path).expect("the CA"));
     let url = server.url().parse().expect("a Redis URL");
-    RedisLeases::connect(&url, ca, &exitvoice_redistest::fresh_prefix(hint))
+    let dir = tempfile::tempdir().expect("tempdir");
+    let epochs = Epochs {
+        store: exitvoice_store::Store::open(&dir.path().join("epochs.db"))
+            .await
+            .expect("open"),
+        hold: std::time::Duration::from_secs(3600),
+    };
+    let pool = exitvoice_redistest::fresh_prefix(hint);
+    let leases = RedisLeases::connect(&url, ca, &pool, epochs)
         .await
-        .expect("connect to Redis")
+        .expect("connect to Redis");
+    (leases, dir)
 }
 
 fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {

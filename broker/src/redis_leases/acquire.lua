@@ -5,8 +5,12 @@
 local id, class, holder, task, origin = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ttl, life, nonce, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
 local rank = CLASSES[class]
+local epoch, hold_until = pool_state()
+if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
+-- A new epoch grants nothing until every lease of the lost one has run out.
+if now < hold_until then return false end
 
 if task ~= '' then
   local held = redis.call('GET', task_key(class, task))
@@ -49,7 +53,7 @@ for i = 1, math.min(#candidates, WALK_MOST) do
 end
 if not chosen then return false end
 
-local fence = redis.call('HINCRBY', exit_key(chosen.exit), 'fence', 1)
+local fence = epoch * EPOCH_UNIT + redis.call('HINCRBY', exit_key(chosen.exit), 'served', 1)
 local life_ends = now + math.max(math.min(life, chosen.life), 1)
 local expires = math.min(now + math.max(ttl, 1), life_ends)
 local session = false

@@ -24,7 +24,7 @@ local function live_key(unit) return P .. 'ul:' .. unit end            -- set: i
 local function origins_key(unit) return P .. 'uo:' .. unit end         -- hash: stateless per origin
 local function free_key(rank) return P .. 'free:' .. rank end          -- zset: nothing live
 local function open_key(rank) return P .. 'open:' .. rank end          -- zset: room for stateless
-local function exit_key(exit) return P .. 'exit:' .. exit end          -- hash: fence, streak
+local function exit_key(exit) return P .. 'exit:' .. exit end          -- hash: served, streak
 local function ban_until_key(exit) return P .. 'banu:' .. exit end     -- hash: origin -> until
 local function ban_strikes_key(exit) return P .. 'bans:' .. exit end   -- hash: origin -> strikes
 local function retired_key(exit) return P .. 'retired:' .. exit end    -- set: retired sessions
@@ -40,6 +40,20 @@ local LIVE = P .. 'live'           -- hash: class -> live leases
 local COLLIDED = P .. 'collided'   -- set: units with two live exclusive leases (must stay empty)
 local UNITS = P .. 'units'         -- set: every unit
 local EXITS = P .. 'exits'         -- set: every exit
+-- hash: the pool's epoch and the end of its hold. It exists while the pool's state does: when
+-- Redis loses the state (a restart without persistence), it goes too, and every script but
+-- `init` answers FORGOTTEN until an instance has started a new epoch.
+local META = P .. 'meta'
+-- Fences are epoch * 2^32 + the exit's count of grants in the epoch: a new epoch's fences are
+-- above every earlier one's (exact in Lua's doubles up to 2^21 epochs).
+local EPOCH_UNIT = 4294967296
+
+-- The pool's epoch and hold (no grant before it ends), or nil when the state is gone.
+local function pool_state()
+  local f = redis.call('HMGET', META, 'epoch', 'hold_until')
+  if not f[1] then return nil end
+  return tonumber(f[1]), tonumber(f[2])
+end
 
 local function num(value) return tonumber(value) or 0 end
 

@@ -3,6 +3,8 @@
 -- a task, the lease) was last seen leaving from, and whether another live exclusive lease
 -- leaves from the address too.
 local id, ip = ARGV[1], ARGV[2]
+local epoch, hold_until = pool_state()
+if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local l = read_lease(id)

@@ -24,6 +24,13 @@ use redis::{FromRedisValue, Script, Value};
 
 use crate::lease_store::{LeaseStore, StoreFailure};
 
+mod epoch;
+mod url;
+
+pub use epoch::Epochs;
+use epoch::{forgotten, Recovery};
+pub use url::{RedisUrl, RedisUrlError};
+
 /// Units written per script call: a whole pool of 100,000 is 200 calls, none blocking the
 /// server for long.
 const SYNC_CHUNK: usize = 500;
@@ -51,6 +58,7 @@ struct Scripts {
     report: Script,
     gauges: Script,
     prune: Script,
+    init: Script,
 }
 
 impl Scripts {
@@ -65,6 +73,7 @@ impl Scripts {
             report: script(include_str!("report.lua")),
             gauges: script(include_str!("gauges.lua")),
             prune: script(include_str!("prune.lua")),
+            init: script(include_str!("init.lua")),
         }
     }
 }
@@ -76,70 +85,12 @@ pub struct RedisLeases {
     /// `<prefix>{<pool>}:`, every key's start.
     keys: Arc<str>,
     scripts: Arc<Scripts>,
-}
-
-/// A `redis://` or `rediss://` URL whose password never leaves this type but to connect:
-/// `Display` and `Debug` show `***` in its place.
-#[derive(Clone, PartialEq, Eq)]
-pub struct RedisUrl(String);
-
-/// Why a value is not a Redis URL.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum RedisUrlError {
-    /// Another scheme.
-    #[error("not a redis:// or rediss:// URL")]
-    Scheme,
-    /// A URL that does not parse (the parser's reason; it never quotes the URL).
-    #[error("the Redis URL does not parse ({0})")]
-    Parse(String),
-}
-
-impl RedisUrl {
-    /// Whether `value` names a Redis server (by its scheme), so that it parses as one.
-    pub fn names_redis(value: &str) -> bool {
-        value.starts_with("redis://") || value.starts_with("rediss://")
-    }
-
-    /// Whether the connection is TLS (`rediss://`).
-    pub fn tls(&self) -> bool {
-        self.0.starts_with("rediss://")
-    }
-}
-
-impl std::str::FromStr for RedisUrl {
-    type Err = RedisUrlError;
-
-    fn from_str(value: &str) -> Result<Self, Self::Err> {
-        if !Self::names_redis(value) {
-            return Err(RedisUrlError::Scheme);
-        }
-        url::Url::parse(value).map_err(|e| RedisUrlError::Parse(e.to_string()))?;
-        Ok(Self(value.to_owned()))
-    }
-}
-
-impl std::fmt::Display for RedisUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let Ok(mut url) = url::Url::parse(&self.0) else {
-            return f.write_str("redis://***");
-        };
-        if url.password().is_some() {
-            // Fails only for URLs that cannot carry a password, which this one does.
-            let _ = url.set_password(Some("***"));
-        }
-        f.write_str(url.as_str())
-    }
-}
-
-impl std::fmt::Debug for RedisUrl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("RedisUrl").field(&self.to_string()).finish()
-    }
+    recovery: Arc<Recovery>,
 }
 
 impl RedisLeases {
     /// Connects to `url` (for TLS, `ca_pem` replaces the system's roots when given) and keeps
-    /// the state of `pool` under keys starting `exitvoice:{pool}:`.
+    /// the state of `pool` under keys starting `exitvoice:{pool}:`, its epochs in `epochs`.
     ///
     /// # Errors
     /// A server that cannot be reached or refuses the credentials. The message never quotes
@@ -148,8 +99,9 @@ impl RedisLeases {
         url: &RedisUrl,
         ca_pem: Option<Vec<u8>>,
         pool: &str,
+        epochs: Epochs,
     ) -> Result<Self, StoreFailure> {
-        let url = url.0.as_str();
+        let url = url.expose();
         let client = match ca_pem {
             Some(root) => redis::Client::build_with_tls(
                 url,
@@ -170,20 +122,99 @@ impl RedisLeases {
             connection,
             keys: format!("exitvoice:{{{pool}}}:").into(),
             scripts: Arc::new(Scripts::new()),
+            recovery: Arc::new(Recovery::new(epochs, pool)),
         })
     }
 
+    /// Runs `script`; when the pool's state is gone, starts a new epoch and runs it again.
     async fn run<T: FromRedisValue>(
         &self,
         script: &Script,
         args: &[String],
     ) -> Result<T, StoreFailure> {
+        match self.run_once(script, args).await {
+            Err(error) if forgotten(&error) => {
+                self.recover().await?;
+                Ok(self.run_once(script, args).await?)
+            }
+            answer => Ok(answer?),
+        }
+    }
+
+    async fn run_once<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        args: &[String],
+    ) -> redis::RedisResult<T> {
         let mut invocation = script.key(&*self.keys);
         for arg in args {
             invocation.arg(arg);
         }
         let mut connection = self.connection.clone();
-        Ok(invocation.invoke_async(&mut connection).await?)
+        invocation.invoke_async(&mut connection).await
+    }
+
+    /// Starts the pool's next epoch, unless another instance has (see [`epoch`]).
+    async fn recover(&self) -> Result<(), StoreFailure> {
+        let recovery = &self.recovery;
+        let _turn = recovery.turn.lock().await;
+        let lock = recovery
+            .epochs
+            .store
+            .broker_epoch_lock(&recovery.pool)
+            .await?;
+        let mut connection = self.connection.clone();
+        let there: i64 = redis::cmd("EXISTS")
+            .arg(format!("{}meta", self.keys))
+            .query_async(&mut connection)
+            .await?;
+        if there == 1 {
+            lock.release().await?;
+            return Ok(());
+        }
+        // Never written before: nothing was granted, nothing to wait for.
+        let lost = lock.current().is_some();
+        let epoch = lock.advance().await?;
+        let hold_ms = if lost { recovery.hold_ms() } else { 0 };
+        let args = [epoch.to_string(), hold_ms.to_string()];
+        let started: i64 = self.run_once(&self.scripts.init, &args).await?;
+        if started == 1 && lost {
+            tracing::warn!(
+                epoch,
+                hold_ms,
+                "Redis lost the broker pool's state: a new epoch, no grants until every lease \
+                 of the lost one has run out"
+            );
+            self.write_units(&recovery.known(), true).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes `units` (see [`LeaseStore::sync_units`]) without starting a new epoch.
+    async fn write_units(&self, units: &[UnitSpec], whole: bool) -> redis::RedisResult<u64> {
+        // Each write stamps its units; after a whole pool, the sweep takes every unit without
+        // this stamp out of service.
+        let stamp = format!("{:016x}", rand::random::<u64>());
+        let mut revoked = 0;
+        for chunk in units.chunks(SYNC_CHUNK) {
+            let mut args = vec![stamp.clone()];
+            for spec in chunk {
+                args.extend([
+                    spec.unit.clone(),
+                    spec.exit_name.clone(),
+                    spec.admits.map_or(0, |class| class as u8).to_string(),
+                    spec.capacity.to_string(),
+                    u8::from(spec.gateway).to_string(),
+                    spec.life_ms.to_string(),
+                ]);
+            }
+            revoked += self.run_once::<u64>(&self.scripts.sync, &args).await?;
+        }
+        if whole {
+            let args = [stamp, "sweep".to_owned()];
+            revoked += self.run_once::<u64>(&self.scripts.sync, &args).await?;
+        }
+        Ok(revoked)
     }
 }
 
@@ -267,29 +298,14 @@ impl LeaseStore for RedisLeases {
     }
 
     async fn sync_units(&self, units: &[UnitSpec], whole: bool) -> Result<u64, StoreFailure> {
-        // Each write stamps its units; after a whole pool, the sweep takes every unit without
-        // this stamp out of service.
-        let stamp = format!("{:016x}", rand::random::<u64>());
-        let mut revoked = 0;
-        for chunk in units.chunks(SYNC_CHUNK) {
-            let mut args = vec![stamp.clone()];
-            for spec in chunk {
-                args.extend([
-                    spec.unit.clone(),
-                    spec.exit_name.clone(),
-                    spec.admits.map_or(0, |class| class as u8).to_string(),
-                    spec.capacity.to_string(),
-                    u8::from(spec.gateway).to_string(),
-                    spec.life_ms.to_string(),
-                ]);
+        let revoked = match self.write_units(units, whole).await {
+            Err(error) if forgotten(&error) => {
+                self.recover().await?;
+                self.write_units(units, whole).await?
             }
-            revoked += self.run::<u64>(&self.scripts.sync, &args).await?;
-        }
-        if whole {
-            revoked += self
-                .run::<u64>(&self.scripts.sync, &[stamp, "sweep".to_owned()])
-                .await?;
-        }
+            written => written?,
+        };
+        self.recovery.note(units, whole);
         Ok(revoked)
     }
 
@@ -474,30 +490,5 @@ impl LeaseStore for RedisLeases {
     async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {
         let args = [keep_ms.to_string(), batch.max(0).to_string()];
         self.run(&self.scripts.prune, &args).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_redis_url_never_shows_its_password() {
-        let url: RedisUrl = "rediss://broker:s3cret@cache.example:6380/2"
-            .parse()
-            .unwrap();
-        assert!(url.tls());
-        for shown in [url.to_string(), format!("{url:?}")] {
-            assert!(!shown.contains("s3cret"), "{shown}");
-            assert!(shown.contains("broker:***@cache.example:6380/2"), "{shown}");
-        }
-        assert_eq!(
-            "postgres://x".parse::<RedisUrl>(),
-            Err(RedisUrlError::Scheme)
-        );
-        assert!(matches!(
-            "redis://[::1".parse::<RedisUrl>(),
-            Err(RedisUrlError::Parse(_))
-        ));
     }
 }

@@ -6,6 +6,8 @@
 local id, fence, outcome, latency = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local effect, ttl, jitter, streak = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]),
     tonumber(ARGV[8])
+local epoch, hold_until = pool_state()
+if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local l, why = judge(id, fence, now)

@@ -1,6 +1,8 @@
 -- Extends a live lease by ttl from now, never past its life's end.
 -- ARGV: lease id, fence, ttl ms. Returns {'ok', expires} or {'refused', reason}.
 local id, fence, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local epoch, hold_until = pool_state()
+if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local l, why = judge(id, fence, now)

@@ -1,14 +1,16 @@
 -- Every exit with its fence, live leases, bans in force, and the newest released leases since
 -- a time. ARGV: since ms, most.
--- Returns {now, exits {name, fence}..., live {exit, unit, class, holder, expires, granted}...,
+-- Returns {now, exits {name, leases served}..., live {exit, unit, class, holder, expires, granted}...,
 -- bans {exit, origin, until}..., ended {exit, outcome|false, latency|false}...} as five arrays.
 local since, most = tonumber(ARGV[1]), tonumber(ARGV[2])
+local epoch, hold_until = pool_state()
+if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local exits = {}
 for _, name in ipairs(redis.call('SMEMBERS', EXITS)) do
   exits[#exits + 1] = name
-  exits[#exits + 1] = num(redis.call('HGET', exit_key(name), 'fence'))
+  exits[#exits + 1] = num(redis.call('HGET', exit_key(name), 'served'))
 end
 local live = {}
 for _, id in ipairs(redis.call('ZRANGE', EXPIRY, '(' .. now, '+inf', 'BYSCORE')) do

@@ -3,6 +3,8 @@
 -- revoked. ARGV: stamp, then per unit: unit, exit, rank, capacity, gateway (0/1), life ms.
 -- Returns how many leases were revoked.
 local stamp = ARGV[1]
+local epoch, hold_until = pool_state()
+if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local revoked = 0
@@ -18,7 +20,7 @@ local function write(name, exit, rank, cap, gw, life)
   redis.call('HSET', unit_key(name), unpack(fields))
   redis.call('SADD', UNITS, name)
   redis.call('SADD', EXITS, exit)
-  redis.call('HSETNX', exit_key(exit), 'fence', 0)
+  redis.call('HSETNX', exit_key(exit), 'served', 0)
   for _, id in ipairs(redis.call('SMEMBERS', live_key(name))) do
     local l = read_lease(id)
     if l and CLASSES[l.class] > rank then

@@ -1,0 +1,95 @@
+//! The epochs of broker pools whose state lives elsewhere (Redis): a durable counter per pool,
+//! advanced under a lock while the caller checks that the state really is gone, so that of
+//! several instances finding it gone at once, one starts the new epoch and the others see it.
+
+use sqlx::Row as _;
+
+use super::Locked;
+use crate::{Engine, Store, StoreError};
+
+/// A pool's epoch row, locked until [`EpochLock::advance`] or [`EpochLock::release`].
+pub struct EpochLock {
+    tx: Locked,
+    pool: String,
+    epoch: Option<i64>,
+}
+
+impl Store {
+    /// Locks the epoch row of `pool` (made if missing) for the caller to decide on it.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_epoch_lock(&self, pool: &str) -> Result<EpochLock, StoreError> {
+        let mut tx = self.broker_transaction().await?;
+        sqlx::query("INSERT INTO broker_epochs (pool, epoch) VALUES ($1, NULL) ON CONFLICT (pool) DO NOTHING")
+            .bind(pool)
+            .execute(&mut *tx)
+            .await?;
+        let lock = match self.engine() {
+            Engine::Sqlite => "",
+            Engine::Postgres => " FOR UPDATE",
+        };
+        let row = sqlx::query(&format!(
+            "SELECT epoch FROM broker_epochs WHERE pool = $1{lock}"
+        ))
+        .bind(pool)
+        .fetch_one(&mut *tx)
+        .await?;
+        Ok(EpochLock {
+            epoch: row.try_get(0)?,
+            tx,
+            pool: pool.to_owned(),
+        })
+    }
+}
+
+impl EpochLock {
+    /// The pool's epoch: `None` while its state was never written.
+    pub fn current(&self) -> Option<i64> {
+        self.epoch
+    }
+
+    /// Starts the pool's next epoch (0 for its first) and unlocks: the new epoch.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn advance(mut self) -> Result<i64, StoreError> {
+        let next = self.epoch.map_or(0, |epoch| epoch + 1);
+        sqlx::query("UPDATE broker_epochs SET epoch = $1 WHERE pool = $2")
+            .bind(next)
+            .bind(&self.pool)
+            .execute(&mut *self.tx)
+            .await?;
+        self.tx.commit().await?;
+        Ok(next)
+    }
+
+    /// Unlocks without a change.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn release(self) -> Result<(), StoreError> {
+        self.tx.commit().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    on_both_engines! {
+        async fn epochs_start_at_zero_and_only_grow(store: Store) {
+            let lock = store.broker_epoch_lock("p").await.unwrap();
+            assert_eq!(lock.current(), None);
+            assert_eq!(lock.advance().await.unwrap(), 0);
+            let lock = store.broker_epoch_lock("p").await.unwrap();
+            assert_eq!(lock.current(), Some(0));
+            lock.release().await.unwrap();
+            let lock = store.broker_epoch_lock("p").await.unwrap();
+            assert_eq!(lock.advance().await.unwrap(), 1);
+            let other = store.broker_epoch_lock("q").await.unwrap();
+            assert_eq!(other.current(), None, "pools count apart");
+            other.release().await.unwrap();
+        }
+    }
+}
