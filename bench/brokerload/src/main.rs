@@ -6,8 +6,13 @@
 //! - `brokerload run --broker URL --clients 64 --seconds 10 [--rate R]`: each client keeps one
 //!   HTTP/1.1 connection and loops acquire (`POST /v1/leases`, class `identity`) then release
 //!   (`DELETE`, outcome `ok`); closed loop by default (saturation), or paced to R cycles/s over
-//!   all clients. Prints one JSON line: cycles, cycles/s, acquire latency percentiles (ms),
-//!   answers other than `201`.
+//!   all clients; `--hold N` leases N exits first and keeps them. Prints one JSON line:
+//!   cycles, cycles/s, acquire latency percentiles (ms), answers other than `201`;
+//! - `brokerload store --store URL --units N [--hold H]`: the same cycles through the broker's
+//!   store layer, without HTTP, on a pool of its own (Redis, SQLite or PostgreSQL);
+//! - `brokerload baseline --redis URL --units N [--hold H]`: the published Redis broker's
+//!   algorithm on the same Redis, the side-by-side figure ([`baseline`]). Failed acquires (none
+//!   free, or 20 tries spent) are counted apart from cycles.
 #![forbid(unsafe_code)]
 
 use std::io::Write as _;
@@ -21,6 +26,13 @@ use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
+
+use drive::{drive, Cycler, Step};
+use exitvoice_broker::redis_leases::{Epochs, RedisLeases, RedisUrl};
+
+mod baseline;
+mod drive;
+mod store_layer;
 
 #[derive(Parser)]
 #[command(about)]
@@ -60,7 +72,46 @@ enum Command {
         /// Cycles per second over all clients (default: as fast as the broker answers).
         #[arg(long)]
         rate: Option<f64>,
+        /// Exits leased (and never released) before the run.
+        #[arg(long, default_value_t = 0)]
+        hold: usize,
     },
+    /// Run acquire + release cycles through the broker's store layer, without HTTP.
+    Store {
+        /// `redis://…` or `rediss://…`, a SQLite file, or `postgres://…`.
+        #[arg(long)]
+        store: String,
+        #[command(flatten)]
+        load: Load,
+    },
+    /// Run the published Redis broker's acquire + release against a Redis server.
+    Baseline {
+        /// `redis://…`.
+        #[arg(long)]
+        redis: String,
+        #[command(flatten)]
+        load: Load,
+    },
+}
+
+/// The pool and the load of `store` and `baseline`.
+#[derive(clap::Args)]
+struct Load {
+    /// Exits in the pool (written fresh).
+    #[arg(long)]
+    units: usize,
+    /// Exits leased (and never released) before the run.
+    #[arg(long, default_value_t = 0)]
+    hold: usize,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 64)]
+    clients: usize,
+    /// How long to run.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Cycles per second over all clients (default: as fast as the store answers).
+    #[arg(long)]
+    rate: Option<f64>,
 }
 
 #[tokio::main]
@@ -77,8 +128,44 @@ async fn main() -> anyhow::Result<()> {
             clients,
             seconds,
             rate,
-        } => run(&broker, &token, clients, Duration::from_secs(seconds), rate).await,
+            hold,
+        } => {
+            let duration = Duration::from_secs(seconds);
+            run(&broker, &token, clients, duration, rate, hold).await
+        }
+        Command::Store { store, load } => store_layer(&store, &load).await,
+        Command::Baseline { redis, load } => {
+            let clients = baseline::prepare(&redis, load.units, load.hold, load.clients).await?;
+            let duration = Duration::from_secs(load.seconds);
+            println!("{}", drive(clients, duration, load.rate).await?);
+            Ok(())
+        }
     }
+}
+
+/// `brokerload store`: a pool of its own in `store` (for Redis, its epochs in a SQLite file
+/// removed after the run).
+async fn store_layer(store: &str, load: &Load) -> anyhow::Result<()> {
+    let duration = Duration::from_secs(load.seconds);
+    let summary = if RedisUrl::names_redis(store) {
+        let url: RedisUrl = store.parse()?;
+        let dir = tempfile::tempdir()?;
+        let epochs = Epochs {
+            store: exitvoice_store::Store::open(&dir.path().join("epochs.db")).await?,
+            hold: Duration::from_secs(3600),
+        };
+        let pool = format!("load-{:08x}", rand::random::<u32>());
+        let leases = RedisLeases::connect(&url, None, &pool, epochs).await?;
+        let clients = store_layer::prepare(leases, load.units, load.hold, load.clients).await?;
+        drive(clients, duration, load.rate).await?
+    } else {
+        let database: exitvoice_store::Database = store.parse().context("--store")?;
+        let leases = exitvoice_store::Store::connect(&database).await?;
+        let clients = store_layer::prepare(leases, load.units, load.hold, load.clients).await?;
+        drive(clients, duration, load.rate).await?
+    };
+    println!("{summary}");
+    Ok(())
 }
 
 async fn seed(database: &str, exits: usize, out: &PathBuf) -> anyhow::Result<()> {
@@ -158,12 +245,46 @@ impl Client {
     }
 }
 
-/// What one client measured.
-#[derive(Default)]
-struct Tally {
-    cycles: u64,
-    other: u64,
-    acquire_us: Vec<u64>,
+impl Cycler for Client {
+    async fn cycle(&mut self) -> anyhow::Result<Step> {
+        let body = json!({"class": "identity", "holder": "load", "wait_ms": 1000});
+        let asked = Instant::now();
+        let (status, lease) = self.call(Method::POST, "/v1/leases", Some(body)).await?;
+        let acquire = asked.elapsed();
+        if status != StatusCode::CREATED {
+            return Ok(Step {
+                acquire,
+                done: false,
+                failed: false,
+            });
+        }
+        let path = format!(
+            "/v1/leases/{}?fence={}&outcome=ok",
+            lease["lease_id"].as_str().unwrap_or(""),
+            lease["fence"]
+        );
+        let (status, _) = self.call(Method::DELETE, &path, None).await?;
+        Ok(Step {
+            acquire,
+            done: status == StatusCode::OK,
+            failed: false,
+        })
+    }
+}
+
+/// Leases `count` exits through the broker for an hour, never released: the pool's share
+/// that stays leased during the run.
+async fn hold(client: &mut Client, count: usize) -> anyhow::Result<()> {
+    let body = json!({"class": "identity", "holder": "held", "ttl_ms": 600_000});
+    for _ in 0..count {
+        let (status, answer) = client
+            .call(Method::POST, "/v1/leases", Some(body.clone()))
+            .await?;
+        if status != StatusCode::CREATED {
+            bail!("holding a lease: {status} {answer}");
+        }
+    }
+    Ok(())
 }
 
 async fn run(
@@ -172,84 +293,21 @@ async fn run(
     clients: usize,
     duration: Duration,
     rate: Option<f64>,
+    held: usize,
 ) -> anyhow::Result<()> {
     let authority = broker
         .strip_prefix("http://")
         .context("--broker must be http://")?
         .trim_end_matches('/')
         .to_owned();
-    let started = Instant::now();
-    let deadline = started + duration;
-    let mut tasks = Vec::with_capacity(clients);
-    for c in 0..clients {
-        let (authority, token) = (authority.clone(), token.to_owned());
-        // Paced: each client starts its cycles `clients / rate` seconds apart, staggered.
-        let period = rate.map(|r| Duration::from_secs_f64(clients as f64 / r));
-        tasks.push(tokio::spawn(async move {
-            let mut client = Client::connect(&authority, &token).await?;
-            let mut tally = Tally::default();
-            let mut next = Instant::now()
-                + period.map_or(Duration::ZERO, |p| p.mul_f64(c as f64 / clients as f64));
-            let body = json!({"class": "identity", "holder": format!("load-{c}"), "wait_ms": 1000});
-            while Instant::now() < deadline {
-                if period.is_some() {
-                    tokio::time::sleep_until(next.into()).await;
-                }
-                let asked = Instant::now();
-                let (status, lease) = client
-                    .call(Method::POST, "/v1/leases", Some(body.clone()))
-                    .await?;
-                tally
-                    .acquire_us
-                    .push(u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX));
-                if status != StatusCode::CREATED {
-                    tally.other += 1;
-                    continue;
-                }
-                let path = format!(
-                    "/v1/leases/{}?fence={}&outcome=ok",
-                    lease["lease_id"].as_str().unwrap_or(""),
-                    lease["fence"]
-                );
-                let (status, _) = client.call(Method::DELETE, &path, None).await?;
-                if status == StatusCode::OK {
-                    tally.cycles += 1;
-                } else {
-                    tally.other += 1;
-                }
-                if let Some(period) = period {
-                    next += period;
-                }
-            }
-            anyhow::Ok(tally)
-        }));
+    let mut connected = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        connected.push(Client::connect(&authority, token).await?);
     }
-    let mut total = Tally::default();
-    for task in tasks {
-        let tally = task.await??;
-        total.cycles += tally.cycles;
-        total.other += tally.other;
-        total.acquire_us.extend(tally.acquire_us);
+    if let Some(first) = connected.first_mut() {
+        hold(first, held).await?;
     }
-    let seconds = started.elapsed().as_secs_f64();
-    if total.cycles == 0 {
-        bail!("no cycle completed ({} other answers)", total.other);
-    }
-    total.acquire_us.sort_unstable();
-    let pct = |p: usize| {
-        let rank = (total.acquire_us.len() * p).div_ceil(100).max(1);
-        total
-            .acquire_us
-            .get(rank - 1)
-            .map_or(0.0, |us| *us as f64 / 1000.0)
-    };
-    println!(
-        "{}",
-        json!({
-            "clients": clients, "rate": rate, "seconds": seconds, "cycles": total.cycles,
-            "cycles_per_s": total.cycles as f64 / seconds, "other_answers": total.other,
-            "acquire_ms": {"p50": pct(50), "p95": pct(95), "p99": pct(99), "max": pct(100)},
-        })
-    );
+    let summary = drive(connected, duration, rate).await?;
+    println!("{summary}");
     Ok(())
 }

@@ -21,35 +21,48 @@ if task ~= '' then
 end
 
 -- Candidates: the least recently changed units of every rank that admits the class, from the
--- sets that hold exactly the units free for it (nothing live; or, for stateless, room left).
+-- sets that hold exactly the units free for it (nothing live; or, for stateless, room left),
+-- a few at a time: the first is taken unless banned for the origin or at its cap.
 local exclusive = class ~= 'stateless'
-local candidates = {}
-for r = rank, 3 do
-  local key = exclusive and free_key(r) or open_key(r)
-  local found = redis.call('ZRANGE', key, 0, WALK_MOST - 1, 'WITHSCORES')
-  for i = 1, #found, 2 do
-    candidates[#candidates + 1] = { name = found[i], at = tonumber(found[i + 1]) }
+
+-- The unit `name` if it may take this lease now.
+local function fits(name)
+  local u = read_unit(name)
+  if not (u and u.rank >= rank and u.excl == 0) then return nil end
+  if exclusive and u.shared > 0 or not exclusive and u.shared >= u.cap then return nil end
+  local bans = redis.call('HMGET', ban_until_key(u.exit), '', origin)
+  if num(bans[1]) > now or (origin ~= '' and num(bans[2]) > now) then return nil end
+  if not exclusive and origin ~= '' and cap > 0 and
+      num(redis.call('HGET', origins_key(u.name), origin)) >= cap then
+    return nil
   end
+  return u
 end
-table.sort(candidates, function(a, b)
-  if a.at ~= b.at then return a.at < b.at end
-  return a.name < b.name
-end)
 
 local chosen
-for i = 1, math.min(#candidates, WALK_MOST) do
-  local u = read_unit(candidates[i].name)
-  if u and u.rank >= rank and u.excl == 0 and
-      ((exclusive and u.shared == 0) or (not exclusive and u.shared < u.cap)) then
-    local bans = redis.call('HMGET', ban_until_key(u.exit), '', origin)
-    local banned = num(bans[1]) > now or (origin ~= '' and num(bans[2]) > now)
-    local full = not exclusive and origin ~= '' and cap > 0 and
-        num(redis.call('HGET', origins_key(u.name), origin)) >= cap
-    if not banned and not full then
-      chosen = u
-      break
+local from, window = 0, 4
+while not chosen and from < WALK_MOST do
+  local candidates = {}
+  for r = rank, 3 do
+    local key = exclusive and free_key(r) or open_key(r)
+    local found = redis.call('ZRANGE', key, from, math.min(from + window, WALK_MOST) - 1,
+      'WITHSCORES')
+    for i = 1, #found, 2 do
+      candidates[#candidates + 1] = { name = found[i], at = tonumber(found[i + 1]) }
     end
   end
+  if #candidates == 0 then break end
+  if rank < 3 then
+    table.sort(candidates, function(a, b)
+      if a.at ~= b.at then return a.at < b.at end
+      return a.name < b.name
+    end)
+  end
+  for _, candidate in ipairs(candidates) do
+    chosen = fits(candidate.name)
+    if chosen then break end
+  end
+  from, window = from + window, window * 4
 end
 if not chosen then return false end
 

@@ -66,15 +66,21 @@ local function read_unit(unit)
     life = num(f[5]), excl = num(f[6]), shared = num(f[7]) }
 end
 
--- Puts `u` in the free and open sets its counts and rank call for, at `now`.
+-- Puts `u` in (or takes it out of) its rank's free and open sets as its counts call for, at
+-- `now`. (A unit whose rank changes leaves the old rank's sets first: see sync.lua.)
 local function place(u, now)
-  for rank = 1, 3 do
-    redis.call('ZREM', free_key(rank), u.name)
-    redis.call('ZREM', open_key(rank), u.name)
+  if u.rank == 0 then return end
+  local free, open = free_key(u.rank), open_key(u.rank)
+  if u.excl == 0 and u.shared == 0 then
+    redis.call('ZADD', free, now, u.name)
+  else
+    redis.call('ZREM', free, u.name)
   end
-  if u.rank == 0 or u.excl > 0 then return end
-  if u.shared == 0 then redis.call('ZADD', free_key(u.rank), now, u.name) end
-  if u.shared < u.cap then redis.call('ZADD', open_key(u.rank), now, u.name) end
+  if u.excl == 0 and u.shared < u.cap then
+    redis.call('ZADD', open, now, u.name)
+  else
+    redis.call('ZREM', open, u.name)
+  end
 end
 
 local function ban_member(exit, origin) return #exit .. ':' .. exit .. origin end

@@ -11,6 +11,11 @@ local revoked = 0
 
 -- Gives unit `name` rank `rank` (and the other fields), revoking what it no longer admits.
 local function write(name, exit, rank, cap, gw, life)
+  local was = num(redis.call('HGET', unit_key(name), 'rank'))
+  if was > 0 and was ~= rank then
+    redis.call('ZREM', free_key(was), name)
+    redis.call('ZREM', open_key(was), name)
+  end
   local fields = { 'exit', exit, 'rank', rank, 'stamp', stamp }
   if cap then
     fields[#fields + 1] = 'cap'; fields[#fields + 1] = cap
