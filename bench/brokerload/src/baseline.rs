@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use rand::seq::SliceRandom as _;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::AsyncCommands as _;
 
 use crate::drive::{Cycler, Step};
@@ -86,7 +86,11 @@ pub async fn prepare(
     held: usize,
     clients: usize,
 ) -> anyhow::Result<Vec<BaselineClient>> {
-    let mut connection = ConnectionManager::new(redis::Client::open(url)?).await?;
+    // No response timeout: at 100,000 proxies each acquire's SMEMBERS answer is a megabyte,
+    // and 64 of them queue on the connection; the figure is how long that takes.
+    let config = ConnectionManagerConfig::new().set_response_timeout(None);
+    let client = redis::Client::open(url)?;
+    let mut connection = ConnectionManager::new_with_config(client, config).await?;
     let prefix = format!("baseline-{:08x}:", rand::random::<u32>());
     let proxies: Vec<String> = (0..units).map(|n| format!("e-{n}")).collect();
     for chunk in proxies.chunks(1000) {

@@ -6,8 +6,9 @@
 //! - `brokerload run --broker URL --clients 64 --seconds 10 [--rate R]`: each client keeps one
 //!   HTTP/1.1 connection and loops acquire (`POST /v1/leases`, class `identity`) then release
 //!   (`DELETE`, outcome `ok`); closed loop by default (saturation), or paced to R cycles/s over
-//!   all clients; `--hold N` leases N exits first and keeps them. Prints one JSON line:
+//!   all clients. Prints one JSON line:
 //!   cycles, cycles/s, acquire latency percentiles (ms), answers other than `201`;
+//! - `brokerload hold --broker URL --count N`: leases N exits and keeps them (ten minutes);
 //! - `brokerload store --store URL --units N [--hold H]`: the same cycles through the broker's
 //!   store layer, without HTTP, on a pool of its own (Redis, SQLite or PostgreSQL);
 //! - `brokerload baseline --redis URL --units N [--hold H]`: the published Redis broker's
@@ -72,9 +73,18 @@ enum Command {
         /// Cycles per second over all clients (default: as fast as the broker answers).
         #[arg(long)]
         rate: Option<f64>,
-        /// Exits leased (and never released) before the run.
-        #[arg(long, default_value_t = 0)]
-        hold: usize,
+    },
+    /// Lease exits for ten minutes and keep them: the pool's share leased during later runs.
+    Hold {
+        /// The broker, `http://127.0.0.1:8490`.
+        #[arg(long)]
+        broker: String,
+        /// Its token.
+        #[arg(long, env = "EXITVOICE_BROKER_TOKEN")]
+        token: String,
+        /// How many.
+        #[arg(long)]
+        count: usize,
     },
     /// Run acquire + release cycles through the broker's store layer, without HTTP.
     Store {
@@ -128,10 +138,14 @@ async fn main() -> anyhow::Result<()> {
             clients,
             seconds,
             rate,
-            hold,
+        } => run(&broker, &token, clients, Duration::from_secs(seconds), rate).await,
+        Command::Hold {
+            broker,
+            token,
+            count,
         } => {
-            let duration = Duration::from_secs(seconds);
-            run(&broker, &token, clients, duration, rate, hold).await
+            let mut client = Client::connect(&authority(&broker)?, &token).await?;
+            hold(&mut client, count).await
         }
         Command::Store { store, load } => store_layer(&store, &load).await,
         Command::Baseline { redis, load } => {
@@ -272,8 +286,8 @@ impl Cycler for Client {
     }
 }
 
-/// Leases `count` exits through the broker for an hour, never released: the pool's share
-/// that stays leased during the run.
+/// Leases `count` exits through the broker for ten minutes, never released: the pool's share
+/// that stays leased during later runs.
 async fn hold(client: &mut Client, count: usize) -> anyhow::Result<()> {
     let body = json!({"class": "identity", "holder": "held", "ttl_ms": 600_000});
     for _ in 0..count {
@@ -287,25 +301,26 @@ async fn hold(client: &mut Client, count: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `host:port` of an `http://` broker URL.
+fn authority(broker: &str) -> anyhow::Result<String> {
+    Ok(broker
+        .strip_prefix("http://")
+        .context("--broker must be http://")?
+        .trim_end_matches('/')
+        .to_owned())
+}
+
 async fn run(
     broker: &str,
     token: &str,
     clients: usize,
     duration: Duration,
     rate: Option<f64>,
-    held: usize,
 ) -> anyhow::Result<()> {
-    let authority = broker
-        .strip_prefix("http://")
-        .context("--broker must be http://")?
-        .trim_end_matches('/')
-        .to_owned();
+    let authority = authority(broker)?;
     let mut connected = Vec::with_capacity(clients);
     for _ in 0..clients {
         connected.push(Client::connect(&authority, token).await?);
-    }
-    if let Some(first) = connected.first_mut() {
-        hold(first, held).await?;
     }
     let summary = drive(connected, duration, rate).await?;
     println!("{summary}");
