@@ -97,6 +97,17 @@ fn run_workers(
         .collect()
 }
 
+/// A broker's `GET /v1/exits`: each exit's report.
+fn exits_report(broker: &Broker) -> Vec<serde_json::Value> {
+    let page = Command::new("curl")
+        .args(["-sf", "-H", &format!("Authorization: Bearer {TOKEN}")])
+        .arg(format!("{}/v1/exits", broker.url))
+        .output()
+        .unwrap();
+    let page: serde_json::Value = serde_json::from_slice(&page.stdout).unwrap_or_default();
+    page["exits"].as_array().cloned().unwrap_or_default()
+}
+
 /// A broker's metrics page.
 fn metrics(broker: &Broker) -> String {
     let metrics = Command::new("curl")
@@ -137,7 +148,7 @@ fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
     let ca = origin.dir.path().join("echo.db.cert.pem");
     let target = format!("https://localhost:{}/api/clean", origin.port);
     let work = tempfile::tempdir().unwrap();
-    brokers_keep_every_exit_to_one_holder(&runtime, &origin, &[]);
+    brokers_keep_every_exit_to_one_holder(&runtime, &origin, &[], None);
 
     // The control: the same workload on fresh exits, each worker picking at random.
     let control = simulated::simulator(&runtime, PLAIN_EXITS + 1, PASSWORD, false);
@@ -204,6 +215,7 @@ fn three_brokers_on_redis_no_exit_ever_has_two_holders() {
         &runtime,
         &origin,
         &["--store", &redis.url(), "--redis-pool", &pool],
+        None,
     );
     // The leases were Redis's: one hash per lease under the pool's keys (Debian's redis-cli).
     let listed = Command::new("redis-cli")
@@ -219,13 +231,31 @@ fn three_brokers_on_redis_no_exit_ever_has_two_holders() {
     );
 }
 
+/// Issue 31 §2: the Redis server killed (`kill -9`) mid-run and started again without its
+/// data. The brokers start a new epoch: no grant for `--max-life` (3 s here, the longest any
+/// lost lease could still run), then grants resume; no exit or session ever has two holders.
+#[test]
+fn a_redis_that_forgets_mid_run_never_gives_an_exit_two_holders() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let origin = simulated::unlimited_echo(None);
+    let redis = exitvoice_redistest::private_server();
+    brokers_keep_every_exit_to_one_holder(
+        &runtime,
+        &origin,
+        &["--store", &redis.url(), "--max-life", "3s"],
+        Some(&redis),
+    );
+}
+
 /// Three brokers (with `store` flags, or none: their state beside the labels in PostgreSQL)
 /// and 32 workers through simulated exits to `origin`, an auditor auditing meanwhile, one
-/// broker killed mid-run: every lease works, and no exit or session ever has two holders.
+/// broker killed mid-run (and `forgetful`, their Redis, restarted empty): every lease works,
+/// and no exit or session ever has two holders.
 fn brokers_keep_every_exit_to_one_holder(
     runtime: &tokio::runtime::Runtime,
     origin: &support::EchoServer,
     store: &[&str],
+    forgetful: Option<&exitvoice_redistest::Server>,
 ) {
     // One run at a time: each is 32 worker processes and three brokers on two cores.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -285,9 +315,17 @@ fn brokers_keep_every_exit_to_one_holder(
         || {
             std::thread::sleep(Duration::from_millis(1500));
             brokers[0].kill();
+            if let Some(redis) = forgetful {
+                std::thread::sleep(Duration::from_millis(300));
+                redis.restart_empty();
+            }
         },
     );
     let ok: u64 = summaries.iter().map(|s| s["ok"].as_u64().unwrap()).sum();
+    let unavailable: u64 = summaries
+        .iter()
+        .map(|s| s["unavailable"].as_u64().unwrap())
+        .sum();
     let failed: u64 = summaries
         .iter()
         .map(|s| s["failed"].as_u64().unwrap())
@@ -302,15 +340,37 @@ fn brokers_keep_every_exit_to_one_holder(
     drop(auditor);
     let labels = labels_snapshot(&brokers[1]);
     println!(
-        "broker: {ok} ok, {failed} failed, {gateway_leases} on gateway sessions, {} tunnels; most at once: {plain} per exit, {per_session} per session; {} audit probes meanwhile, labels snapshot {first_labels} then {labels}",
+        "broker: {ok} ok, {failed} failed, {unavailable} unavailable, {gateway_leases} on gateway sessions, {} tunnels; most at once: {plain} per exit, {per_session} per session; {} audit probes meanwhile, labels snapshot {first_labels} then {labels}",
         tunnels - probes,
         probes - audited
     );
-    assert_eq!(
-        ok,
-        (WORKERS * CYCLES) as u64,
-        "every lease did its work: {summaries:?}"
-    );
+    if forgetful.is_some() {
+        // Requests in flight when Redis went away were answered 503 (the worker waits and goes
+        // on to its next cycle); every lease granted did its work.
+        assert_eq!(ok + unavailable, (WORKERS * CYCLES) as u64, "{summaries:?}");
+        assert_eq!(failed, 0, "{summaries:?}");
+        let epoch = runtime.block_on(async {
+            let url = database.parse().unwrap();
+            let store = exitvoice_store::Store::connect(&url).await.unwrap();
+            let lock = store.broker_epoch_lock("broker").await.unwrap();
+            let epoch = lock.current();
+            lock.release().await.unwrap();
+            epoch
+        });
+        assert_eq!(epoch, Some(1), "the brokers started one new epoch");
+        // Grants resumed after the hold: the new epoch's leases were served.
+        let served: i64 = exits_report(&brokers[1])
+            .iter()
+            .map(|exit| exit["leases_served"].as_i64().unwrap())
+            .sum();
+        assert!(served > 0, "no lease was granted after Redis forgot");
+    } else {
+        assert_eq!(
+            ok,
+            (WORKERS * CYCLES) as u64,
+            "every lease did its work: {summaries:?}"
+        );
+    }
     assert_eq!(tunnels - probes, ok, "one tunnel per lease");
     assert!(
         probes > audited,

@@ -88,18 +88,27 @@ fn error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "error": message }))).into_response()
 }
 
+/// `503` with when to ask again, in the body (`retry_after_ms`) and in `Retry-After`.
+fn unavailable(message: &str, retry_after_ms: u64) -> Response {
+    let body = json!({ "error": message, "retry_after_ms": retry_after_ms });
+    let seconds = retry_after_ms.div_ceil(1000).max(1);
+    let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(RETRY_AFTER, value);
+    }
+    response
+}
+
+/// How soon a worker may ask again after a store failure: a restarted or failed-over store is
+/// usually back within a second.
+const STORE_RETRY_MS: u64 = 1000;
+
 impl IntoResponse for BrokerError {
     fn into_response(self) -> Response {
         match &self {
             Self::BadRequest(message) => error(StatusCode::BAD_REQUEST, message),
             Self::Unavailable { retry_after_ms, .. } => {
-                let body = json!({ "error": self.to_string(), "retry_after_ms": retry_after_ms });
-                let seconds = retry_after_ms.div_ceil(1000).max(1);
-                let mut response = (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
-                if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-                    response.headers_mut().insert(RETRY_AFTER, value);
-                }
-                response
+                unavailable(&self.to_string(), *retry_after_ms)
             }
             Self::Refused(exitvoice_store::Refusal::Unknown) => {
                 error(StatusCode::NOT_FOUND, "unknown_lease")
@@ -107,10 +116,7 @@ impl IntoResponse for BrokerError {
             Self::Refused(refusal) => error(StatusCode::CONFLICT, refusal.as_str()),
             Self::Store(failure) => {
                 tracing::warn!(%failure, "broker store failure");
-                error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the lease store is unavailable",
-                )
+                unavailable("the lease store is unavailable", STORE_RETRY_MS)
             }
         }
     }

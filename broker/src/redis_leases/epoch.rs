@@ -4,17 +4,28 @@
 //!
 //! Every script but `init` answers `FORGOTTEN` once the pool's `meta` hash is gone. The instance
 //! that meets it locks the pool's epoch row in the broker's SQL database (durable, shared by
-//! the instances), checks under the lock that the state is still gone, starts the next epoch
-//! there and in Redis (`init`, with a hold of `--max-life`: the longest life any lost lease had
-//! left), and writes the units it knows again. Fences carry the epoch in their high bits, so
-//! the new epoch's are above the lost one's. Another instance meeting `FORGOTTEN` meanwhile
-//! waits for the lock and then finds the state there.
+//! the instances) and checks under the lock that the state is still gone. Then it takes the
+//! next epoch there (committed before Redis hears of it, so an epoch is never used twice),
+//! starts it in Redis (`init`: only if no other instance has; with a hold of `--max-life`, the
+//! longest life any lost lease had left, unless no epoch was ever taken) and writes the units it
+//! knows again. Fences carry the epoch in their high bits, so the new epoch's are above the lost
+//! one's. Another instance meeting `FORGOTTEN` meanwhile finds the state there, or an epoch
+//! taken moments ago, which it waits for rather than take another.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use exitvoice_store::{Store, UnitSpec};
+
+/// An epoch younger than this whose state is missing from Redis is being started by the
+/// instance that took it (its `init` follows within a round trip, or fails within the client's
+/// timeouts): others wait for it instead of taking another.
+pub(super) const STARTING_MS: i64 = 5_000;
+/// The same, as a limit of one instance's wait.
+pub(super) const STARTING: Duration = Duration::from_millis(5_000);
+/// How often a waiting instance looks again.
+pub(super) const STARTING_POLL: Duration = Duration::from_millis(100);
 
 /// Where the epochs live, and how long a new one holds its grants.
 pub struct Epochs {

@@ -158,36 +158,49 @@ impl RedisLeases {
     async fn recover(&self) -> Result<(), StoreFailure> {
         let recovery = &self.recovery;
         let _turn = recovery.turn.lock().await;
-        let lock = recovery
-            .epochs
-            .store
-            .broker_epoch_lock(&recovery.pool)
-            .await?;
-        let mut connection = self.connection.clone();
-        let there: i64 = redis::cmd("EXISTS")
-            .arg(format!("{}meta", self.keys))
-            .query_async(&mut connection)
-            .await?;
-        if there == 1 {
-            lock.release().await?;
+        let waited = std::time::Instant::now();
+        loop {
+            let lock = recovery
+                .epochs
+                .store
+                .broker_epoch_lock(&recovery.pool)
+                .await?;
+            let mut connection = self.connection.clone();
+            let there: i64 = redis::cmd("EXISTS")
+                .arg(format!("{}meta", self.keys))
+                .query_async(&mut connection)
+                .await?;
+            if there == 1 {
+                lock.release().await?;
+                return Ok(());
+            }
+            // An epoch taken moments ago is being written into Redis by the instance that took
+            // it: wait for that rather than take another (and hold grants for nothing).
+            let starting = lock
+                .age_ms()
+                .is_some_and(|age| age < epoch::STARTING_MS && waited.elapsed() < epoch::STARTING);
+            if starting {
+                lock.release().await?;
+                tokio::time::sleep(epoch::STARTING_POLL).await;
+                continue;
+            }
+            // Never written before: nothing was granted, nothing to wait for.
+            let lost = lock.current().is_some();
+            let epoch = lock.advance().await?;
+            let hold_ms = if lost { recovery.hold_ms() } else { 0 };
+            let args = [epoch.to_string(), hold_ms.to_string()];
+            let started: i64 = self.run_once(&self.scripts.init, &args).await?;
+            if started == 1 && lost {
+                tracing::warn!(
+                    epoch,
+                    hold_ms,
+                    "Redis lost the broker pool's state: a new epoch, no grants until every \
+                     lease of the lost one has run out"
+                );
+                self.write_units(&recovery.known(), true).await?;
+            }
             return Ok(());
         }
-        // Never written before: nothing was granted, nothing to wait for.
-        let lost = lock.current().is_some();
-        let epoch = lock.advance().await?;
-        let hold_ms = if lost { recovery.hold_ms() } else { 0 };
-        let args = [epoch.to_string(), hold_ms.to_string()];
-        let started: i64 = self.run_once(&self.scripts.init, &args).await?;
-        if started == 1 && lost {
-            tracing::warn!(
-                epoch,
-                hold_ms,
-                "Redis lost the broker pool's state: a new epoch, no grants until every lease \
-                 of the lost one has run out"
-            );
-            self.write_units(&recovery.known(), true).await?;
-        }
-        Ok(())
     }
 
     /// Writes `units` (see [`LeaseStore::sync_units`]) without starting a new epoch.

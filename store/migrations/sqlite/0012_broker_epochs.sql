@@ -4,5 +4,9 @@
 -- until a pool's state is first written.
 CREATE TABLE IF NOT EXISTS broker_epochs (
     pool TEXT PRIMARY KEY,
-    epoch INTEGER
+    epoch INTEGER,
+    -- When the epoch was taken (the database's clock, ms): the instance that took it writes it
+    -- into Redis within moments, so a younger epoch whose state is missing is still being
+    -- started, not lost.
+    reserved_ms INTEGER
 );

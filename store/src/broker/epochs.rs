@@ -12,6 +12,9 @@ pub struct EpochLock {
     tx: Locked,
     pool: String,
     epoch: Option<i64>,
+    /// How long ago the epoch was taken (ms, the database's clock).
+    age_ms: Option<i64>,
+    engine: Engine,
 }
 
 impl Store {
@@ -30,13 +33,16 @@ impl Store {
             Engine::Postgres => " FOR UPDATE",
         };
         let row = sqlx::query(&format!(
-            "SELECT epoch FROM broker_epochs WHERE pool = $1{lock}"
+            "SELECT epoch, {now} - reserved_ms FROM broker_epochs WHERE pool = $1{lock}",
+            now = super::now_ms(self.engine())
         ))
         .bind(pool)
         .fetch_one(&mut *tx)
         .await?;
         Ok(EpochLock {
             epoch: row.try_get(0)?,
+            age_ms: row.try_get(1)?,
+            engine: self.engine(),
             tx,
             pool: pool.to_owned(),
         })
@@ -49,13 +55,22 @@ impl EpochLock {
         self.epoch
     }
 
-    /// Starts the pool's next epoch (0 for its first) and unlocks: the new epoch.
+    /// How long ago the current epoch was taken, ms (`None` with no epoch).
+    pub fn age_ms(&self) -> Option<i64> {
+        self.age_ms
+    }
+
+    /// Takes the pool's next epoch (0 for its first) and unlocks: the new epoch.
     ///
     /// # Errors
     /// Database failures.
     pub async fn advance(mut self) -> Result<i64, StoreError> {
         let next = self.epoch.map_or(0, |epoch| epoch + 1);
-        sqlx::query("UPDATE broker_epochs SET epoch = $1 WHERE pool = $2")
+        let sql = format!(
+            "UPDATE broker_epochs SET epoch = $1, reserved_ms = {now} WHERE pool = $2",
+            now = super::now_ms(self.engine)
+        );
+        sqlx::query(&sql)
             .bind(next)
             .bind(&self.pool)
             .execute(&mut *self.tx)
@@ -84,6 +99,8 @@ mod tests {
             assert_eq!(lock.advance().await.unwrap(), 0);
             let lock = store.broker_epoch_lock("p").await.unwrap();
             assert_eq!(lock.current(), Some(0));
+            let age = lock.age_ms().unwrap();
+            assert!((0..60_000).contains(&age), "taken just now: {age} ms ago");
             lock.release().await.unwrap();
             let lock = store.broker_epoch_lock("p").await.unwrap();
             assert_eq!(lock.advance().await.unwrap(), 1);
