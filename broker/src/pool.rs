@@ -19,7 +19,10 @@ use time::OffsetDateTime;
 /// The exits of the exits file, by unit name.
 #[derive(Clone, Debug, Default)]
 pub struct Pool {
+    /// Every exit a lease may name: the file's, and those an earlier file named (their live
+    /// leases run out; a task holding one gets it back with its URL).
     exits: HashMap<String, Exit>,
+    /// The file's exits, in its order: the units.
     order: Vec<String>,
 }
 
@@ -29,6 +32,18 @@ impl Pool {
         let order = exits.iter().map(|e| e.name.clone()).collect();
         let exits = exits.into_iter().map(|e| (e.name.clone(), e)).collect();
         Self { exits, order }
+    }
+
+    /// The pool of `exits` after a reload: the exits this pool had that `exits` lacks stay
+    /// known for their live leases, but are no units.
+    pub fn reloaded(&self, exits: Vec<Exit>) -> Self {
+        let mut pool = Self::new(exits);
+        for (name, exit) in &self.exits {
+            pool.exits
+                .entry(name.clone())
+                .or_insert_with(|| exit.clone());
+        }
+        pool
     }
 
     /// How many units.
@@ -100,6 +115,7 @@ impl Pool {
                     capacity: exit.stateless_per_exit.unwrap_or(capacity),
                     gateway,
                     life_ms: i64::try_from(life(exit, max_life).as_millis()).unwrap_or(i64::MAX),
+                    draining: false,
                 }
             })
             .collect()

@@ -1,6 +1,6 @@
 //! The broker: leases from the store, the pool and its labels, waiting acquires, outcomes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -249,7 +249,7 @@ impl<S: LeaseStore> Broker<S> {
         let now_ms = self.leases.now_ms().await?;
         let now = OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
             .map_err(|_| BrokerError::BadRequest("the store's clock is out of range".to_owned()))?;
-        let units = self.pool().units(
+        let mut units = self.pool().units(
             labels.as_deref(),
             now,
             self.config.labels_max_age,
@@ -259,6 +259,20 @@ impl<S: LeaseStore> Broker<S> {
         // The first refresh writes the whole pool; later ones only what changed (at 10,000 exits,
         // a refresh that wrote every unit would cost seconds of the store's time every time).
         let mut synced = self.synced.lock().await;
+        // Units a reloaded exits file no longer names drain.
+        if let Some(previous) = synced.as_ref() {
+            let named: HashSet<&str> = units.iter().map(|unit| unit.unit.as_str()).collect();
+            let gone: Vec<UnitSpec> = previous
+                .values()
+                .filter(|unit| !named.contains(unit.unit.as_str()))
+                .map(|unit| UnitSpec {
+                    admits: None,
+                    draining: true,
+                    ..unit.clone()
+                })
+                .collect();
+            units.extend(gone);
+        }
         let changed: Vec<UnitSpec> = match synced.as_ref() {
             None => units.clone(),
             Some(previous) => units
@@ -288,6 +302,23 @@ impl<S: LeaseStore> Broker<S> {
             );
         }
         Ok(revoked)
+    }
+
+    /// Leases from the exits of a reloaded exits file: new exits are leased as their labels
+    /// admit, exits it no longer names drain (no new lease; live ones run out). How many leases
+    /// the refresh that follows revoked.
+    ///
+    /// # Errors
+    /// Store failures (the new pool stays: the next refresh writes it).
+    pub async fn reload(&self, exits: Vec<exitvoice_exits::Exit>) -> Result<u64, BrokerError> {
+        {
+            let mut pool = self
+                .pool
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *pool = Arc::new(pool.reloaded(exits));
+        }
+        self.refresh().await
     }
 
     /// The persona's newest labels snapshot, parsed again only when a newer one was stored (at

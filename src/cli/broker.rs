@@ -5,7 +5,7 @@
 //! non-loopback address needs both TLS and a token.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -208,14 +208,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let leases = RedisLeases::connect(&url, ca, &args.redis_pool, epochs)
                 .await
                 .with_context(|| format!("connecting to {url}"))?;
-            start(leases, store, pool, config, token).await?
+            start(leases, store, pool, config, token, &args.exits).await?
         }
         Some(state) => {
             let state: exitvoice_store::Database = state.as_str().parse().context("--store")?;
             let leases = super::database::open(&state).await?;
-            start(leases, store, pool, config, token).await?
+            start(leases, store, pool, config, token, &args.exits).await?
         }
-        None => start(store.clone(), store, pool, config, token).await?,
+        None => start(store.clone(), store, pool, config, token, &args.exits).await?,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -243,16 +243,58 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The broker keeping its state in `leases`, its labels read once: the router to serve, and
-/// the task that reads them again every `--labels-refresh`.
+/// the task that reads them again every `--labels-refresh` (and `exits` at each SIGHUP).
 async fn start<S: LeaseStore>(
     leases: S,
     store: Store,
     pool: Pool,
     config: BrokerConfig,
     token: Option<BrokerToken>,
+    exits: &Path,
 ) -> anyhow::Result<(axum::Router, tokio::task::JoinHandle<()>)> {
     let broker = Arc::new(Broker::new(leases, store, pool, config));
     broker.refresh().await.context("reading the labels")?;
-    let refresher = tokio::spawn(broker.clone().refresh_forever());
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("listening for SIGHUP")?;
+    let refresher = tokio::spawn({
+        let (broker, exits) = (broker.clone(), exits.to_owned());
+        async move {
+            let refreshing = broker.clone().refresh_forever();
+            tokio::pin!(refreshing);
+            loop {
+                tokio::select! {
+                    () = &mut refreshing => break,
+                    hangup = hangups.recv() => match hangup {
+                        Some(()) => reload(&broker, &exits).await,
+                        None => break,
+                    },
+                }
+            }
+        }
+    });
     Ok((exitvoice_broker::api::router(broker, token), refresher))
+}
+
+/// Reads `exits` again into `broker` (SIGHUP). A file that does not read or parse, or names
+/// no exit, leaves the pool as it was.
+async fn reload<S: LeaseStore>(broker: &Broker<S>, exits: &Path) {
+    let parsed = std::fs::read(exits)
+        .with_context(|| format!("reading {}", exits.display()))
+        .and_then(|bytes| {
+            ExitsFile::<serde::de::IgnoredAny>::parse(&bytes)
+                .with_context(|| format!("{}", exits.display()))
+        });
+    match parsed {
+        Ok(file) if !file.exits.is_empty() => {
+            let units = file.exits.len();
+            match broker.reload(file.exits).await {
+                Ok(revoked) => tracing::info!(units, revoked, "exits file reloaded"),
+                Err(error) => {
+                    tracing::warn!(%error, units, "exits file reloaded; writing it failed")
+                }
+            }
+        }
+        Ok(_) => tracing::warn!("exits file names no exit: the pool stays as it was"),
+        Err(error) => tracing::warn!("exits file not reloaded: {error:#}"),
+    }
 }

@@ -81,6 +81,20 @@ pub struct UnitSpec {
     pub gateway: bool,
     /// The longest life of a lease on it, renewals included, ms.
     pub life_ms: i64,
+    /// It left the pool (the exits file no longer names it): it takes no new lease, and its
+    /// live ones run out rather than being revoked.
+    pub draining: bool,
+}
+
+impl UnitSpec {
+    /// Its rank in the store: the class it admits (0: none), or -1 while it drains.
+    pub fn rank(&self) -> i64 {
+        if self.draining {
+            -1
+        } else {
+            self.admits.map_or(0, LeaseClass::rank)
+        }
+    }
 }
 
 /// What an acquire asks for.
@@ -235,9 +249,9 @@ impl Store {
     }
 
     /// Writes `units`: new ones are added, known ones get their label's class, capacity and life
-    /// cap; when `whole` is set, `units` is the whole pool and units not in it admit nothing
-    /// (a refresh passes only what changed). The live leases of a unit whose label no longer
-    /// admits their class are revoked. How many were revoked.
+    /// cap; when `whole` is set, `units` is the whole pool and units not in it drain (a refresh
+    /// passes only what changed). The live leases of a unit whose label no longer admits their
+    /// class are revoked; a draining unit's run out. How many were revoked.
     ///
     /// # Errors
     /// Database failures.
@@ -248,12 +262,12 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let mut tx = self.broker_transaction().await?;
         if whole {
-            sqlx::query("UPDATE broker_units SET rank = 0")
+            sqlx::query("UPDATE broker_units SET rank = -1")
                 .execute(&mut *tx)
                 .await?;
         }
         for spec in units {
-            let rank = spec.admits.map_or(0, LeaseClass::rank);
+            let rank = spec.rank();
             sqlx::query(
                 "INSERT INTO broker_units (unit, exit_name, rank, capacity, gateway, life_ms) \
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (unit) DO UPDATE SET \
@@ -277,11 +291,13 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         }
-        // A lease of a class its unit no longer admits (rank below the class's) is revoked.
+        // A lease of a class its unit no longer admits (rank below the class's) is revoked; a
+        // draining unit's (rank -1) run out.
         let sql = format!(
             "UPDATE broker_leases SET state = 'revoked', ended_ms = {now} \
              WHERE state = 'live' AND expires_ms > {now} AND unit IN \
-             (SELECT u.unit FROM broker_units u WHERE u.unit = broker_leases.unit AND u.rank < \
+             (SELECT u.unit FROM broker_units u WHERE u.unit = broker_leases.unit AND u.rank >= 0 \
+             AND u.rank < \
              CASE broker_leases.class WHEN 'identity' THEN 3 WHEN 'anonymous' THEN 2 ELSE 1 END)",
             now = now_ms(self.engine())
         );

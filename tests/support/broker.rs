@@ -43,6 +43,15 @@ impl Broker {
         Self { url, child }
     }
 
+    /// Sends it SIGHUP: it reads its exits file again.
+    pub fn hangup(&self) {
+        let status = Command::new("kill")
+            .args(["-HUP", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -HUP failed");
+    }
+
     /// Kills it with SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         self.child.kill().expect("SIGKILL the broker");

@@ -80,6 +80,7 @@ pub async fn prepare<S: LeaseStore>(
             capacity: 1,
             gateway: false,
             life_ms: 3_600_000,
+            draining: false,
         })
         .collect();
     store.sync_units(&specs, true).await?;

@@ -84,6 +84,7 @@ fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {
         capacity: 2,
         gateway: name.contains('#'),
         life_ms: 3_600_000,
+        draining: false,
     }
 }
 
@@ -695,5 +696,49 @@ on_every_store! {
                 .await
                 .is_some());
         }
+    }
+    async fn a_unit_that_leaves_the_pool_drains(store: Store) {
+        let both = [
+            unit("a", Some(LeaseClass::Identity)),
+            unit("b", Some(LeaseClass::Identity)),
+        ];
+        store.sync_units(&both, true).await.unwrap();
+        let held = take(&store, &ask("l1", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        let other = if held.unit == "a" { "b" } else { "a" };
+        // The pool names only the other unit now: the one left out drains.
+        let revoked = store
+            .sync_units(&[unit(other, Some(LeaseClass::Identity))], true)
+            .await
+            .unwrap();
+        assert_eq!(revoked, 0, "a draining unit's leases run out, unrevoked");
+        assert!(store.renew("l1", held.fence, 60_000).await.unwrap().is_ok());
+        let next = take(&store, &ask("l2", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        assert_eq!(next.unit, other);
+        end(&store, "l1", held.fence, "ok", None, Effect::Success)
+            .await
+            .unwrap();
+        assert!(
+            take(&store, &ask("l3", LeaseClass::Identity, None))
+                .await
+                .is_none(),
+            "the drained unit takes no new lease"
+        );
+        // A refresh drains a unit by its spec, the same way.
+        let drained = UnitSpec {
+            draining: true,
+            ..unit(other, Some(LeaseClass::Identity))
+        };
+        assert_eq!(store.sync_units(&[drained], false).await.unwrap(), 0);
+        assert!(store.renew("l2", next.fence, 60_000).await.unwrap().is_ok());
+        end(&store, "l2", next.fence, "ok", None, Effect::Success)
+            .await
+            .unwrap();
+        assert!(take(&store, &ask("l4", LeaseClass::Identity, None))
+            .await
+            .is_none());
     }
 }

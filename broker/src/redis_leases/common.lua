@@ -69,7 +69,7 @@ end
 -- Puts `u` in (or takes it out of) its rank's free and open sets as its counts call for, at
 -- `now`. (A unit whose rank changes leaves the old rank's sets first: see sync.lua.)
 local function place(u, now)
-  if u.rank == 0 then return end
+  if u.rank <= 0 then return end
   local free, open = free_key(u.rank), open_key(u.rank)
   if u.excl == 0 and u.shared == 0 then
     redis.call('ZADD', free, now, u.name)

@@ -108,6 +108,7 @@ mod tests {
             capacity: 1,
             gateway: false,
             life_ms: 3_600_000,
+            draining: false,
         }
     }
 

@@ -215,7 +215,7 @@ impl RedisLeases {
                 args.extend([
                     spec.unit.clone(),
                     spec.exit_name.clone(),
-                    spec.admits.map_or(0, |class| class as u8).to_string(),
+                    spec.rank().to_string(),
                     spec.capacity.to_string(),
                     u8::from(spec.gateway).to_string(),
                     spec.life_ms.to_string(),

@@ -1,7 +1,7 @@
 -- Writes units: new ones are added, known ones get their label's class, capacity and life
 -- cap, and the stamp of this write. A live lease whose class its unit no longer admits is
--- revoked. ARGV: stamp, then per unit: unit, exit, rank, capacity, gateway (0/1), life ms.
--- Returns how many leases were revoked.
+-- revoked; a draining unit's (rank -1) run out. ARGV: stamp, then per unit: unit, exit, rank,
+-- capacity, gateway (0/1), life ms. Returns how many leases were revoked.
 local stamp = ARGV[1]
 local epoch, hold_until = pool_state()
 if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
@@ -28,7 +28,7 @@ local function write(name, exit, rank, cap, gw, life)
   redis.call('HSETNX', exit_key(exit), 'served', 0)
   for _, id in ipairs(redis.call('SMEMBERS', live_key(name))) do
     local l = read_lease(id)
-    if l and CLASSES[l.class] > rank then
+    if l and rank >= 0 and CLASSES[l.class] > rank then
       finish(l, 'revoked', now)
       revoked = revoked + 1
     end
@@ -38,10 +38,10 @@ local function write(name, exit, rank, cap, gw, life)
 end
 
 if ARGV[2] == 'sweep' then
-  -- After a whole pool's writes: units it did not name admit nothing.
+  -- After a whole pool's writes: units it did not name drain.
   for _, name in ipairs(redis.call('SMEMBERS', UNITS)) do
     local f = redis.call('HMGET', unit_key(name), 'stamp', 'exit')
-    if f[1] ~= stamp then write(name, f[2], 0) end
+    if f[1] ~= stamp then write(name, f[2], -1) end
   end
   return revoked
 end
