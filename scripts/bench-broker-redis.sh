@@ -11,8 +11,7 @@
 #   - baseline: the published algorithm (`brokerload baseline`): SMEMBERS, shuffle, up to 20
 #     EXISTS + SET NX EX; DEL to release. An acquire that gives up is a failed acquire, not a
 #     cycle;
-#   - http: `exitvoice broker --store redis://…` end to end (`brokerload run`), for pools the
-#     exits file takes (up to 10,000 exits).
+#   - http: `exitvoice broker --store redis://…` end to end (`brokerload run`).
 # Each at saturation, then paced at half that rate (acquire p99 under steady load). Redis and
 # the broker are pinned to CPU 0, the load to CPU 1. Prints a markdown table and keeps it, with
 # every JSON line, in --out.
@@ -115,21 +114,19 @@ for n in $POOLS; do
     mkdir -p "$dir"
     measure store "$dir" "$BIN/brokerload" store --store "$REDIS" --units "$n" --hold "$held"
     measure baseline "$dir" "$BIN/brokerload" baseline --redis "$REDIS" --units "$n" --hold "$held"
-    if [ "$n" -le 10000 ]; then
-      "$BIN/brokerload" seed --database "$dir/labels.db" --exits "$n" --out "$dir/exits.toml"
-      taskset -c 0 "$BIN/exitvoice" broker --exits "$dir/exits.toml" --database "$dir/labels.db" \
-        --store "$REDIS" --redis-pool "bench-$n-$p" --listen 127.0.0.1:0 --instance bench \
-        >"$dir/broker.out" 2>"$dir/broker.log" &
-      broker=$!
-      PIDS+=("$broker")
-      for _ in $(seq 200); do grep -q "listening on" "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
-      URL=$(sed -n 's/.*listening on \(http:\/\/[^/]*\)\/v1\/leases.*/\1/p' "$dir/broker.out")
-      [ -n "$URL" ] || die "the broker did not start (see $dir/broker.log)"
-      [ "$held" -gt 0 ] && "$BIN/brokerload" hold --broker "$URL" --count "$held"
-      measure http "$dir" "$BIN/brokerload" run --broker "$URL"
-      kill "$broker" 2>/dev/null || true
-      wait "$broker" 2>/dev/null || true
-    fi
+    "$BIN/brokerload" seed --database "$dir/labels.db" --exits "$n" --out "$dir/exits.toml"
+    taskset -c 0 "$BIN/exitvoice" broker --exits "$dir/exits.toml" --database "$dir/labels.db" \
+      --store "$REDIS" --redis-pool "bench-$n-$p" --listen 127.0.0.1:0 --instance bench \
+      >"$dir/broker.out" 2>"$dir/broker.log" &
+    broker=$!
+    PIDS+=("$broker")
+    for _ in $(seq 900); do grep -q "listening on" "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
+    URL=$(sed -n 's/.*listening on \(http:\/\/[^/]*\)\/v1\/leases.*/\1/p' "$dir/broker.out")
+    [ -n "$URL" ] || die "the broker did not start (see $dir/broker.log)"
+    [ "$held" -gt 0 ] && "$BIN/brokerload" hold --broker "$URL" --count "$held"
+    measure http "$dir" "$BIN/brokerload" run --broker "$URL"
+    kill "$broker" 2>/dev/null || true
+    wait "$broker" 2>/dev/null || true
     redis-cli -p "$PORT" flushall >/dev/null
   done
 done

@@ -51,15 +51,17 @@ use toml::Spanned;
 use crate::duration::{self, DurationError};
 use crate::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
 
-/// Largest exits file read (bytes): a config, not a data set.
-pub const MAX_CONFIG_BYTES: usize = 1 << 20;
-/// Most sessions one gateway entry may expand to.
-pub const MAX_SESSIONS: u32 = 1024;
+/// Largest exits file read (bytes): room for a pool of [`MAX_EXITS`] plain exits with long
+/// URLs and tags, and a bound on what a broken or hostile file costs to read.
+pub const MAX_CONFIG_BYTES: usize = 64 << 20;
+/// Most sessions one gateway entry may expand to: a gateway serving a whole pool.
+pub const MAX_SESSIONS: u32 = 100_000;
 /// Most stateless leases one exit may carry at once (`stateless_per_exit`).
 pub const MAX_STATELESS_PER_EXIT: u32 = 256;
-/// Most exits one file may name, gateway sessions expanded: without it a 1 MiB file of
-/// gateways with 1024 sessions each expands to millions of exits (found by fuzzing).
-pub const MAX_EXITS: usize = 10_000;
+/// Most exits one file may name, gateway sessions expanded: twice the largest pools the
+/// broker and the auditor are measured at (100,000). Without it a small file of gateways with
+/// many sessions each expands to billions of exits (found by fuzzing).
+pub const MAX_EXITS: usize = 200_000;
 
 /// The echo server probes go to, with its pinned certificate key.
 #[derive(Clone, Debug, PartialEq, Eq)]
