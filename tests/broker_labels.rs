@@ -39,15 +39,7 @@ fn forwarder(runtime: &tokio::runtime::Runtime, target: Arc<AtomicU16>) -> u16 {
 }
 
 fn lease(broker: &str, args: &[&str]) -> (i32, serde_json::Value) {
-    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
-        .args(["lease", "--broker", broker])
-        .args(args)
-        .env("EXITVOICE_BROKER_TOKEN", TOKEN)
-        .output()
-        .unwrap();
-    let answer = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|_| panic!("lease said {}", String::from_utf8_lossy(&output.stdout)));
-    (output.status.code().unwrap_or(-1), answer)
+    support::broker::lease(broker, TOKEN, args)
 }
 
 #[test]

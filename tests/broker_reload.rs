@@ -6,7 +6,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::broker::{audit, Broker};
@@ -29,14 +28,7 @@ fn write_exits(path: &Path, echo: &EchoServer, proxy: u16, names: &[&str]) {
 }
 
 fn lease(broker: &str, args: &[&str]) -> (i32, serde_json::Value) {
-    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
-        .args(["lease", "--broker", broker])
-        .args(args)
-        .env("EXITVOICE_BROKER_TOKEN", TOKEN)
-        .output()
-        .unwrap();
-    let answer = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
-    (output.status.code().unwrap_or(-1), answer)
+    support::broker::lease(broker, TOKEN, args)
 }
 
 /// An anonymous lease right away, if any exit is free.

@@ -114,3 +114,16 @@ pub fn audit(exits: &Path, database: &str) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// `exitvoice lease ARGS…` against `broker` with `token`: its exit code and the JSON it printed
+/// (`null` when it printed none).
+pub fn lease(broker: &str, token: &str, args: &[&str]) -> (i32, serde_json::Value) {
+    let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .args(["lease", "--broker", broker])
+        .args(args)
+        .env("EXITVOICE_BROKER_TOKEN", token)
+        .output()
+        .expect("run exitvoice lease");
+    let answer = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
+    (output.status.code().unwrap_or(-1), answer)
+}
