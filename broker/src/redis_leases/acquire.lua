@@ -70,22 +70,24 @@ local fence = epoch * EPOCH_UNIT + redis.call('HINCRBY', exit_key(chosen.exit), 
 local life_ends = now + math.max(math.min(life, chosen.life), 1)
 local expires = math.min(now + math.max(ttl, 1), life_ends)
 local session = false
-if chosen.gw then session = nonce .. fence end
+if chosen.gw then session = nonce .. int(fence) end
 local fields = { 'unit', chosen.name, 'exit', chosen.exit, 'class', class, 'holder', holder,
-  'fence', fence, 'granted', now, 'expires', expires, 'life_ends', life_ends, 'state', 'live' }
+  'fence', int(fence), 'granted', int(now), 'expires', int(expires), 'life_ends', int(life_ends),
+  'state', 'live' }
 if task ~= '' then fields[#fields + 1] = 'task'; fields[#fields + 1] = task end
 if origin ~= '' then fields[#fields + 1] = 'origin'; fields[#fields + 1] = origin end
 if session then fields[#fields + 1] = 'session'; fields[#fields + 1] = session end
 redis.call('HSET', lease_key(id), unpack(fields))
-redis.call('ZADD', EXPIRY, expires, id)
-redis.call('SADD', live_key(chosen.name), id)
+redis.call('ZADD', EXPIRY, int(expires), id)
 redis.call('HINCRBY', LIVE, class, 1)
 if task ~= '' then redis.call('SET', task_key(class, task), id) end
 if exclusive then
+  -- An exclusive lease is its unit's only one: the unit names it.
   chosen.excl = chosen.excl + 1
-  redis.call('HSET', unit_key(chosen.name), 'excl', chosen.excl)
+  redis.call('HSET', unit_key(chosen.name), 'excl', chosen.excl, 'lease', id)
   if chosen.excl > 1 then redis.call('SADD', COLLIDED, chosen.name) end
 else
+  redis.call('SADD', live_key(chosen.name), id)
   chosen.shared = chosen.shared + 1
   redis.call('HSET', unit_key(chosen.name), 'shared', chosen.shared)
   if origin ~= '' then redis.call('HINCRBY', origins_key(chosen.name), origin, 1) end

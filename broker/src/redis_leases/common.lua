@@ -20,7 +20,7 @@ local NAMES = { 'stateless', 'anonymous', 'identity' }
 
 -- Keys, by what they hold.
 local function unit_key(unit) return P .. 'unit:' .. unit end          -- hash: the unit
-local function live_key(unit) return P .. 'ul:' .. unit end            -- set: its live leases
+local function live_key(unit) return P .. 'ul:' .. unit end            -- set: live stateless
 local function origins_key(unit) return P .. 'uo:' .. unit end         -- hash: stateless per origin
 local function free_key(rank) return P .. 'free:' .. rank end          -- zset: nothing live
 local function open_key(rank) return P .. 'open:' .. rank end          -- zset: room for stateless
@@ -56,14 +56,17 @@ local function pool_state()
 end
 
 local function num(value) return tonumber(value) or 0 end
+-- A whole number as text for a command's argument: Lua's own conversion of its doubles
+-- (`%.17g`) costs several times more for a time in ms.
+local function int(n) return string.format('%d', n) end
 
 -- A unit's hash as a table.
 local function read_unit(unit)
   local f = redis.call('HMGET', unit_key(unit), 'exit', 'rank', 'cap', 'gw', 'life', 'excl',
-    'shared')
+    'shared', 'lease')
   if not f[1] then return nil end
   return { name = unit, exit = f[1], rank = num(f[2]), cap = num(f[3]), gw = f[4] == '1',
-    life = num(f[5]), excl = num(f[6]), shared = num(f[7]) }
+    life = num(f[5]), excl = num(f[6]), shared = num(f[7]), lease = f[8] }
 end
 
 -- Puts `u` in (or takes it out of) its rank's free and open sets as its counts call for, at
@@ -72,12 +75,12 @@ local function place(u, now)
   if u.rank <= 0 then return end
   local free, open = free_key(u.rank), open_key(u.rank)
   if u.excl == 0 and u.shared == 0 then
-    redis.call('ZADD', free, now, u.name)
+    redis.call('ZADD', free, int(now), u.name)
   else
     redis.call('ZREM', free, u.name)
   end
   if u.excl == 0 and u.shared < u.cap then
-    redis.call('ZADD', open, now, u.name)
+    redis.call('ZADD', open, int(now), u.name)
   else
     redis.call('ZREM', open, u.name)
   end
@@ -95,20 +98,21 @@ local function read_lease(id)
     session = f[9], task = f[10], egress = f[11], granted = num(f[12]) }
 end
 
--- Ends live lease `l` as `state` at `now`: its unit's counts, the sets, the gauges. Only the
--- caller that takes it out of EXPIRY counts it off, so an end is counted once.
-local function finish(l, state, now)
-  if redis.call('ZREM', EXPIRY, l.id) == 0 then return end
+-- Ends live lease `l` as `state` at `now`, with `fields` (name, value, …) written with it: its
+-- unit's counts, the sets, the gauges. Only the caller that takes it out of EXPIRY counts it
+-- off, so an end is counted once; whether this call did.
+local function finish(l, state, now, fields)
+  if redis.call('ZREM', EXPIRY, l.id) == 0 then return false end
   local ended = now
   if state == 'expired' then ended = l.expires end
-  redis.call('HSET', lease_key(l.id), 'state', state, 'ended', ended)
-  redis.call('ZADD', ENDED, ended, l.id)
+  redis.call('HSET', lease_key(l.id), 'state', state, 'ended', int(ended), unpack(fields or {}))
+  redis.call('ZADD', ENDED, int(ended), l.id)
   redis.call('HINCRBY', LIVE, l.class, -1)
-  redis.call('SREM', live_key(l.unit), l.id)
   if l.egress then redis.call('SREM', egress_key(l.egress), l.id) end
   local u = read_unit(l.unit)
-  if not u then return end
+  if not u then return true end
   if l.class == 'stateless' then
+    redis.call('SREM', live_key(l.unit), l.id)
     u.shared = math.max(u.shared - 1, 0)
     redis.call('HSET', unit_key(u.name), 'shared', u.shared)
     if l.origin ~= '' then
@@ -119,9 +123,10 @@ local function finish(l, state, now)
   else
     u.excl = math.max(u.excl - 1, 0)
     redis.call('HSET', unit_key(u.name), 'excl', u.excl)
-    if u.excl <= 1 then redis.call('SREM', COLLIDED, u.name) end
+    if u.excl == 1 then redis.call('SREM', COLLIDED, u.name) end
   end
   place(u, now)
+  return true
 end
 
 -- Ends the leases that expired by `now` (at most `most` of them, oldest first).

@@ -9,13 +9,12 @@ local effect, ttl, jitter, streak = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]
 local epoch, hold_until = pool_state()
 if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
-reap(now, REAP_MOST)
 local l, why = judge(id, fence, now)
 if not l then return { 'refused', why } end
-redis.call('HSET', lease_key(id), 'outcome', outcome)
-if latency ~= '' then redis.call('HSET', lease_key(id), 'latency', latency) end
-finish(l, 'released', now)
-redis.call('ZADD', RELEASED, now, id)
+local fields = { 'outcome', outcome }
+if latency ~= '' then fields[3] = 'latency'; fields[4] = latency end
+finish(l, 'released', now, fields)
+redis.call('ZADD', RELEASED, int(now), id)
 
 -- A ban of (exit, origin) from now: ttl, doubled for each earlier strike (up to 64 times),
 -- times the jitter (1 to 2). Until when.

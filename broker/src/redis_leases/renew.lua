@@ -4,11 +4,10 @@ local id, fence, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local epoch, hold_until = pool_state()
 if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
-reap(now, REAP_MOST)
 local l, why = judge(id, fence, now)
 if not l then return { 'refused', why } end
 if l.expires >= l.life_ends then return { 'refused', 'life_cap' } end
 local expires = math.min(now + math.max(ttl, 1), l.life_ends)
-redis.call('HSET', lease_key(id), 'expires', expires)
-redis.call('ZADD', EXPIRY, expires, id)
+redis.call('HSET', lease_key(id), 'expires', int(expires))
+redis.call('ZADD', EXPIRY, int(expires), id)
 return { 'ok', expires }

@@ -26,10 +26,12 @@ local function write(name, exit, rank, cap, gw, life)
   redis.call('SADD', UNITS, name)
   redis.call('SADD', EXITS, exit)
   redis.call('HSETNX', exit_key(exit), 'served', 0)
-  for _, id in ipairs(redis.call('SMEMBERS', live_key(name))) do
+  local ids = redis.call('SMEMBERS', live_key(name))
+  local exclusive = redis.call('HGET', unit_key(name), 'lease')
+  if exclusive then ids[#ids + 1] = exclusive end
+  for _, id in ipairs(ids) do
     local l = read_lease(id)
-    if l and rank >= 0 and CLASSES[l.class] > rank then
-      finish(l, 'revoked', now)
+    if l and rank >= 0 and CLASSES[l.class] > rank and finish(l, 'revoked', now) then
       revoked = revoked + 1
     end
   end
