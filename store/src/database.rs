@@ -69,26 +69,30 @@ impl PostgresUrl {
 
     /// The URL with the password (if any) replaced by `***`.
     fn redacted(&self) -> String {
-        let Ok(mut url) = url::Url::parse(&self.0) else {
-            return "postgres://***".to_owned();
-        };
-        if url.password().is_some() {
-            // Only fails for URLs that cannot have a password, which this one has.
-            let _ = url.set_password(Some("***"));
-        }
-        // Query parameters may carry `password=` too.
-        if url.query_pairs().any(|(k, _)| k == "password") {
-            let pairs: Vec<(String, String)> = url
-                .query_pairs()
-                .map(|(k, v)| {
-                    let v = if k == "password" { "***".into() } else { v };
-                    (k.into_owned(), v.into_owned())
-                })
-                .collect();
-            url.query_pairs_mut().clear().extend_pairs(pairs);
-        }
-        url.to_string()
+        redacted(&self.0).unwrap_or_else(|| "postgres://***".to_owned())
     }
+}
+
+/// `url` with its password, in the user part or a `password=` query parameter, replaced by
+/// `***`; `None` when it does not parse (show nothing of it then). For every URL the commands
+/// print that may carry a secret (PostgreSQL, Redis).
+pub fn redacted(url: &str) -> Option<String> {
+    let mut url = url::Url::parse(url).ok()?;
+    if url.password().is_some() {
+        // Only fails for URLs that cannot have a password, which one with a password is not.
+        let _ = url.set_password(Some("***"));
+    }
+    if url.query_pairs().any(|(k, _)| k == "password") {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if k == "password" { "***".into() } else { v };
+                (k.into_owned(), v.into_owned())
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    Some(url.to_string())
 }
 
 impl FromStr for Database {

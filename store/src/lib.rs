@@ -30,7 +30,7 @@ pub use broker::{
     Acquire, Backoff, Effect, EgressRecord, EpochLock, ExitReport, Gauges, Granted, LeaseClass,
     Refusal, Released, UnitSpec,
 };
-pub use database::{Database, DatabaseUrlError, PostgresUrl};
+pub use database::{redacted, Database, DatabaseUrlError, PostgresUrl};
 pub use ledger::LedgerRow;
 pub use observations::Batch;
 pub use quic::{QuicConnectionRow, QuicRequestRow, StoredQuicRequest};

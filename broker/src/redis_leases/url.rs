@@ -47,14 +47,8 @@ impl std::str::FromStr for RedisUrl {
 
 impl std::fmt::Display for RedisUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let Ok(mut url) = url::Url::parse(&self.0) else {
-            return f.write_str("redis://***");
-        };
-        if url.password().is_some() {
-            // Fails only for URLs that cannot carry a password, which this one does.
-            let _ = url.set_password(Some("***"));
-        }
-        f.write_str(url.as_str())
+        let shown = exitvoice_store::redacted(&self.0);
+        f.write_str(shown.as_deref().unwrap_or("redis://***"))
     }
 }
 
