@@ -21,9 +21,7 @@ use exitvoice_store::{Store, UnitSpec};
 /// An epoch younger than this whose state is missing from Redis is being started by the
 /// instance that took it (its `init` follows within a round trip, or fails within the client's
 /// timeouts): others wait for it instead of taking another.
-pub(super) const STARTING_MS: i64 = 5_000;
-/// The same, as a limit of one instance's wait.
-pub(super) const STARTING: Duration = Duration::from_millis(5_000);
+pub(super) const STARTING: Duration = Duration::from_secs(5);
 /// How often a waiting instance looks again.
 pub(super) const STARTING_POLL: Duration = Duration::from_millis(100);
 

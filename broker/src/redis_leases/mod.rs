@@ -178,7 +178,8 @@ impl RedisLeases {
             // it: wait for that rather than take another (and hold grants for nothing).
             let starting = lock
                 .age_ms()
-                .is_some_and(|age| age < epoch::STARTING_MS && waited.elapsed() < epoch::STARTING);
+                .is_some_and(|age| u128::try_from(age).unwrap_or(0) < epoch::STARTING.as_millis())
+                && waited.elapsed() < epoch::STARTING;
             if starting {
                 lock.release().await?;
                 tokio::time::sleep(epoch::STARTING_POLL).await;
