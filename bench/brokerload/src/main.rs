@@ -58,12 +58,8 @@ enum Command {
     },
     /// Run lease + release cycles against a broker.
     Run {
-        /// The broker, `http://127.0.0.1:8490`.
-        #[arg(long)]
-        broker: String,
-        /// Its token.
-        #[arg(long, env = "EXITVOICE_BROKER_TOKEN")]
-        token: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
         /// Concurrent clients, one connection each.
         #[arg(long, default_value_t = 64)]
         clients: usize,
@@ -76,12 +72,8 @@ enum Command {
     },
     /// Lease exits for ten minutes and keep them: the pool's share leased during later runs.
     Hold {
-        /// The broker, `http://127.0.0.1:8490`.
-        #[arg(long)]
-        broker: String,
-        /// Its token.
-        #[arg(long, env = "EXITVOICE_BROKER_TOKEN")]
-        token: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
         /// How many.
         #[arg(long)]
         count: usize,
@@ -102,6 +94,17 @@ enum Command {
         #[command(flatten)]
         load: Load,
     },
+}
+
+/// The broker `run` and `hold` talk to.
+#[derive(clap::Args)]
+struct BrokerArgs {
+    /// The broker, `http://127.0.0.1:8490`.
+    #[arg(long)]
+    broker: String,
+    /// Its token.
+    #[arg(long, env = "EXITVOICE_BROKER_TOKEN")]
+    token: String,
 }
 
 /// The pool and the load of `store` and `baseline`.
@@ -134,17 +137,12 @@ async fn main() -> anyhow::Result<()> {
         } => seed(&database, exits, &out).await,
         Command::Run {
             broker,
-            token,
             clients,
             seconds,
             rate,
-        } => run(&broker, &token, clients, Duration::from_secs(seconds), rate).await,
-        Command::Hold {
-            broker,
-            token,
-            count,
-        } => {
-            let mut client = Client::connect(&authority(&broker)?, &token).await?;
+        } => run(&broker, clients, Duration::from_secs(seconds), rate).await,
+        Command::Hold { broker, count } => {
+            let mut client = Client::connect(&authority(&broker.broker)?, &broker.token).await?;
             hold(&mut client, count).await
         }
         Command::Store { store, load } => store_layer(&store, &load).await,
@@ -311,16 +309,15 @@ fn authority(broker: &str) -> anyhow::Result<String> {
 }
 
 async fn run(
-    broker: &str,
-    token: &str,
+    broker: &BrokerArgs,
     clients: usize,
     duration: Duration,
     rate: Option<f64>,
 ) -> anyhow::Result<()> {
-    let authority = authority(broker)?;
+    let authority = authority(&broker.broker)?;
     let mut connected = Vec::with_capacity(clients);
     for _ in 0..clients {
-        connected.push(Client::connect(&authority, token).await?);
+        connected.push(Client::connect(&authority, &broker.token).await?);
     }
     let summary = drive(connected, duration, rate).await?;
     println!("{summary}");
