@@ -100,14 +100,19 @@ end
 
 -- Ends live lease `l` as `state` at `now`, with `fields` (name, value, …) written with it: its
 -- unit's counts, the sets, the gauges. Only the caller that takes it out of EXPIRY counts it
--- off, so an end is counted once; whether this call did.
+-- off, so an end is counted once; whether this call did. A revoked lease keeps its state and
+-- its end: only its unit is let go.
 local function finish(l, state, now, fields)
   if redis.call('ZREM', EXPIRY, l.id) == 0 then return false end
-  local ended = now
-  if state == 'expired' then ended = l.expires end
-  redis.call('HSET', lease_key(l.id), 'state', state, 'ended', int(ended), unpack(fields or {}))
-  redis.call('ZADD', ENDED, int(ended), l.id)
-  redis.call('HINCRBY', LIVE, l.class, -1)
+  if l.state == 'revoked' then
+    redis.call('ZADD', ENDED, int(now), l.id)
+  else
+    local ended = now
+    if state == 'expired' then ended = l.expires end
+    redis.call('HSET', lease_key(l.id), 'state', state, 'ended', int(ended), unpack(fields or {}))
+    redis.call('ZADD', ENDED, int(ended), l.id)
+    redis.call('HINCRBY', LIVE, l.class, -1)
+  end
   if l.egress then redis.call('SREM', egress_key(l.egress), l.id) end
   local u = read_unit(l.unit)
   if not u then return true end
@@ -136,6 +141,16 @@ local function reap(now, most)
     local l = read_lease(id)
     if l then finish(l, 'expired', now) else redis.call('ZREM', EXPIRY, id) end
   end
+end
+
+-- Revokes live lease `l` at `now` (its unit no longer admits its class): renewals and releases
+-- are refused from now on, but the unit stays held until the lease would have expired, since
+-- its holder hears of the revocation only when it renews; the reaper lets the unit go then.
+local function revoke(l, now)
+  if l.state ~= 'live' or l.expires <= now then return false end
+  redis.call('HSET', lease_key(l.id), 'state', 'revoked', 'ended', int(now))
+  redis.call('HINCRBY', LIVE, l.class, -1)
+  return true
 end
 
 -- The lease `id` if `fence` is its own and it is live at `now`, else why not.

@@ -15,8 +15,8 @@ end
 local live = {}
 for _, id in ipairs(redis.call('ZRANGE', EXPIRY, '(' .. now, '+inf', 'BYSCORE')) do
   local f = redis.call('HMGET', lease_key(id), 'exit', 'unit', 'class', 'holder', 'expires',
-    'granted')
-  if f[1] then
+    'granted', 'state')
+  if f[1] and f[7] == 'live' then
     for j = 1, 6 do live[#live + 1] = f[j] end
   end
 end

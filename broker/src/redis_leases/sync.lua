@@ -31,7 +31,7 @@ local function write(name, exit, rank, cap, gw, life)
   if exclusive then ids[#ids + 1] = exclusive end
   for _, id in ipairs(ids) do
     local l = read_lease(id)
-    if l and rank >= 0 and CLASSES[l.class] > rank and finish(l, 'revoked', now) then
+    if l and rank >= 0 and CLASSES[l.class] > rank and revoke(l, now) then
       revoked = revoked + 1
     end
   end
