@@ -29,7 +29,7 @@ use time::OffsetDateTime;
 
 use crate::auth::BrokerToken;
 use crate::lease_store::LeaseStore;
-use crate::service::{Broker, BrokerError, LeaseRequest};
+use crate::service::{Broker, BrokerError, Ended, LeaseRequest};
 
 /// The largest request body accepted.
 const MAX_BODY: usize = 16 * 1024;
@@ -235,10 +235,21 @@ async fn release<S: LeaseStore>(
             "latency_ms must not be negative".to_owned(),
         ));
     }
-    let released = shared
+    let ended = shared
         .broker
         .release(&id, query.fence, &query.outcome, query.latency_ms)
         .await?;
+    let released = match ended {
+        Ended::Released(released) => released,
+        // The store is out of reach: the instance ends the lease when it answers again.
+        Ended::Kept => {
+            return Ok((
+                StatusCode::ACCEPTED,
+                Json(json!({ "released": false, "kept": true })),
+            )
+                .into_response())
+        }
+    };
     Ok(Json(json!({
         "released": true,
         "exit": released.exit_name,

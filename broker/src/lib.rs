@@ -8,10 +8,12 @@
 //! - [`policy`]: what a reported outcome does (bans, retired sessions, failure streaks);
 //! - [`lease_store`]: the one interface the broker's state sits behind (SQLite and PostgreSQL
 //!   through `exitvoice-store`, Redis through [`redis_leases`]);
+//! - [`reserve`]: the units an instance holds to grant from while the store is out of reach;
 //! - [`metrics`]: Prometheus metrics.
 //!
 //! Exclusivity, fences and expiry are the store's (see `exitvoice_store`'s broker module): an
-//! instance keeps no lease state of its own, so any instance renews or releases any lease.
+//! instance keeps no lease state of its own, so any instance renews or releases any lease, save
+//! the sub-leases its reserve granted in an outage, which only it knows.
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
@@ -23,5 +25,6 @@ pub mod metrics;
 pub mod policy;
 pub mod pool;
 pub mod redis_leases;
+pub mod reserve;
 pub mod service;
 pub mod tls;

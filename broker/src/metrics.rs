@@ -9,6 +9,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 type Labels = Vec<(String, String)>;
 
@@ -34,6 +35,10 @@ pub struct Metrics {
     collisions: Gauge,
     labels_snapshot: Gauge,
     pruned: Counter,
+    outage: Gauge,
+    outage_seconds: Counter<f64, AtomicU64>,
+    granted_in_outage: Counter,
+    reserved: Gauge,
 }
 
 impl Metrics {
@@ -62,6 +67,10 @@ impl Metrics {
             collisions: Gauge::default(),
             labels_snapshot: Gauge::default(),
             pruned: Counter::default(),
+            outage: Gauge::default(),
+            outage_seconds: Counter::default(),
+            granted_in_outage: Counter::default(),
+            reserved: Gauge::default(),
         };
         registry.register(
             "leases_granted",
@@ -150,10 +159,46 @@ impl Metrics {
             "Ended leases deleted after --retain",
             metrics.pruned.clone(),
         );
+        registry.register(
+            "store_outage",
+            "1 while this instance cannot reach the lease store (it grants from its reserve)",
+            metrics.outage.clone(),
+        );
+        registry.register(
+            "store_outage_seconds",
+            "Time this instance spent without its lease store, outages that ended",
+            metrics.outage_seconds.clone(),
+        );
+        registry.register(
+            "leases_granted_in_outage",
+            "Sub-leases granted from this instance's reserve while the store was out of reach",
+            metrics.granted_in_outage.clone(),
+        );
+        registry.register(
+            "reserved_units",
+            "Units this instance holds in reserve for an outage",
+            metrics.reserved.clone(),
+        );
         Self {
             registry,
             ..metrics
         }
+    }
+
+    /// An outage began (`true`), or one of `length` ended.
+    pub fn outage(&self, began: bool, length: std::time::Duration) {
+        self.outage.set(i64::from(began));
+        self.outage_seconds.inc_by(length.as_secs_f64());
+    }
+
+    /// A sub-lease granted from the reserve.
+    pub fn granted_in_outage(&self) {
+        self.granted_in_outage.inc();
+    }
+
+    /// Units held in reserve now.
+    pub fn reserved(&self, units: usize) {
+        self.reserved.set(i64::try_from(units).unwrap_or(i64::MAX));
     }
 
     /// Ended leases pruned.

@@ -18,6 +18,7 @@ use crate::lease_store::{LeaseStore, StoreFailure};
 use crate::metrics::Metrics;
 use crate::policy::{self, BadOutcome};
 use crate::pool::{self, Pool};
+use crate::reserve::{PendingRelease, Reserve, Turn};
 
 /// Leases an exclusive acquire with an egress check takes before it gives up finding one whose
 /// address no other live lease leaves from.
@@ -30,6 +31,10 @@ const POLL: Duration = Duration::from_millis(50);
 /// leases per refresh, some 5,000 a second at the default refresh, beyond any rate measured.
 const PRUNE_BATCH: i64 = 5_000;
 const PRUNE_BATCHES: usize = 10;
+
+/// With a reserve, how long a store call may take before the store counts as out of reach
+/// (without one, a call waits as long as the store's client does).
+const STORE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The broker's settings (`exitvoice broker --help`).
 #[derive(Clone, Debug)]
@@ -63,6 +68,11 @@ pub struct BrokerConfig {
     /// Leases that ended longer ago than this are pruned at each labels refresh; zero keeps
     /// them for ever.
     pub retain: Duration,
+    /// Units this instance holds in reserve to grant from while the store is out of reach
+    /// ([`crate::reserve`]); 0: none, and an outage answers `503`.
+    pub reserve: usize,
+    /// How long the reserve's leases run between renewals: the longest outage it bridges.
+    pub reserve_ttl: Duration,
 }
 
 impl Default for BrokerConfig {
@@ -82,6 +92,8 @@ impl Default for BrokerConfig {
             instance: "broker".to_owned(),
             echo: None,
             retain: Duration::from_secs(24 * 3600),
+            reserve: 0,
+            reserve_ttl: Duration::from_secs(60),
         }
     }
 }
@@ -103,6 +115,15 @@ pub struct LeaseRequest {
     pub wait_ms: Option<u64>,
     /// Check the lease's egress address through the exit ([`crate::egress`]).
     pub egress: bool,
+}
+
+/// How a release ended.
+#[derive(Clone, Debug)]
+pub enum Ended {
+    /// The lease ended.
+    Released(Released),
+    /// The store is out of reach: the release is kept and sent when it answers again.
+    Kept,
 }
 
 /// A granted lease, as the API answers it.
@@ -197,12 +218,14 @@ pub struct Broker<S> {
     synced: tokio::sync::Mutex<Option<HashMap<String, UnitSpec>>>,
     /// The labels snapshot last read, with its id.
     snapshot: tokio::sync::Mutex<Option<(i64, Arc<LabelsDoc>)>>,
+    reserve: Reserve,
 }
 
 impl<S: LeaseStore> Broker<S> {
     /// A broker leasing `pool` through `leases`, judged by `labels`' snapshots.
     pub fn new(leases: S, labels: Store, pool: Pool, config: BrokerConfig) -> Self {
         let metrics = Metrics::new(&config.instance);
+        let reserve = Reserve::new(config.reserve, config.reserve_ttl);
         Self {
             leases,
             labels,
@@ -214,6 +237,7 @@ impl<S: LeaseStore> Broker<S> {
             metrics,
             synced: tokio::sync::Mutex::new(None),
             snapshot: tokio::sync::Mutex::new(None),
+            reserve,
         }
     }
 
@@ -346,8 +370,13 @@ impl<S: LeaseStore> Broker<S> {
         Ok(cached.as_ref().map(|(_, doc)| doc.clone()))
     }
 
-    /// Refreshes the labels every `labels_refresh` until the task is dropped.
+    /// Refreshes the labels every `labels_refresh`, and keeps the reserve, until the task is
+    /// dropped.
     pub async fn refresh_forever(self: Arc<Self>) {
+        tokio::join!(self.refresh_labels_forever(), self.keep_reserve_forever());
+    }
+
+    async fn refresh_labels_forever(&self) {
         let mut every = tokio::time::interval(self.config.labels_refresh);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -359,6 +388,69 @@ impl<S: LeaseStore> Broker<S> {
             if let Err(error) = self.prune().await {
                 self.metrics.store_error();
                 tracing::warn!(%error, "pruning ended leases failed");
+            }
+        }
+    }
+
+    async fn keep_reserve_forever(&self) {
+        while self.reserve.enabled() {
+            self.keep_reserve().await;
+            tokio::time::sleep(self.reserve.period()).await;
+        }
+    }
+
+    /// Renews the reserve and fills it up (when there is one); the store's answer (or its
+    /// silence) starts or ends an outage.
+    pub async fn keep_reserve(&self) {
+        if !self.reserve.enabled() {
+            return;
+        }
+        let holder = format!("reserve:{}", self.config.instance);
+        let life = millis(self.config.max_life);
+        let kept = tokio::time::timeout(
+            STORE_TIMEOUT,
+            self.reserve.keep(&self.leases, &holder, life),
+        )
+        .await;
+        match kept {
+            Ok(Ok(_)) => self.store_answered(true).await,
+            Ok(Err(error)) => {
+                self.metrics.store_error();
+                tracing::debug!(%error, "keeping the reserve failed");
+                self.store_answered(false).await;
+            }
+            Err(_) => self.store_answered(false).await,
+        }
+        let (held, _) = self.reserve.sizes(Instant::now());
+        self.metrics.reserved(held);
+    }
+
+    /// Notes whether the store answered: an outage starts, or ends and the releases kept
+    /// through it are sent.
+    async fn store_answered(&self, answered: bool) {
+        match self.reserve.store_answered(answered, Instant::now()) {
+            Turn::Same => {}
+            Turn::Lost => {
+                self.metrics.outage(true, Duration::ZERO);
+                tracing::warn!("the lease store is out of reach: granting from the reserve");
+            }
+            Turn::Back(length, kept) => {
+                self.metrics.outage(false, length);
+                tracing::info!(
+                    seconds = length.as_secs_f64(),
+                    releases = kept.len(),
+                    "the lease store answers again"
+                );
+                for release in kept {
+                    // A refusal means the lease ran out meanwhile: nothing left to end.
+                    let _ = Box::pin(self.release(
+                        &release.lease_id,
+                        release.fence,
+                        &release.outcome,
+                        release.latency_ms,
+                    ))
+                    .await;
+                }
             }
         }
     }
@@ -569,24 +661,66 @@ impl<S: LeaseStore> Broker<S> {
                 format!("{:08x}f", rng.random::<u32>()),
             )
         };
-        let result = self
-            .leases
-            .acquire(&Acquire {
-                lease_id: &lease_id,
-                class,
-                holder: &request.holder,
-                task: request.task.as_deref(),
-                origin: request.origin.as_deref(),
-                ttl_ms: millis(ttl),
-                life_ms: millis(self.config.max_life),
-                session_nonce: &nonce,
-                stateless_per_origin: self.config.stateless_per_origin,
-            })
-            .await;
-        result.map_err(|error| {
-            self.metrics.store_error();
-            BrokerError::from(error)
-        })
+        if self.reserve.in_outage() {
+            return Ok(self.grant_from_reserve(class, ttl).await);
+        }
+        let asked = Acquire {
+            lease_id: &lease_id,
+            class,
+            holder: &request.holder,
+            task: request.task.as_deref(),
+            origin: request.origin.as_deref(),
+            ttl_ms: millis(ttl),
+            life_ms: millis(self.config.max_life),
+            session_nonce: &nonce,
+            stateless_per_origin: self.config.stateless_per_origin,
+            fences: 1,
+        };
+        let acquire = self.leases.acquire(&asked);
+        let result = if self.reserve.enabled() {
+            match tokio::time::timeout(STORE_TIMEOUT, acquire).await {
+                Ok(result) => result,
+                Err(_) => Err(StoreFailure::message(
+                    "the lease store did not answer in time".to_owned(),
+                )),
+            }
+        } else {
+            acquire.await
+        };
+        match result {
+            Ok(granted) => Ok(granted),
+            Err(error) => {
+                self.metrics.store_error();
+                if !self.reserve.enabled() {
+                    return Err(BrokerError::from(error));
+                }
+                tracing::debug!(%error, "acquire failed at the store");
+                self.store_answered(false).await;
+                Ok(self.grant_from_reserve(class, ttl).await)
+            }
+        }
+    }
+
+    /// A sub-lease from the reserve, on a unit whose label (as last read) admits `class`.
+    async fn grant_from_reserve(&self, class: LeaseClass, ttl: Duration) -> Option<Granted> {
+        let synced = self.synced.lock().await;
+        let granted = self.reserve.grant(
+            class,
+            ttl,
+            self.config.stateless_per_exit,
+            |unit| {
+                synced
+                    .as_ref()
+                    .and_then(|units| units.get(unit))
+                    .filter(|spec| !spec.draining)
+                    .and_then(|spec| spec.admits)
+            },
+            Instant::now(),
+        );
+        if granted.is_some() {
+            self.metrics.granted_in_outage();
+        }
+        granted
     }
 
     /// Extends a lease; its new expiry (store ms) and time to live.
@@ -599,7 +733,18 @@ impl<S: LeaseStore> Broker<S> {
         fence: i64,
         ttl_ms: Option<u64>,
     ) -> Result<(i64, i64), BrokerError> {
-        let ttl = millis(self.ttl(ttl_ms)?);
+        let ttl = self.ttl(ttl_ms)?;
+        if Reserve::is_sub(lease_id) {
+            let renewed = self.reserve.renew(lease_id, fence, ttl, Instant::now());
+            return match renewed {
+                Ok(expires) => Ok((expires, millis(ttl))),
+                Err(refusal) => {
+                    self.metrics.refused(refusal.as_str());
+                    Err(BrokerError::Refused(refusal))
+                }
+            };
+        }
+        let ttl = millis(ttl);
         let expires = self
             .leases
             .renew(lease_id, fence, ttl)
@@ -617,7 +762,9 @@ impl<S: LeaseStore> Broker<S> {
         }
     }
 
-    /// Ends a lease with the worker's outcome.
+    /// Ends a lease with the worker's outcome. A sub-lease of the reserve ends here (its outcome
+    /// is counted, and bans nothing); with a reserve, a store lease whose release fails is kept
+    /// and ended when the store answers again.
     ///
     /// # Errors
     /// A bad outcome, a refusal, or a store failure.
@@ -627,16 +774,34 @@ impl<S: LeaseStore> Broker<S> {
         fence: i64,
         outcome: &str,
         latency_ms: Option<i64>,
-    ) -> Result<Released, BrokerError> {
+    ) -> Result<Ended, BrokerError> {
         let effect = policy::effect(outcome, self.config.ban_ttl, self.config.error_streak)?;
-        let released = self
-            .leases
-            .release(lease_id, fence, outcome, latency_ms, effect)
-            .await
-            .map_err(|error| {
-                self.metrics.store_error();
-                BrokerError::from(error)
-            })?;
+        let released = if Reserve::is_sub(lease_id) {
+            self.reserve.release(lease_id, fence, Instant::now())
+        } else {
+            match self
+                .leases
+                .release(lease_id, fence, outcome, latency_ms, effect)
+                .await
+            {
+                Ok(released) => released,
+                Err(error) => {
+                    self.metrics.store_error();
+                    let kept = self.reserve.enabled()
+                        && self.reserve.keep_release(PendingRelease {
+                            lease_id: lease_id.to_owned(),
+                            fence,
+                            outcome: outcome.to_owned(),
+                            latency_ms,
+                        });
+                    if !kept {
+                        return Err(BrokerError::from(error));
+                    }
+                    self.store_answered(false).await;
+                    return Ok(Ended::Kept);
+                }
+            }
+        };
         let released = match released {
             Ok(released) => released,
             Err(refusal) => {
@@ -657,7 +822,7 @@ impl<S: LeaseStore> Broker<S> {
                 "origin"
             });
         }
-        Ok(released)
+        Ok(Ended::Released(released))
     }
 
     fn ttl(&self, ttl_ms: Option<u64>) -> Result<Duration, BrokerError> {

@@ -120,6 +120,15 @@ pub struct Args {
     /// This instance's name in metrics (default: `<host>-<pid>`).
     #[arg(long, value_name = "NAME")]
     instance: Option<String>,
+    /// Units this instance holds in reserve (leases of its own in the store, renewed) to grant
+    /// from while the store is out of reach; no other instance grants them meanwhile. 0: none,
+    /// and an outage answers 503.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    reserve: usize,
+    /// How long the reserve's leases run between renewals: the longest outage the reserve
+    /// bridges (its sub-leases end a second before).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    reserve_ttl: Duration,
 }
 
 /// Runs `exitvoice broker` until interrupted.
@@ -185,6 +194,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ban_ttl: args.ban_ttl,
         error_streak: args.error_streak,
         retain: args.retain,
+        reserve: args.reserve,
+        reserve_ttl: args.reserve_ttl,
         instance,
         echo: file.echo.clone(),
     };
@@ -254,6 +265,7 @@ async fn start<S: LeaseStore>(
 ) -> anyhow::Result<(axum::Router, tokio::task::JoinHandle<()>)> {
     let broker = Arc::new(Broker::new(leases, store, pool, config));
     broker.refresh().await.context("reading the labels")?;
+    broker.keep_reserve().await;
     let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("listening for SIGHUP")?;
     let refresher = tokio::spawn({

@@ -61,6 +61,12 @@ impl LeaseClass {
         self != Self::Stateless
     }
 
+    /// Whether a unit whose label admits this class serves a lease of `class` (a unit fit for
+    /// identity serves anonymous and stateless leases too).
+    pub fn serves(self, class: Self) -> bool {
+        self.rank() >= class.rank()
+    }
+
     fn rank(self) -> i64 {
         self as i64
     }
@@ -121,6 +127,10 @@ pub struct Acquire<'a> {
     /// For a stateless lease with an origin: how many stateless leases one unit may carry for
     /// that origin at once (`None`: only the unit's capacity counts).
     pub stateless_per_origin: Option<u32>,
+    /// Fences the grant takes: its own, and `fences - 1` after it that no later grant on the
+    /// exit reuses (a broker's reserve hands them to its sub-leases while the store is out of
+    /// reach). 1 for a plain lease.
+    pub fences: i64,
 }
 
 /// A granted (or, for a sticky task, found) lease.
@@ -340,9 +350,11 @@ impl Store {
             return Ok(None);
         };
         let fence: i64 = sqlx::query_scalar(
-            "UPDATE broker_exits SET fence = fence + 1 WHERE exit_name = $1 RETURNING fence",
+            "UPDATE broker_exits SET fence = fence + $2 WHERE exit_name = $1 \
+             RETURNING fence - $2 + 1",
         )
         .bind(&exit_name)
+        .bind(request.fences.max(1))
         .fetch_one(&mut *tx)
         .await?;
         let expires = now.saturating_add(request.ttl_ms.max(1));

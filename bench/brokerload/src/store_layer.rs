@@ -58,6 +58,7 @@ fn request(id: &str, ttl_ms: i64) -> Acquire<'_> {
         life_ms: 3_600_000,
         session_nonce: "s",
         stateless_per_origin: None,
+        fences: 1,
     }
 }
 

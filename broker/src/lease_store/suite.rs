@@ -99,6 +99,7 @@ fn ask<'a>(id: &'a str, class: LeaseClass, origin: Option<&'a str>) -> Acquire<'
         life_ms: 600_000,
         session_nonce: "n",
         stateless_per_origin: None,
+        fences: 1,
     }
 }
 
@@ -199,6 +200,26 @@ on_every_store! {
         assert!(take(&store, &ask("s", LeaseClass::Stateless, None))
             .await
             .is_none());
+        // Admitted again, the unit still waits for the revoked lease's expiry: its holder hears
+        // of the revocation only when it renews, and may be at work until then.
+        store
+            .sync_units(
+                &[
+                    unit("anon", Some(LeaseClass::Anonymous)),
+                    unit("none", None),
+                ],
+                true,
+            )
+            .await
+            .unwrap();
+        assert!(take(&store, &ask("a2", LeaseClass::Anonymous, None))
+            .await
+            .is_none());
+        assert_eq!(
+            store.gauges().await.unwrap().live.iter().map(|(_, n)| n).sum::<i64>(),
+            0,
+            "a revoked lease is not live"
+        );
     }
 
     async fn stateless_leases_share_up_to_capacity_never_beside_an_exclusive_one(store: Store) {
@@ -285,6 +306,29 @@ on_every_store! {
             .clone();
         both.sort();
         assert_eq!(both, ["503", "ok"]);
+    }
+
+    async fn a_grant_that_takes_fences_leaves_them_to_no_later_grant(store: Store) {
+        store
+            .sync_units(&[unit("a", Some(LeaseClass::Identity))], true)
+            .await
+            .unwrap();
+        let reserve = Acquire {
+            fences: 64,
+            ..ask("l1", LeaseClass::Identity, None)
+        };
+        let first = take(&store, &reserve).await.unwrap();
+        end(&store, "l1", first.fence, "ok", None, Effect::Success)
+            .await
+            .unwrap();
+        let next = take(&store, &ask("l2", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        assert_eq!(
+            next.fence,
+            first.fence + 64,
+            "the 63 fences after the first stay the reserving lease's"
+        );
     }
 
     async fn the_store_clock_expires_leases_and_caps_their_life(store: Store) {
@@ -558,6 +602,7 @@ on_every_store! {
             .unwrap();
         let capped = |id, origin| Acquire {
             stateless_per_origin: Some(1),
+            fences: 1,
             ..ask(id, LeaseClass::Stateless, Some(origin))
         };
         assert!(take(&store, &capped("s1", "shop")).await.is_some());

@@ -1,9 +1,10 @@
 -- Grants a lease on a free unit, or returns a task's live lease of the class.
 -- ARGV: lease id, class, holder, task (''), origin (''), ttl ms, life ms, session nonce,
--- stateless leases per (unit, origin) (0: no cap).
+-- stateless leases per (unit, origin) (0: no cap), fences the grant takes (its own first).
 -- Returns {id, unit, exit, fence, expires, life_ends, session|false, now, sticky} or false.
 local id, class, holder, task, origin = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ttl, life, nonce, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
+local fences = tonumber(ARGV[10])
 local rank = CLASSES[class]
 local epoch, hold_until = pool_state()
 if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
@@ -66,7 +67,8 @@ while not chosen and from < WALK_MOST do
 end
 if not chosen then return false end
 
-local fence = epoch * EPOCH_UNIT + redis.call('HINCRBY', exit_key(chosen.exit), 'served', 1)
+local fence = epoch * EPOCH_UNIT
+  + redis.call('HINCRBY', exit_key(chosen.exit), 'served', fences) - fences + 1
 local life_ends = now + math.max(math.min(life, chosen.life), 1)
 local expires = math.min(now + math.max(ttl, 1), life_ends)
 local session = false

@@ -121,6 +121,7 @@ mod tests {
             life_ms: 60_000,
             session_nonce: "n",
             stateless_per_origin: None,
+            fences: 1,
         }
     }
 

@@ -338,6 +338,7 @@ impl LeaseStore for RedisLeases {
             request.life_ms.to_string(),
             request.session_nonce.to_owned(),
             cap.to_string(),
+            request.fences.max(1).to_string(),
         ];
         let answer: Option<Vec<Value>> = self.run(&self.scripts.acquire, &args).await?;
         let Some(fields) = answer else {

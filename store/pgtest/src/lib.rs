@@ -71,6 +71,35 @@ impl Cluster {
         assert!(status.success(), "createdb {name} failed: {status}");
         self.url(&name)
     }
+
+    /// Stops the server (`pg_ctl stop -m fast`: its connections are closed, new ones refused),
+    /// keeping its data, until [`Cluster::start_again`]. Every test of the process loses the
+    /// server meanwhile, so a test doing it must not run beside others that use it.
+    ///
+    /// # Panics
+    /// If `pg_ctl stop` fails.
+    pub fn stop(&self) {
+        let stopped = as_server_user(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.socket_dir.join("data"))
+            .args(["-m", "fast", "-w", "stop"])
+            .stdout(Stdio::null())
+            .output()
+            .expect("run pg_ctl stop");
+        assert!(
+            stopped.status.success(),
+            "pg_ctl stop failed: {}",
+            String::from_utf8_lossy(&stopped.stderr)
+        );
+    }
+
+    /// Starts the stopped server again on the same port, with its data.
+    ///
+    /// # Panics
+    /// If it does not start.
+    pub fn start_again(&self) {
+        pg_ctl_start(&self.bin, &self.socket_dir, self.port);
+    }
 }
 
 /// The test process's cluster, started on first call.
@@ -173,6 +202,18 @@ fn start() -> Cluster {
         String::from_utf8_lossy(&initdb.stderr)
     );
     let port = free_port();
+    pg_ctl_start(&bin, &dir, port);
+    watch(&bin, &data, &dir);
+    Cluster {
+        port,
+        password,
+        socket_dir: dir,
+        bin,
+    }
+}
+
+/// Starts the cluster in `dir` (its data in `dir/data`) on `port`, and waits until it answers.
+fn pg_ctl_start(bin: &Path, dir: &Path, port: u16) {
     // Throwaway: no fsync; room for many test connections.
     let options = format!(
         "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
@@ -181,7 +222,7 @@ fn start() -> Cluster {
     );
     let started = as_server_user(&bin.join("pg_ctl"))
         .arg("-D")
-        .arg(&data)
+        .arg(dir.join("data"))
         .arg("-l")
         .arg(dir.join("server.log"))
         .args(["-o", &options, "-w", "-t", "60", "start"])
@@ -194,13 +235,6 @@ fn start() -> Cluster {
         String::from_utf8_lossy(&started.stderr),
         std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
     );
-    watch(&bin, &data, &dir);
-    Cluster {
-        port,
-        password,
-        socket_dir: dir,
-        bin,
-    }
 }
 
 /// Stops the cluster and removes its directory once this process has ended, however it ends.

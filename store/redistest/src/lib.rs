@@ -112,6 +112,23 @@ impl Server {
         }
     }
 
+    /// Freezes the server (`SIGSTOP`, or `SIGCONT` when `frozen` is false): it keeps its data
+    /// and its clients' connections but answers nothing, as a hung or partitioned server.
+    ///
+    /// # Panics
+    /// If it is not running or `kill` fails.
+    pub fn freeze(&self, frozen: bool) {
+        let child = self.lock();
+        let pid = child.as_ref().expect("a running redis-server").id();
+        let signal = if frozen { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .arg(signal)
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid} failed");
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<Child>> {
         self.child.lock().unwrap_or_else(PoisonError::into_inner)
     }

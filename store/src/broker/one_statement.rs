@@ -51,8 +51,8 @@ impl Store {
                AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
                  AND b.origin IN ('', $3) AND b.until_ms > n.ms) \
                ORDER BY u.free_at LIMIT 1 FOR UPDATE OF u SKIP LOCKED), \
-             f AS (UPDATE broker_exits e SET fence = e.fence + 1 FROM c \
-               WHERE e.exit_name = c.exit_name RETURNING e.fence), \
+             f AS (UPDATE broker_exits e SET fence = e.fence + $11 FROM c \
+               WHERE e.exit_name = c.exit_name RETURNING e.fence - $11 + 1 AS fence), \
              l AS (INSERT INTO broker_leases (lease_id, unit, exit_name, class, holder, task, \
                origin, fence, session, granted_ms, expires_ms, life_ends_ms, state) \
                SELECT $4, c.unit, c.exit_name, $5, $6, $7, $8, f.fence, \
@@ -77,6 +77,7 @@ impl Store {
             .bind(request.origin)
             .bind(request.session_nonce)
             .bind(request.ttl_ms.max(1))
+            .bind(request.fences.max(1))
             .fetch_optional(conn)
             .await?;
         Ok(row.map(|row| granted(&row, false)).transpose()?)
