@@ -30,6 +30,11 @@ const WORKERS: usize = 32;
 const CYCLES: usize = 5;
 const HOLD_MS: &str = "60";
 const PASSWORD: &str = "collide-pw";
+/// An outage run: how long the store is away, how long the workers run (from their start:
+/// about 8 s before the outage, the rest after), and the units each instance keeps in reserve.
+const OUTAGE: Duration = Duration::from_secs(10);
+const OUTAGE_RUN_SECONDS: &str = "24";
+const RESERVE: &str = "2";
 const TOKEN: &str = "collision-test-token-0123456789";
 
 fn root() -> PathBuf {
@@ -134,7 +139,7 @@ fn collisions(sim: &Simulator) -> (u64, u32, u64) {
 fn three_brokers_32_workers_no_exit_ever_has_two_holders() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let origin = simulated::unlimited_echo(None);
-    brokers_keep_every_exit_to_one_holder(&runtime, &origin, &[], None);
+    brokers_keep_every_exit_to_one_holder(&runtime, &origin, &[], Fault::KillOne);
 }
 
 /// The control, in the same run as the brokers': the same workload on fresh exits to `origin`,
@@ -207,7 +212,7 @@ fn three_brokers_on_redis_no_exit_ever_has_two_holders() {
         &runtime,
         &origin,
         &["--store", &redis.url(), "--redis-pool", &pool],
-        None,
+        Fault::KillOne,
     );
     // The leases were Redis's: one hash per lease under the pool's keys (Debian's redis-cli).
     let listed = Command::new("redis-cli")
@@ -235,19 +240,69 @@ fn a_redis_that_forgets_mid_run_never_gives_an_exit_two_holders() {
         &runtime,
         &origin,
         &["--store", &redis.url(), "--max-life", "3s"],
-        Some(&redis),
+        Fault::Forget(&redis),
     );
 }
 
+/// Issue 31 §3: PostgreSQL stopped for 10 s mid-run and started again. Each instance grants
+/// from its reserve meanwhile (`--reserve`), units no other instance may grant: no exit or
+/// session ever has two holders, and the workers go on at half their rate or more.
+#[test]
+fn a_postgresql_outage_keeps_exits_to_one_holder_and_grants_going() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let origin = simulated::unlimited_echo(None);
+    let cluster = exitvoice_pgtest::cluster();
+    brokers_keep_every_exit_to_one_holder(
+        &runtime,
+        &origin,
+        &[],
+        Fault::Outage {
+            stop: &|| cluster.stop(),
+            start: &|| cluster.start_again(),
+        },
+    );
+}
+
+/// The same with the brokers' state in Redis, frozen (`SIGSTOP`) for 10 s: a hung server, not
+/// a refused one.
+#[test]
+fn a_redis_outage_keeps_exits_to_one_holder_and_grants_going() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let origin = simulated::unlimited_echo(None);
+    let redis = exitvoice_redistest::private_server();
+    brokers_keep_every_exit_to_one_holder(
+        &runtime,
+        &origin,
+        &["--store", &redis.url()],
+        Fault::Outage {
+            stop: &|| redis.freeze(true),
+            start: &|| redis.freeze(false),
+        },
+    );
+}
+
+/// What goes wrong mid-run.
+enum Fault<'a> {
+    /// One broker is killed (SIGKILL).
+    KillOne,
+    /// One broker is killed, and their Redis restarted empty.
+    Forget(&'a exitvoice_redistest::Server),
+    /// The store is away for [`OUTAGE`] (`stop`, then `start`) while every broker runs on with
+    /// a reserve; the workers run for [`OUTAGE_RUN_SECONDS`].
+    Outage {
+        stop: &'a dyn Fn(),
+        start: &'a dyn Fn(),
+    },
+}
+
 /// Three brokers (with `store` flags, or none: their state beside the labels in PostgreSQL)
-/// and 32 workers through simulated exits to `origin`, an auditor auditing meanwhile, one
-/// broker killed mid-run (and `forgetful`, their Redis, restarted empty): every lease works,
-/// and no exit or session ever has two holders.
+/// and 32 workers through simulated exits to `origin`, an auditor auditing meanwhile, and a
+/// `fault` mid-run: every lease works, and no exit or session ever has two holders.
 fn brokers_keep_every_exit_to_one_holder(
     runtime: &tokio::runtime::Runtime,
     origin: &support::EchoServer,
     store: &[&str],
-    forgetful: Option<&exitvoice_redistest::Server>,
+    fault: Fault<'_>,
 ) {
     // One run at a time: each is 32 worker processes and three brokers on two cores.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -271,6 +326,9 @@ fn brokers_keep_every_exit_to_one_holder(
             let name = format!("b{i}");
             let mut flags = vec!["--labels-refresh", "1s", "--instance", &name];
             flags.extend(store);
+            if matches!(fault, Fault::Outage { .. }) {
+                flags.extend(["--reserve", RESERVE, "--reserve-ttl", "30s"]);
+            }
             Broker::start(&exits, &database, TOKEN, &flags)
         })
         .collect();
@@ -280,6 +338,16 @@ fn brokers_keep_every_exit_to_one_holder(
     let audited = sim.snapshot(false).uncounted;
     let worker = root().join("broker/examples/worker.py");
     let mut brokers = brokers;
+    let (cycles, seconds) = match fault {
+        Fault::Outage { .. } => ("100000".to_owned(), OUTAGE_RUN_SECONDS),
+        _ => (CYCLES.to_string(), "0"),
+    };
+    // Leases done (tunnels to the origin) before, during and after the outage.
+    let done = || {
+        let snapshot = sim.snapshot(false);
+        snapshot.tunnels - snapshot.uncounted
+    };
+    let mut rates = None;
     let summaries = run_workers(
         |w| {
             let mut command = Command::new(python());
@@ -289,14 +357,8 @@ fn brokers_keep_every_exit_to_one_holder(
                 command.arg("--broker").arg(&urls[(w + i) % urls.len()]);
             }
             command
-                .args([
-                    "--class",
-                    "anonymous",
-                    "--cycles",
-                    &CYCLES.to_string(),
-                    "--hold-ms",
-                    HOLD_MS,
-                ])
+                .args(["--class", "anonymous", "--cycles", &cycles])
+                .args(["--seconds", seconds, "--hold-ms", HOLD_MS])
                 .args(["--wait-ms", "20000", "--holder", &format!("worker-{w}")])
                 .arg("--ca")
                 .arg(&ca)
@@ -304,12 +366,29 @@ fn brokers_keep_every_exit_to_one_holder(
                 .env("EXITVOICE_BROKER_TOKEN", TOKEN);
             command
         },
-        || {
-            std::thread::sleep(Duration::from_millis(1500));
-            brokers[0].kill();
-            if let Some(redis) = forgetful {
-                std::thread::sleep(Duration::from_millis(300));
-                redis.restart_empty();
+        || match fault {
+            Fault::KillOne | Fault::Forget(_) => {
+                std::thread::sleep(Duration::from_millis(1500));
+                brokers[0].kill();
+                if let Fault::Forget(redis) = fault {
+                    std::thread::sleep(Duration::from_millis(300));
+                    redis.restart_empty();
+                }
+            }
+            Fault::Outage { stop, start } => {
+                // The workers' processes start, then 4 s of the rate before.
+                std::thread::sleep(Duration::from_secs(4));
+                let before = done();
+                std::thread::sleep(Duration::from_secs(4));
+                let at_stop = done();
+                stop();
+                std::thread::sleep(OUTAGE);
+                let at_start = done();
+                start();
+                rates = Some((
+                    (at_stop - before) as f64 / 4.0,
+                    (at_start - at_stop) as f64 / OUTAGE.as_secs_f64(),
+                ));
             }
         },
     );
@@ -336,7 +415,31 @@ fn brokers_keep_every_exit_to_one_holder(
         tunnels - probes,
         probes - audited
     );
-    if forgetful.is_some() {
+    if let Some((before, during)) = rates {
+        println!("leases a second: {before:.1} before the outage, {during:.1} during it");
+        assert_eq!(failed, 0, "{summaries:?}");
+        assert!(
+            during >= before / 2.0 && before > 0.0,
+            "during the outage the brokers granted {during:.1} leases a second, against \
+             {before:.1} before"
+        );
+        for broker in &brokers {
+            let metrics = metrics(broker);
+            let value = |name: &str| -> f64 {
+                metrics
+                    .lines()
+                    .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+                    .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+            };
+            let seconds = value("exitvoice_broker_store_outage_seconds_total ");
+            assert!(
+                seconds > OUTAGE.as_secs_f64() / 2.0 && seconds < OUTAGE.as_secs_f64() * 2.0,
+                "an outage of {seconds} s counted"
+            );
+            assert!(value("exitvoice_broker_leases_granted_in_outage_total ") > 0.0);
+            assert_eq!(value("exitvoice_broker_store_outage "), 0.0, "it ended");
+        }
+    } else if let Fault::Forget(_) = fault {
         // Requests in flight when Redis went away were answered 503 (the worker waits and goes
         // on to its next cycle); every lease granted did its work.
         assert_eq!(ok + unavailable, (WORKERS * CYCLES) as u64, "{summaries:?}");

@@ -55,6 +55,7 @@ def main():
     parser.add_argument("--holder", required=True, help="this worker's name")
     parser.add_argument("--origin", help="the site it works on (bans are per exit and origin)")
     parser.add_argument("--cycles", type=int, default=1, help="leases to take, one after another")
+    parser.add_argument("--seconds", type=float, default=0, help="take no new lease after this long (0: no limit)")
     parser.add_argument("--hold-ms", type=int, default=0, help="time spent working with the tunnel open")
     parser.add_argument("--wait-ms", type=int, default=10000, help="how long the broker may queue a lease request")
     parser.add_argument("--ca", help="CA bundle that signs the URL's certificate")
@@ -62,7 +63,10 @@ def main():
     args = parser.parse_args()
 
     done = {"ok": 0, "failed": 0, "unavailable": 0, "exits": []}
+    stop = time.monotonic() + args.seconds if args.seconds else None
     for _ in range(args.cycles):
+        if stop and time.monotonic() > stop:
+            break
         answer = broker(args.broker, "POST", "/v1/leases", json={
             "class": args.lease_class, "holder": args.holder, "origin": args.origin,
             "wait_ms": args.wait_ms,
