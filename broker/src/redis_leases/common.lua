@@ -1,7 +1,8 @@
--- Shared by every script of the Redis lease store (prepended to each). KEYS[1] is the pool's
--- key prefix, `<prefix>{<pool>}:`: every key below starts with it, so the hash tag puts the
--- whole pool in one Redis Cluster slot and each script's keys on one node.
-local P = KEYS[1]
+-- The start of the lease store's function library: what every step shares, set up once when
+-- the library loads. Each step's KEYS[1] is its pool's key prefix, `<prefix>{<pool>}:`: every
+-- key below starts with it, so the hash tag puts the whole pool in one Redis Cluster slot and
+-- each call's keys on one node. `bind` points the keys at the calling step's pool.
+local P, EXPIRY, ENDED, BANS, LIVE, COLLIDED, UNITS, EXITS, META
 -- Most expired leases one script ends before its own work (the rest by the next ones).
 local REAP_MOST = 256
 -- Most free units an acquire looks at, least recently changed first: the ones skipped are
@@ -32,18 +33,22 @@ local function lease_key(id) return P .. 'lease:' .. id end            -- hash: 
 local function task_key(class, task) return P .. 'task:' .. class .. ':' .. task end
 local function task_egress_key(task) return P .. 'tegress:' .. task end
 local function egress_key(ip) return P .. 'egress:' .. ip end          -- set: exclusive leases
-local EXPIRY = P .. 'expiry'       -- zset: live leases by expiry
-local ENDED = P .. 'ended'         -- zset: ended leases by end (pruning)
-local RELEASED = P .. 'released'   -- zset: released leases by end (reports)
-local BANS = P .. 'banned'         -- zset: "<#exit>:<exit><origin>" by until
-local LIVE = P .. 'live'           -- hash: class -> live leases
-local COLLIDED = P .. 'collided'   -- set: units with two live exclusive leases (must stay empty)
-local UNITS = P .. 'units'         -- set: every unit
-local EXITS = P .. 'exits'         -- set: every exit
--- hash: the pool's epoch and the end of its hold. It exists while the pool's state does: when
--- Redis loses the state (a restart without persistence), it goes too, and every script but
--- `init` answers FORGOTTEN until an instance has started a new epoch.
-local META = P .. 'meta'
+-- The pool's keys under `prefix`, named again only when the pool changes between calls.
+local function bind(prefix)
+  if prefix == P then return end
+  P = prefix
+  EXPIRY = P .. 'expiry'       -- zset: live leases by expiry
+  ENDED = P .. 'ended'         -- zset: ended leases by end (pruning, reports)
+  BANS = P .. 'banned'         -- zset: "<#exit>:<exit><origin>" by until
+  LIVE = P .. 'live'           -- hash: class -> live leases
+  COLLIDED = P .. 'collided'   -- set: units with two live exclusive leases (must stay empty)
+  UNITS = P .. 'units'         -- set: every unit
+  EXITS = P .. 'exits'         -- set: every exit
+  -- hash: the pool's epoch and the end of its hold. It exists while the pool's state does:
+  -- when Redis loses the state (a restart without persistence), it goes too, and every step
+  -- but `init` answers FORGOTTEN until an instance has started a new epoch.
+  META = P .. 'meta'
+end
 -- Fences are epoch * 2^32 + the exit's count of grants in the epoch: a new epoch's fences are
 -- above every earlier one's (exact in Lua's doubles up to 2^21 epochs).
 local EPOCH_UNIT = 4294967296

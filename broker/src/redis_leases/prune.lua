@@ -14,6 +14,5 @@ for _, id in ipairs(ids) do
   end
   redis.call('DEL', lease_key(id))
   redis.call('ZREM', ENDED, id)
-  redis.call('ZREM', RELEASED, id)
 end
 return #ids

@@ -6,15 +6,13 @@
 local id, fence, outcome, latency = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local effect, ttl, jitter, streak = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]),
     tonumber(ARGV[8])
-local epoch, hold_until = pool_state()
-if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
+-- No look at the pool's state: a pool Redis forgot has no lease to judge either ('unknown').
 local now = clock()
 local l, why = judge(id, fence, now)
 if not l then return { 'refused', why } end
 local fields = { 'outcome', outcome }
 if latency ~= '' then fields[3] = 'latency'; fields[4] = latency end
 finish(l, 'released', now, fields)
-redis.call('ZADD', RELEASED, int(now), id)
 
 -- A ban of (exit, origin) from now: ttl, doubled for each earlier strike (up to 64 times),
 -- times the jitter (1 to 2). Until when.

@@ -1,8 +1,7 @@
 -- Extends a live lease by ttl from now, never past its life's end.
 -- ARGV: lease id, fence, ttl ms. Returns {'ok', expires} or {'refused', reason}.
 local id, fence, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local epoch, hold_until = pool_state()
-if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
+-- No look at the pool's state: a pool Redis forgot has no lease to judge either ('unknown').
 local now = clock()
 local l, why = judge(id, fence, now)
 if not l then return { 'refused', why } end

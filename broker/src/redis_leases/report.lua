@@ -31,10 +31,12 @@ for i = 1, #banned, 2 do
   bans[#bans + 1] = banned[i + 1]
 end
 local ended = {}
-local ids = redis.call('ZRANGE', RELEASED, '+inf', since, 'BYSCORE', 'REV', 'LIMIT', 0, most)
+-- The released ones among the newest `most` ended since then (expired and revoked leases
+-- report no outcome).
+local ids = redis.call('ZRANGE', ENDED, '+inf', since, 'BYSCORE', 'REV', 'LIMIT', 0, most)
 for _, id in ipairs(ids) do
-  local f = redis.call('HMGET', lease_key(id), 'exit', 'outcome', 'latency')
-  if f[1] then
+  local f = redis.call('HMGET', lease_key(id), 'exit', 'outcome', 'latency', 'state')
+  if f[1] and f[4] == 'released' then
     ended[#ended + 1] = f[1]
     ended[#ended + 1] = f[2] or false
     ended[#ended + 1] = f[3] or false
