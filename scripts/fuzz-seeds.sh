@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Regenerates the small seed corpora under fuzz/corpus/<target>/ from data already in the repo:
 #   client_hello  captures/*/conn1.hello.bin (14 real clients) + the first ClientHello of each
-#                 capture in echo-server/tests/data/ja4/clienthellos.jsonl (FoxIO vectors,
+#                 capture in protocol/tests/data/ja4/clienthellos.jsonl (FoxIO vectors,
 #                 bare handshake messages, hex-decoded)
 #   h2_prefix     captures/*/conn1.prefix.bin starting with the h2 preface + the python-hyper
-#                 fixtures echo-server/tests/data/h2/*.bin
+#                 fixtures protocol/tests/data/h2/*.bin
 #   h1_head       captures/*/conn1.prefix.bin starting with an HTTP/1 request line
 #   pcap          the small (< 4 KiB) FoxIO pcap/pcapng files + one recorded capture with its
 #                 TLS secrets block (captures/curl-h2/capture.pcapng)
 #   quic_initials byte 0 (0: one datagram) + the client Initials of RFC 9001 and RFC 9369
-#                 Appendix A.2 (echo-server/tests/data/quic/*-client-initial.hex)
+#                 Appendix A.2 (protocol/tests/data/quic/*-client-initial.hex)
 #   h3_streams    written here: a SETTINGS frame and RFC 9204 B.1's field section
 #   connect_reply, socks5_reply, exits_file: written here from the RFCs and the replies of
 #                 the proxies in the auditor's tests (squid, tinyproxy, dante).
@@ -31,14 +31,14 @@ for dir in captures/*/; do
     fi
   fi
 done
-for f in echo-server/tests/data/h2/*.bin; do
+for f in protocol/tests/data/h2/*.bin; do
   cp "$f" "$C/h2_prefix/hyper-$(basename "$f" .bin)"
 done
 
 python3 - "$C/client_hello" <<'PY'
 import json, os, sys
 out, seen = sys.argv[1], set()
-with open("echo-server/tests/data/ja4/clienthellos.jsonl") as f:
+with open("protocol/tests/data/ja4/clienthellos.jsonl") as f:
     for line in f:
         v = json.loads(line)
         src = os.path.splitext(os.path.basename(v["pcap"]))[0]
@@ -49,14 +49,14 @@ with open("echo-server/tests/data/ja4/clienthellos.jsonl") as f:
             o.write(bytes.fromhex(v["client_hello_hex"]))
 PY
 
-for f in echo-server/tests/data/ja4/pcap/*.pcap echo-server/tests/data/ja4/pcap/*.pcapng; do
+for f in protocol/tests/data/ja4/pcap/*.pcap protocol/tests/data/ja4/pcap/*.pcapng; do
   [ "$(stat -c %s "$f")" -lt 4096 ] && cp "$f" "$C/pcap/foxio-$(basename "$f")"
 done
 [ -f captures/curl-h2/capture.pcapng ] && cp captures/curl-h2/capture.pcapng "$C/pcap/capture-curl-h2.pcapng"
 
 # quic_initials: byte 0 = where to split into two datagrams (0: one datagram), then the RFC
 # Initials.
-for f in echo-server/tests/data/quic/*-client-initial.hex; do
+for f in protocol/tests/data/quic/*-client-initial.hex; do
   python3 -c 'import sys; sys.stdout.buffer.write(b"\x00" + bytes.fromhex("".join(open(sys.argv[1]).read().split())))' \
     "$f" > "$C/quic_initials/$(basename "$f" .hex)"
 done

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use exitvoice_auditor::coherence;
-use exitvoice_echo::analysis;
+use exitvoice_protocol::analysis;
 use exitvoice_schema::{Alpn, Http2Echo, Spoken, TlsEcho};
 use serde_json::Value;
 

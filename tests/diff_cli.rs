@@ -223,10 +223,10 @@ fn trouble_exits_2() {
     assert_eq!(code, 2);
 }
 
-/// FoxIO's JA4 captures: `echo-server/tests/data/ja4/pcap/` (licence and source there).
+/// FoxIO's JA4 captures: `protocol/tests/data/ja4/pcap/` (licence and source there).
 fn foxio(file: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("echo-server/tests/data/ja4/pcap")
+        .join("protocol/tests/data/ja4/pcap")
         .join(file)
         .display()
         .to_string()

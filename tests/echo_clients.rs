@@ -52,10 +52,10 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use echo_support::{as_stored, curl, json_stream, EchoServer, Row};
-use exitvoice_echo::classify::browser_profile;
-use exitvoice_echo::h1::parse_head;
-use exitvoice_echo::h2::parse_prefix;
-use exitvoice_echo::tls::parse_client_hello;
+use exitvoice_protocol::classify::browser_profile;
+use exitvoice_protocol::h1::parse_head;
+use exitvoice_protocol::h2::parse_prefix;
+use exitvoice_protocol::tls::parse_client_hello;
 use serde_json::{json, Value};
 
 /// Seconds run-client.sh gives one client run (normal runs take 0.1 s to about 6 s, Firefox
@@ -183,7 +183,7 @@ impl Recording {
         let prefix = &self.prefixes[i];
         if self.is_h2() {
             match parse_prefix(prefix) {
-                Ok(p) => exitvoice_echo::h2::voice_id(&p).to_string(),
+                Ok(p) => exitvoice_protocol::h2::voice_id(&p).to_string(),
                 Err(e) => panic!(
                     "{}/conn{}.prefix.bin does not parse: {e}",
                     self.label,
@@ -192,7 +192,7 @@ impl Recording {
             }
         } else {
             match parse_head(prefix) {
-                Ok(head) => exitvoice_echo::h1::voice_id(&head).to_string(),
+                Ok(head) => exitvoice_protocol::h1::voice_id(&head).to_string(),
                 Err(e) => panic!(
                     "{}/conn{}.prefix.bin does not parse: {e}",
                     self.label,

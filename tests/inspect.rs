@@ -2,7 +2,7 @@
 //!
 //! Expected values: the Akamai HTTP/2 fingerprint that tshark 4.0.17 decodes from the two FoxIO
 //! captures that carry TLS keys, and JA3/JA4 from the FoxIO expectations
-//! (`echo-server/tests/data/ja4/SOURCE-pcap.md`).
+//! (`protocol/tests/data/ja4/SOURCE-pcap.md`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -16,7 +16,7 @@ const AKAMAI_HASH: &str = "a345a694846ad9f6c97bcc3c75adbe26";
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("echo-server/tests/data/ja4/pcap")
+        .join("protocol/tests/data/ja4/pcap")
         .join(name)
 }
 
@@ -270,10 +270,10 @@ fn several_inputs_give_one_object_each() {
 }
 
 /// `--keylog` decrypts a capture without embedded keys (the curl recording of
-/// `echo-server/tests/data/pcap/SOURCE.md`): every request line is the one tshark decodes.
+/// `protocol/tests/data/pcap/SOURCE.md`): every request line is the one tshark decodes.
 #[test]
 fn keylog_flag_decrypts_a_recording() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("echo-server/tests/data/pcap");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol/tests/data/pcap");
     let capture = dir.join("curl-openssl-six-suites.pcapng");
     let keys = dir.join("curl-openssl-six-suites.keys");
     let tshark = std::fs::read_to_string(dir.join("tshark-requests.txt")).expect("tshark output");

@@ -142,8 +142,8 @@ pub struct Limits {
     /// Cap on the raw ClientHello records read before rustls sees them.
     pub hello_cap: usize,
     /// Bytes of decrypted client data the tap keeps per connection. The HTTP/2 parser's own
-    /// caps (frames, header blocks, PRIORITY frames) are [`crate::h2::MAX_FRAMES`],
-    /// [`crate::h2::MAX_HEADER_BLOCKS`] and [`crate::h2::MAX_PRIORITY_FRAMES`].
+    /// caps (frames, header blocks, PRIORITY frames) are [`exitvoice_protocol::h2::MAX_FRAMES`],
+    /// [`exitvoice_protocol::h2::MAX_HEADER_BLOCKS`] and [`exitvoice_protocol::h2::MAX_PRIORITY_FRAMES`].
     pub capture_bytes: usize,
     /// Cap on the request body read per request.
     pub body_cap: usize,

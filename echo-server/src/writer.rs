@@ -500,6 +500,6 @@ fn connection_record(
         prefix_len: conn.tap.len(),
         prefix_truncated: conn.tap.truncated(),
         failure: failure.map(|(_, detail)| detail.clone()),
-        recorder: format!("{} serve --record-dir", crate::analysis::SERVER),
+        recorder: format!("{} serve --record-dir", crate::SERVER),
     }
 }

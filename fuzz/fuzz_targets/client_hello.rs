@@ -2,7 +2,7 @@
 //! fingerprint and the echo's TLS section, as the echo server runs them on each connection.
 #![no_main]
 
-use exitvoice_echo::tls::{self, ClientHello, HelloScan};
+use exitvoice_protocol::tls::{self, ClientHello, HelloScan};
 use libfuzzer_sys::fuzz_target;
 
 fn exercise(hello: &ClientHello<'_>) {

@@ -1,7 +1,7 @@
 //! First client bytes → `classify::sniff` and `h1::parse_head` → the HTTP/1 voice and echo.
 #![no_main]
 
-use exitvoice_echo::{classify, h1};
+use exitvoice_protocol::{classify, h1};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,8 +4,8 @@
 //! on frames.
 #![no_main]
 
-use exitvoice_echo::classify::browser_profile;
-use exitvoice_echo::h2::{self, H2Prefix, PREFACE};
+use exitvoice_protocol::classify::browser_profile;
+use exitvoice_protocol::h2::{self, H2Prefix, PREFACE};
 use libfuzzer_sys::fuzz_target;
 
 fn exercise(prefix: &H2Prefix) {

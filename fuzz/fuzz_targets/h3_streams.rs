@@ -3,7 +3,7 @@
 //! byte picks where the input is cut into a control stream and a request stream.
 #![no_main]
 
-use exitvoice_echo::h3;
+use exitvoice_protocol::h3;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,7 +4,7 @@
 //! `exitvoice inspect` runs them.
 #![no_main]
 
-use exitvoice_echo::{h1, h2, pcap, quic, tls};
+use exitvoice_protocol::{h1, h2, pcap, quic, tls};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -4,7 +4,7 @@
 //! split in two datagrams where its first byte says, to exercise reassembly across datagrams.
 #![no_main]
 
-use exitvoice_echo::{quic, tls};
+use exitvoice_protocol::{quic, tls};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -447,8 +447,8 @@ pub struct Layers {
 }
 
 /// Derives [`Layers`] from a connection's ClientHello records, the prefix bytes its facts were
-/// read from, and what it spoke: the echo server's parsers (`exitvoice_echo::analysis::layers`),
-/// which this crate does not have.
+/// read from, and what it spoke: the protocol crate's analysis
+/// (`exitvoice_protocol::analysis::layers`), which this crate does not have.
 pub type LayersFn = fn(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers;
 
 impl ConnectionFacts {

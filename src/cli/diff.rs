@@ -95,7 +95,7 @@ async fn view(operand: &str, args: &Args) -> anyhow::Result<VoiceView> {
             ..ObservationQuery::default()
         };
         let listed = store
-            .observations(&query, exitvoice_echo::analysis::layers)
+            .observations(&query, exitvoice_protocol::analysis::layers)
             .await?;
         if let Some(stored) = listed.into_iter().next() {
             if let Summary::Request(echo) = stored.observation.summary {

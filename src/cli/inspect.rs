@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use exitvoice_echo::analysis::{self, ConnectionInput, Follower};
-use exitvoice_echo::classify;
-use exitvoice_echo::pcap::{self, ClientData, PcapConnection, QuicConnection};
-use exitvoice_echo::{h1, quic, tls};
+use exitvoice_protocol::analysis::{self, ConnectionInput, Follower};
+use exitvoice_protocol::classify;
+use exitvoice_protocol::pcap::{self, ClientData, PcapConnection, QuicConnection};
+use exitvoice_protocol::{h1, quic, tls};
 use exitvoice_schema::{ConnectionFacts, Http2Echo, Spoken};
 use serde_json::{json, Map, Value};
 

@@ -295,7 +295,7 @@ pub async fn read_rows(db: &Path) -> Vec<Row> {
         ..exitvoice_schema::ObservationQuery::default()
     };
     let rows = store
-        .observations(&query, exitvoice_echo::analysis::layers)
+        .observations(&query, exitvoice_protocol::analysis::layers)
         .await
         .unwrap_or_default();
     store.pool().close().await;

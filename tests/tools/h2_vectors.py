@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build and decode HTTP/2 client-prefix fixtures with python-hyper (an independent oracle).
 
-Writes echo-server/tests/data/h2/<name>.bin (the client bytes, preface first) and <name>.json
+Writes protocol/tests/data/h2/<name>.bin (the client bytes, preface first) and <name>.json
 (what hyperframe and hpack decode from those bytes, plus the Akamai string computed here from the
 decoded frames with the rules of shared spec section 4). The Rust tests compare their parser with
 these JSON files; nothing here imports or runs our Rust code.

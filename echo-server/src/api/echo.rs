@@ -12,6 +12,8 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use exitvoice_pages::negotiate::prefers_html;
+use exitvoice_protocol::analysis::{self, Analysis, EchoJson};
+use exitvoice_protocol::classify::BucketRule;
 use exitvoice_schema::coherence;
 use exitvoice_schema::{
     rfc3339_ms, Alpn, Bucket, CleanEcho, Coherence, Families, FirstRequest, Http1Echo, Peer,
@@ -19,13 +21,11 @@ use exitvoice_schema::{
 };
 use http_body_util::BodyExt as _;
 use serde::Serialize;
-
-use super::{page, ApiError, ApiState};
 use time::OffsetDateTime;
 
-use crate::analysis::{self, Analysis, EchoJson};
+use super::{page, ApiError, ApiState};
+
 use crate::capture::{Arrival, Connection};
-use crate::classify::BucketRule;
 use crate::ledger::TcpVisit;
 use crate::writer::{unix_ms, Job};
 use serde_json::value::RawValue;

@@ -7,8 +7,8 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use super::{ApiState, API_VERSION};
-use crate::analysis::SERVER;
 use crate::metrics::MetricsReport;
+use crate::SERVER;
 
 /// The `/healthz` body.
 #[derive(Debug, Serialize)]

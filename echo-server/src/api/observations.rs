@@ -124,7 +124,7 @@ pub(super) async fn list(
     };
     let observations = state
         .store
-        .observations(&query, crate::analysis::layers)
+        .observations(&query, exitvoice_protocol::analysis::layers)
         .await
         .map_err(failed)?;
     let quic = state.store.quic_requests(&query).await.map_err(failed)?;

@@ -5,19 +5,19 @@
 //! HTTP/3 voice); no `http2`/`http1`, no bucket. Each request is queued for the store
 //! (`quic_requests`, and `quic_connections` with the connection's first).
 
+use exitvoice_protocol::analysis::{self, ConnectionInput};
+use exitvoice_protocol::h3::H3Voice;
+use exitvoice_protocol::quic;
 use exitvoice_schema::{rfc3339_ms, PeerPolicy, ECHO_SCHEMA_VERSION};
+use exitvoice_store::{QuicConnectionRow, QuicRequestRow};
 use serde_json::{json, Value};
 use time::OffsetDateTime;
 
 use super::echo::valid_token;
 use super::{ApiError, ApiState, API_VERSION};
-use crate::analysis::{self, ConnectionInput};
 use crate::capture::quic::{H3Answer, H3Request, QuicConnection};
-use crate::h3::H3Voice;
 use crate::ledger::H3Visit;
-use crate::quic;
 use crate::writer::{unix_ms, Job};
-use exitvoice_store::{QuicConnectionRow, QuicRequestRow};
 
 /// The request's path and query, and its probe token (from `/probe/<token>` or `?token=`).
 fn route(request: &H3Request) -> (&str, Option<&str>) {
@@ -41,7 +41,7 @@ fn tls(conn: &QuicConnection) -> (Value, analysis::Analysis) {
     let analysis = analysis::analyse(&ConnectionInput {
         hello,
         alpn_negotiated: Some("h3"),
-        tls_version: crate::tls::ProtocolVersion::TLS_1_3.name(),
+        tls_version: exitvoice_protocol::tls::ProtocolVersion::TLS_1_3.name(),
         ..ConnectionInput::default()
     });
     let tls = analysis
@@ -61,7 +61,7 @@ fn quic_layer(conn: &QuicConnection) -> Value {
     let parameters = initial
         .client_hello
         .as_deref()
-        .and_then(|h| crate::tls::parse_client_hello(h).ok())
+        .and_then(|h| exitvoice_protocol::tls::parse_client_hello(h).ok())
         .and_then(|h| quic::transport_parameters(&h));
     let (parameters, parameters_error) = match parameters {
         Some(Ok(list)) => (list, None),

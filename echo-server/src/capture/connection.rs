@@ -234,11 +234,11 @@ async fn serve_tls(
         // not from rustls's `Debug`, which spells `TLSv1_3` and is no contract.
         tls_version: server_conn.protocol_version().map(|version| {
             let code = u16::from(version);
-            registry_name(crate::tls::ProtocolVersion(code).name(), code)
+            registry_name(exitvoice_protocol::tls::ProtocolVersion(code).name(), code)
         }),
         cipher: server_conn.negotiated_cipher_suite().map(|suite| {
             let code = u16::from(suite.suite());
-            registry_name(crate::tls::CipherSuite(code).name(), code)
+            registry_name(exitvoice_protocol::tls::CipherSuite(code).name(), code)
         }),
     };
     let conn = Arc::new(Connection::new(

@@ -1,24 +1,23 @@
 //! Reading the raw ClientHello records off the socket before rustls sees them, and replaying
 //! them into rustls afterwards.
 //!
-//! The server reads until [`crate::tls::scan_capped`] says the records read so far carry a
+//! The server reads until [`exitvoice_protocol::tls::scan_capped`] says the records read so far carry a
 //! complete ClientHello, never more than the byte cap, and the caller runs the read under the
 //! handshake deadline. The bytes go into a caller-owned buffer, so when the deadline cancels the
 //! read the partial hello is still there to be stored. [`Replay`] then hands exactly those bytes
 //! to rustls before any further socket bytes, so rustls sees the stream unchanged.
 
-use exitvoice_schema::Failure;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{BufMut as _, Bytes};
+use exitvoice_protocol::tls::{scan_capped, HelloScan, TlsError};
+use exitvoice_schema::Failure;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
-use crate::tls::{scan_capped, HelloScan, TlsError};
-
 /// Largest single read while waiting for the hello: one maximal TLS record (RFC 8446 5.1).
-const READ_CHUNK: usize = crate::tls::MAX_RECORD_LEN + 5;
+const READ_CHUNK: usize = exitvoice_protocol::tls::MAX_RECORD_LEN + 5;
 /// Bytes a read asks for at least: a usual ClientHello whole (Chrome's, with its post-quantum
 /// key share, is about 1,900 bytes), so it takes one read where reading the record header
 /// first took two.

@@ -6,6 +6,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use exitvoice_protocol::classify::sniff;
 use exitvoice_schema::{Failure, Spoken};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -18,7 +19,6 @@ use super::record::{Connection, Failed};
 use super::shared::Shared;
 use super::strike::strike;
 use super::tap::{Tap, TapBuffer};
-use crate::classify::sniff;
 
 /// The failure of a connection whose first request head missed the request deadline.
 fn request_timed_out() -> Failed {

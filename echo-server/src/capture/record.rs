@@ -8,14 +8,14 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bytes::Bytes;
+use exitvoice_protocol::analysis::{
+    self, Analysis, ConnectionInput, EchoJson, Follower, LayerError, RequestHead,
+};
 use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
 use time::OffsetDateTime;
 
 use super::connection::Peers;
 use super::tap::TapBuffer;
-use crate::analysis::{
-    self, Analysis, ConnectionInput, EchoJson, Follower, LayerError, RequestHead,
-};
 use crate::metrics::Metrics;
 
 /// Why a connection failed, typed, with the server's description.

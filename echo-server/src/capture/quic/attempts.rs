@@ -9,12 +9,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use exitvoice_protocol::quic::{self, ClientInitials, InitialPacket, QuicError, Version};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::socket::Datagram;
 use crate::metrics::Metrics;
-use crate::quic::{self, ClientInitials, InitialPacket, QuicError, Version};
 
 /// Attempts in flight, all sources together.
 pub(crate) const MAX_ATTEMPTS: usize = 4096;

@@ -11,14 +11,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use exitvoice_protocol::h3::{
+    decode_field_section, decode_settings, encode_field_section, encode_frame, get_varint,
+    read_frame, FrameType, HeaderField, Setting, StreamType,
+};
 use quinn::{Connection, RecvStream, SendStream};
 use tokio::sync::Notify;
 
 use super::attempts::InitialCapture;
-use crate::h3::{
-    decode_field_section, decode_settings, encode_field_section, encode_frame, read_frame,
-    FrameType, HeaderField, Setting, StreamType,
-};
 use crate::metrics::Metrics;
 
 /// Largest frame read on the control stream or as a request's HEADERS.
@@ -163,10 +163,10 @@ pub(crate) async fn serve(
 async fn open_control(connection: &Connection) -> Result<SendStream, ()> {
     let mut control = connection.open_uni().await.map_err(drop)?;
     let mut settings = Vec::new();
-    crate::h3::put_varint(&mut settings, 0x06);
-    crate::h3::put_varint(&mut settings, OUR_MAX_FIELD_SECTION);
+    exitvoice_protocol::h3::put_varint(&mut settings, 0x06);
+    exitvoice_protocol::h3::put_varint(&mut settings, OUR_MAX_FIELD_SECTION);
     let mut bytes = Vec::new();
-    crate::h3::put_varint(&mut bytes, StreamType::CONTROL.0);
+    exitvoice_protocol::h3::put_varint(&mut bytes, StreamType::CONTROL.0);
     encode_frame(&mut bytes, FrameType::SETTINGS, &settings);
     control.write_all(&bytes).await.map_err(drop)?;
     Ok(control)
@@ -189,9 +189,7 @@ async fn read_more(stream: &mut RecvStream, buf: &mut Vec<u8>) -> bool {
 async fn read_uni(mut stream: RecvStream, quic: Arc<QuicConnection>, metrics: Arc<Metrics>) {
     let mut buf = Vec::new();
     let kind = loop {
-        let mut r = crate::codec::Reader::new(&buf);
-        if let Some(kind) = r.varint() {
-            let used = r.offset();
+        if let Some((kind, used)) = get_varint(&buf) {
             buf.drain(..used);
             break StreamType(kind);
         }

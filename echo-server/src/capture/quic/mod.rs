@@ -1,6 +1,6 @@
 //! The UDP listener beside the TCP one, on the same port: quinn completes the QUIC handshake
 //! (on the same rustls and aws-lc-rs as TCP) and serves HTTP/3, while a tap on its socket hands
-//! each client's Initial datagrams to the offline Initial reader first (`crate::quic`).
+//! each client's Initial datagrams to the offline Initial reader first (`exitvoice_protocol::quic`).
 //!
 //! The listener never sends Retry: a Retry changes the client's DCID and so its Initial keys
 //! (RFC 9001 section 5.2; specs/quic.md section 1.2). Before the client's address is validated,
