@@ -224,6 +224,7 @@ fn analyse_with(input: &ConnectionInput<'_>, detail: bool) -> Analysis {
                 *error.partial
             });
             let mut connection = h2::connection(&parsed);
+            connection.profile = classify::browser_profile(&parsed).map(|p| p.name.to_owned());
             if detail {
                 connection.detail = h2::detail(&parsed, parsed.first_request());
             }

@@ -18,7 +18,7 @@ use sqlx::any::AnyRow;
 use sqlx::{Any, AnyConnection, Row as _, Transaction};
 use tokio::sync::OwnedMutexGuard;
 
-use crate::{Engine, Store, StoreError};
+use crate::handle::{Engine, Store, StoreError};
 
 mod epochs;
 mod one_statement;

@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
+use crate::handle::{Store, StoreError};
 use crate::values::push_placeholder;
-use crate::{Store, StoreError};
 
 /// Milliseconds of `duration`, saturating.
 fn millis(duration: Duration) -> i64 {

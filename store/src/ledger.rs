@@ -5,8 +5,8 @@
 
 use sqlx::{AnyConnection, Row as _};
 
+use crate::handle::{Engine, Store, StoreError};
 use crate::values::{cached_chunks, insert_into, placeholders};
-use crate::{Engine, Store, StoreError};
 
 /// Identities per upsert statement.
 const ROWS_PER_STATEMENT: usize = 128;

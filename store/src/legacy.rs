@@ -7,8 +7,8 @@
 use sqlx::AnyPool;
 use sqlx::Row as _;
 
+use crate::handle::StoreError;
 use crate::observations::{insert_rows, Batch};
-use crate::StoreError;
 use exitvoice_schema::echo::{Echo, Http2Connection, Peer, TlsEcho};
 use exitvoice_schema::observation::{ConnectionFacts, ConnectionRow, RequestRecord};
 

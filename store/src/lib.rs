@@ -11,6 +11,7 @@ mod test_engines;
 
 mod broker;
 mod database;
+mod handle;
 mod leases;
 mod ledger;
 mod legacy;
@@ -20,161 +21,13 @@ mod quic;
 mod retention;
 mod values;
 
-use std::path::Path;
-use std::sync::Arc;
-
-use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyPool, Executor as _};
-
 pub use broker::{
     Acquire, Backoff, Effect, EgressRecord, EpochLock, ExitReport, Gauges, Granted, LeaseClass,
     Refusal, Released, UnitSpec,
 };
 pub use database::{redacted, Database, DatabaseUrlError, PostgresUrl};
+pub use handle::{Engine, Store, StoreError};
 pub use ledger::LedgerRow;
 pub use observations::Batch;
 pub use quic::{QuicConnectionRow, QuicRequestRow, StoredQuicRequest};
 pub use retention::{DbSize, Pruned};
-
-/// Errors from opening or using the store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The database could not be opened or a statement failed.
-    #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
-    /// A migration failed to apply.
-    #[error("migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    /// A stored JSON column could not be encoded or decoded.
-    #[error("stored JSON is malformed: {0}")]
-    Json(#[from] serde_json::Error),
-    /// A stored row contradicts the schema.
-    #[error("stored row is malformed: {0}")]
-    Malformed(&'static str),
-}
-
-/// The engine a [`Store`] runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
-    /// A SQLite file.
-    Sqlite,
-    /// A PostgreSQL server.
-    Postgres,
-}
-
-impl Engine {
-    /// The engine behind `conn`.
-    fn of(conn: &sqlx::AnyConnection) -> Self {
-        match conn.backend_name() {
-            "PostgreSQL" => Self::Postgres,
-            _ => Self::Sqlite,
-        }
-    }
-}
-
-/// A handle on the database shared by the echo server and the auditor.
-#[derive(Clone, Debug)]
-pub struct Store {
-    pool: AnyPool,
-    /// Shared: the echo's handlers clone the store with their state on every request.
-    database: Arc<Database>,
-    /// SQLite has one write lock per file; this process's broker transactions queue for it
-    /// here, in arrival order, rather than in SQLite's busy handler, which sleeps 1, 2, 5,
-    /// 10… ms between tries and so turns a short wait into a long tail.
-    writer_turn: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Store {
-    /// Opens (creating if needed) the SQLite database at `path`; see [`Store::connect`].
-    ///
-    /// # Errors
-    /// Fails if the file cannot be opened or a migration fails.
-    pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        Self::connect(&Database::sqlite(path)).await
-    }
-
-    /// Opens `database` and runs its engine's migrations. A SQLite file is created if missing
-    /// and put in WAL mode; a database written before the connection/request split is moved
-    /// forward (see `legacy`).
-    ///
-    /// # Errors
-    /// Fails if the database cannot be reached or a migration fails.
-    pub async fn connect(database: &Database) -> Result<Self, StoreError> {
-        sqlx::any::install_default_drivers();
-        let pool = match database {
-            Database::Sqlite(path) => {
-                let pool = AnyPoolOptions::new()
-                    .max_connections(4)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            // WAL lets readers (the API) run beside the writer; NORMAL syncs at
-                            // checkpoints only, which WAL keeps consistent across a crash.
-                            for pragma in
-                                ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"]
-                            {
-                                conn.execute(pragma).await?;
-                            }
-                            Ok(())
-                        })
-                    })
-                    .connect(&sqlite_url(path))
-                    .await?;
-                sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-                legacy::move_observations(&pool).await?;
-                pool
-            }
-            Database::Postgres(url) => {
-                let pool = AnyPoolOptions::new()
-                    .max_connections(8)
-                    .connect(url.expose())
-                    .await?;
-                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
-                pool
-            }
-        };
-        Ok(Self {
-            pool,
-            database: Arc::new(database.clone()),
-            writer_turn: Arc::default(),
-        })
-    }
-
-    /// The connection pool, for the table modules and for tests that read rows directly.
-    pub fn pool(&self) -> &AnyPool {
-        &self.pool
-    }
-
-    /// The engine this store runs on.
-    pub fn engine(&self) -> Engine {
-        match *self.database {
-            Database::Sqlite(_) => Engine::Sqlite,
-            Database::Postgres(_) => Engine::Postgres,
-        }
-    }
-
-    /// The database this store was opened on.
-    pub fn database(&self) -> &Database {
-        &self.database
-    }
-
-    /// Closes every connection of the pool (a SQLite file's WAL is checkpointed then).
-    pub async fn close(&self) {
-        self.pool.close().await;
-    }
-}
-
-/// `sqlite://<path>?mode=rwc`, the path percent-encoded where a URL would misread it.
-fn sqlite_url(path: &Path) -> String {
-    let mut url = String::from("sqlite://");
-    for c in path.to_string_lossy().chars() {
-        match c {
-            '%' => url.push_str("%25"),
-            '?' => url.push_str("%3F"),
-            '#' => url.push_str("%23"),
-            c => url.push(c),
-        }
-    }
-    url.push_str("?mode=rwc");
-    url
-}

@@ -8,10 +8,10 @@ use sqlx::any::AnyRow;
 use sqlx::AnyConnection;
 use sqlx::{Connection as _, Row as _};
 
+use crate::handle::{Engine, Store, StoreError};
 use crate::ledger::LedgerRow;
 use crate::quic::{QuicConnectionRow, QuicRequestRow};
 use crate::values::{cached_chunks, insert_into, placeholders, Filters};
-use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::{Http1Echo, Peer};
 use exitvoice_schema::observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, Failure, LayersFn, Observation,

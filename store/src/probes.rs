@@ -2,8 +2,8 @@
 
 use sqlx::Row;
 
+use crate::handle::{Store, StoreError};
 use crate::values::placeholders;
-use crate::{Store, StoreError};
 
 /// Probe columns.
 const PROBE_COLUMNS: usize = 10;

@@ -5,8 +5,8 @@
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
+use crate::handle::{Engine, Store, StoreError};
 use crate::values::{cached_chunks, insert_into, placeholders, Filters};
-use crate::{Engine, Store, StoreError};
 use exitvoice_schema::echo::Peer;
 use exitvoice_schema::ObservationQuery;
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use sqlx::any::{Any, AnyArguments};
 use sqlx::query::Query;
 
-use crate::{Engine, Store, StoreError};
+use crate::handle::{Engine, Store, StoreError};
 
 /// What one pruning pass removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::Engine;
+use crate::handle::Engine;
 
 /// `(p, …, p), (p, …), …`: `rows` rows of `columns` placeholders in `engine`'s style, numbered
 /// in order.

@@ -5,10 +5,10 @@ use serde::{Serialize, Serializer};
 
 use super::frame::{Frame, Payload, PriorityFields, Setting};
 use super::{akamai, voice, H2Prefix, Request};
-use crate::classify;
 
-/// The connection-level HTTP/2 facts of a parsed prefix: the fingerprints and the browser profile
-/// it matches. The frame log and what is read from it (`detail`) is written only when an answer
+/// The connection-level HTTP/2 facts of a parsed prefix: the fingerprints. The browser profile it
+/// matches is the caller's to fill (`classify::browser_profile`, which reads `h2`, not the other
+/// way round); the frame log and what is read from it (`detail`) is written only when an answer
 /// or a reader needs it ([`detail`]).
 pub fn connection(prefix: &H2Prefix) -> Http2Connection {
     let akamai_fingerprint = akamai::akamai_fingerprint(prefix);
@@ -23,7 +23,7 @@ pub fn connection(prefix: &H2Prefix) -> Http2Connection {
         akamai_fingerprint,
         akamai_fingerprint_hash,
         voice_id: voice::voice_id(prefix),
-        profile: classify::browser_profile(prefix).map(|p| p.name.to_owned()),
+        profile: None,
         own_preface_and_settings,
         detail: RawJson::null(),
     }

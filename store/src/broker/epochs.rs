@@ -5,7 +5,7 @@
 use sqlx::Row as _;
 
 use super::Locked;
-use crate::{Engine, Store, StoreError};
+use crate::handle::{Engine, Store, StoreError};
 
 /// A pool's epoch row, locked until [`EpochLock::advance`] or [`EpochLock::release`].
 pub struct EpochLock {

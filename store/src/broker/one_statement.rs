@@ -19,7 +19,7 @@
 use sqlx::{AnyConnection, Row as _};
 
 use super::{granted, judge, now_ms, Acquire, Granted, Refusal, Released};
-use crate::{Engine, Store, StoreError};
+use crate::handle::{Engine, Store, StoreError};
 
 impl Store {
     /// A new lease on the least recently touched free unit that admits `request.class`, or
