@@ -9,9 +9,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use exitvoice_exposition::{by_label, counters_by, single};
 use exitvoice_schema::LabelsDoc;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
@@ -79,16 +80,16 @@ impl AuditMetrics {
     /// # Errors
     /// Only if writing into the string fails.
     pub fn encode(self: &Arc<Self>) -> Result<String, std::fmt::Error> {
+        exitvoice_exposition::text(&self.registry())
+    }
+
+    /// A registry whose collector reads these figures at each scrape.
+    fn registry(self: &Arc<Self>) -> Registry {
         let mut registry = Registry::with_prefix("exitvoice_audit");
         registry.register_collector(Box::new(AuditCollector(Arc::clone(self))));
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry)?;
-        Ok(text)
+        registry
     }
 }
-
-/// The OpenMetrics content type (OpenMetrics 1.0, section "Overall Structure").
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Serves `GET /metrics` on `listener` until the process ends.
 ///
@@ -98,19 +99,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<AuditMetrics>,
 ) -> std::io::Result<()> {
-    use axum::http::header::CONTENT_TYPE;
-    use axum::http::StatusCode;
-    use axum::response::IntoResponse;
-    let scrape = |axum::extract::State(metrics): axum::extract::State<Arc<AuditMetrics>>| async move {
-        match metrics.encode() {
-            Ok(text) => ([(CONTENT_TYPE, OPENMETRICS)], text).into_response(),
-            Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-        }
-    };
-    let app = axum::Router::new()
-        .route("/metrics", axum::routing::get(scrape))
-        .with_state(metrics);
-    axum::serve(listener, app).await
+    axum::serve(listener, exitvoice_exposition::router(metrics.registry())).await
 }
 
 /// Binds `addr` for [`serve`], returning the bound address too (port 0 picks a free one).
@@ -127,16 +116,6 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener,
 #[derive(Debug)]
 struct AuditCollector(Arc<AuditMetrics>);
 
-/// Writes one series without labels.
-fn single(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    metric: &impl EncodeMetric,
-) -> Result<(), std::fmt::Error> {
-    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
-}
-
 impl Collector for AuditCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let snapshot = self
@@ -152,16 +131,16 @@ impl Collector for AuditCollector {
             "Audit runs finished (full runs and re-checks).",
             &ConstCounter::new(snapshot.runs),
         )?;
-        let mut probes = e.encode_descriptor(
+        counters_by(
+            e,
             "probes",
             "Probes, by outcome: ok or the error class.",
-            None,
-            MetricType::Counter,
+            "outcome",
+            snapshot
+                .probes
+                .iter()
+                .map(|(o, count)| (o.as_str(), *count)),
         )?;
-        for (outcome, count) in &snapshot.probes {
-            let labels = [("outcome", outcome.as_str())];
-            ConstCounter::new(*count).encode(probes.encode_family(&labels)?)?;
-        }
         for (dimension, name, help) in [
             (
                 "state",
@@ -179,12 +158,12 @@ impl Collector for AuditCollector {
                 "Exits of the latest run, by route.",
             ),
         ] {
-            let mut family = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            let values = snapshot.exits.iter().filter(|((d, _), _)| *d == dimension);
-            for ((_, value), count) in values {
-                let labels = [(dimension, value.as_str())];
-                ConstGauge::new(*count).encode(family.encode_family(&labels)?)?;
-            }
+            let series = snapshot
+                .exits
+                .iter()
+                .filter(|((d, _), _)| *d == dimension)
+                .map(|((_, value), count)| (value.as_str(), ConstGauge::new(*count)));
+            by_label(e, (name, help, MetricType::Gauge), dimension, series)?;
         }
         single(
             e,

@@ -319,14 +319,7 @@ async fn metrics<S: LeaseStore>(
         .metrics()
         .encode(&gauges)
         .map_err(|_| BrokerError::BadRequest("metrics could not be encoded".to_owned()))?;
-    Ok((
-        [(
-            CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+    Ok(([(CONTENT_TYPE, exitvoice_exposition::OPENMETRICS)], text).into_response())
 }
 
 async fn healthz<S: LeaseStore>(State(shared): State<Arc<Shared<S>>>) -> Response {

@@ -292,8 +292,6 @@ impl Metrics {
         }
         self.bans_active.set(gauges.bans);
         self.collisions.set(gauges.collisions);
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
+        exitvoice_exposition::text(&self.registry)
     }
 }

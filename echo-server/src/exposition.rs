@@ -7,60 +7,22 @@
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::http::header::CONTENT_TYPE;
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use axum::Router;
+use exitvoice_exposition::{counters_by, gauge, single};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::metrics::Metrics;
 use crate::writer::WriterHandle;
 
-/// The OpenMetrics text content type (OpenMetrics 1.0, section "Overall Structure").
-const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
 /// Reads the echo's counters on each scrape.
 #[derive(Debug)]
 struct EchoCollector {
     metrics: Arc<Metrics>,
     writer: WriterHandle,
-}
-
-/// Writes one series without labels.
-fn single(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    metric: &impl EncodeMetric,
-) -> Result<(), std::fmt::Error> {
-    metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
-}
-
-/// Writes one counter family with a single label, one series per key of `values`.
-fn counters_by<'a>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    label: &str,
-    values: impl IntoIterator<Item = (&'a str, u64)>,
-) -> Result<(), std::fmt::Error> {
-    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (value, count) in values {
-        let labels = [(label, value)];
-        ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
-    }
-    Ok(())
-}
-
-/// A gauge from an unsigned count (Prometheus values are signed 64-bit or float).
-fn gauge(value: impl TryInto<i64>) -> ConstGauge<i64> {
-    ConstGauge::new(value.try_into().unwrap_or(i64::MAX))
 }
 
 impl Collector for EchoCollector {
@@ -262,15 +224,5 @@ impl Collector for EchoCollector {
 pub(crate) fn router(metrics: Arc<Metrics>, writer: WriterHandle) -> Router {
     let mut registry = Registry::with_prefix("exitvoice");
     registry.register_collector(Box::new(EchoCollector { metrics, writer }));
-    Router::new()
-        .route("/metrics", get(scrape))
-        .with_state(Arc::new(registry))
-}
-
-async fn scrape(State(registry): State<Arc<Registry>>) -> Response {
-    let mut body = String::new();
-    match prometheus_client::encoding::text::encode(&mut body, &registry) {
-        Ok(()) => ([(CONTENT_TYPE, OPENMETRICS)], body).into_response(),
-        Err(_) => axum::http::StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
+    exitvoice_exposition::router(registry)
 }
