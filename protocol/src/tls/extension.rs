@@ -203,7 +203,7 @@ fn byte_list<'a, T: From<u8> + 'a>(
     mut r: Reader<'a>,
     field: &'static str,
 ) -> Result<U8List<'a, T>, TlsError> {
-    Ok(U8List::read(whole_u8(&mut r, field)?))
+    U8List::read(whole_u8(&mut r, field)?, field)
 }
 
 /// A u16-length `ProtocolName` list filling the body.

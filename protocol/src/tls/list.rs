@@ -52,28 +52,58 @@ impl Serialize for Raw<'_> {
     }
 }
 
-/// A list of two-byte code points, wire order, duplicates and GREASE kept.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct U16List<'a, T> {
-    raw: &'a [u8],
-    item: PhantomData<fn() -> T>,
+/// The width of a wire list's code points: one byte or two (big-endian).
+pub trait CodePoint: Copy + 'static {
+    /// Bytes per code point.
+    const SIZE: usize;
+    /// The code point in `bytes` (exactly `SIZE` of them).
+    fn from_be(bytes: &[u8]) -> Self;
 }
 
-impl<'a, T: From<u16> + 'a> U16List<'a, T> {
-    /// Takes all of `r` as the list; an odd length is an error.
+impl CodePoint for u8 {
+    const SIZE: usize = 1;
+    fn from_be(bytes: &[u8]) -> Self {
+        bytes.first().copied().unwrap_or_default()
+    }
+}
+
+impl CodePoint for u16 {
+    const SIZE: usize = 2;
+    fn from_be(bytes: &[u8]) -> Self {
+        match bytes {
+            [hi, lo] => u16::from_be_bytes([*hi, *lo]),
+            _ => 0,
+        }
+    }
+}
+
+/// A list of code points of width `W` read as `T`, wire order, duplicates and GREASE kept.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CodeList<'a, W, T> {
+    raw: &'a [u8],
+    item: PhantomData<fn() -> (W, T)>,
+}
+
+/// A list of two-byte code points (cipher suites, groups, signature schemes, versions).
+pub type U16List<'a, T> = CodeList<'a, u16, T>;
+/// A list of one-byte code points (compression methods, point formats, PSK modes).
+pub type U8List<'a, T> = CodeList<'a, u8, T>;
+
+impl<'a, W: CodePoint, T: From<W> + 'a> CodeList<'a, W, T> {
+    /// Takes all of `r` as the list; a length that is not a whole number of items is an error.
     pub(crate) fn read(mut r: Reader<'a>, field: &'static str) -> Result<Self, TlsError> {
         let len = r.remaining();
-        if !len.is_multiple_of(2) {
+        if !len.is_multiple_of(W::SIZE) {
             return Err(TlsError::BadListLength {
                 field,
                 len,
-                item: 2,
+                item: W::SIZE,
             });
         }
         Ok(Self::wrap(r.rest()))
     }
 
-    /// A view of bytes already checked to hold whole pairs.
+    /// A view of bytes already checked to hold whole items.
     pub(crate) fn wrap(raw: &'a [u8]) -> Self {
         Self {
             raw,
@@ -81,16 +111,14 @@ impl<'a, T: From<u16> + 'a> U16List<'a, T> {
         }
     }
 
-    /// The list's bytes (big-endian pairs).
+    /// The list's bytes (big-endian items).
     pub fn as_bytes(&self) -> &'a [u8] {
         self.raw
     }
 
     /// The code points as plain numbers, wire order.
-    pub fn values(&self) -> impl Iterator<Item = u16> + Clone + 'a {
-        self.raw
-            .chunks_exact(2)
-            .map(|c| u16::from_be_bytes([c[0], c[1]]))
+    pub fn values(&self) -> impl Iterator<Item = W> + Clone + 'a {
+        self.raw.chunks_exact(W::SIZE).map(W::from_be)
     }
 
     /// The code points as typed values, wire order.
@@ -100,7 +128,7 @@ impl<'a, T: From<u16> + 'a> U16List<'a, T> {
 
     /// Number of items.
     pub fn len(&self) -> usize {
-        self.raw.len() / 2
+        self.raw.len() / W::SIZE
     }
 
     /// Whether the list is empty.
@@ -109,71 +137,13 @@ impl<'a, T: From<u16> + 'a> U16List<'a, T> {
     }
 }
 
-impl<T: From<u16> + fmt::Debug> fmt::Debug for U16List<'_, T> {
+impl<W: CodePoint, T: From<W> + fmt::Debug> fmt::Debug for CodeList<'_, W, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
 }
 
-impl<T: From<u16> + Serialize> Serialize for U16List<'_, T> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(Some(self.len()))?;
-        for item in self.iter() {
-            seq.serialize_element(&item)?;
-        }
-        seq.end()
-    }
-}
-
-/// A list of one-byte code points, wire order.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub struct U8List<'a, T> {
-    raw: &'a [u8],
-    item: PhantomData<fn() -> T>,
-}
-
-impl<'a, T: From<u8> + 'a> U8List<'a, T> {
-    /// Takes all of `r` as the list.
-    pub(crate) fn read(mut r: Reader<'a>) -> Self {
-        Self::wrap(r.rest())
-    }
-
-    /// A view of the list's bytes.
-    pub(crate) fn wrap(raw: &'a [u8]) -> Self {
-        Self {
-            raw,
-            item: PhantomData,
-        }
-    }
-
-    /// The code points as plain numbers, wire order.
-    pub fn values(&self) -> impl Iterator<Item = u8> + Clone + 'a {
-        self.raw.iter().copied()
-    }
-
-    /// The code points as typed values, wire order.
-    pub fn iter(&self) -> impl Iterator<Item = T> + Clone + 'a {
-        self.values().map(T::from)
-    }
-
-    /// Number of items.
-    pub fn len(&self) -> usize {
-        self.raw.len()
-    }
-
-    /// Whether the list is empty.
-    pub fn is_empty(&self) -> bool {
-        self.raw.is_empty()
-    }
-}
-
-impl<T: From<u8> + fmt::Debug> fmt::Debug for U8List<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
-
-impl<T: From<u8> + Serialize> Serialize for U8List<'_, T> {
+impl<W: CodePoint, T: From<W> + Serialize> Serialize for CodeList<'_, W, T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut seq = serializer.serialize_seq(Some(self.len()))?;
         for item in self.iter() {

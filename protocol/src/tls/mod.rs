@@ -27,6 +27,9 @@ pub use extension::{EchBody, Extension, ExtensionBody};
 pub use fingerprints::{detail, echo, TlsFingerprints};
 pub use grease::{is_grease, GREASE_VALUES};
 pub use ja4::alpn_chars;
-pub use list::{KeyShares, ProtocolNames, QuicParameters, Raw, ServerNames, U16List, U8List};
+pub use list::{
+    CodeList, CodePoint, KeyShares, ProtocolNames, QuicParameters, Raw, ServerNames, U16List,
+    U8List,
+};
 pub use record::{scan, scan_capped, HelloScan, DEFAULT_MAX_HELLO_LEN, MAX_RECORD_LEN};
 pub use voice::{ORDER_PREFIX, VOICE_PREFIX};
