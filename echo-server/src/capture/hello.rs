@@ -4,17 +4,16 @@
 //! The server reads until [`exitvoice_protocol::tls::scan_capped`] says the records read so far carry a
 //! complete ClientHello, never more than the byte cap, and the caller runs the read under the
 //! handshake deadline. The bytes go into a caller-owned buffer, so when the deadline cancels the
-//! read the partial hello is still there to be stored. [`Replay`] then hands exactly those bytes
-//! to rustls before any further socket bytes, so rustls sees the stream unchanged.
+//! read the partial hello is still there to be stored. [`super::replay::Replay`] then hands
+//! exactly those bytes to rustls before any further socket bytes, so rustls sees the stream
+//! unchanged.
 
 use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use bytes::{BufMut as _, Bytes};
+use bytes::BufMut as _;
 use exitvoice_protocol::tls::{scan_capped, HelloScan, TlsError};
 use exitvoice_schema::Failure;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// Largest single read while waiting for the hello: one maximal TLS record (RFC 8446 5.1).
 const READ_CHUNK: usize = exitvoice_protocol::tls::MAX_RECORD_LEN + 5;
@@ -114,67 +113,6 @@ pub async fn read_client_hello<S: AsyncRead + Unpin>(
     }
 }
 
-/// A stream that yields `prefix` first, then reads from the inner stream; writes go straight
-/// through. Hands the captured ClientHello records to rustls as if it were reading the socket.
-#[derive(Debug)]
-pub struct Replay<S> {
-    prefix: Bytes,
-    inner: S,
-}
-
-impl<S> Replay<S> {
-    /// Wraps `inner`, replaying `prefix` before its bytes.
-    pub fn new(prefix: Bytes, inner: S) -> Self {
-        Self { prefix, inner }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        out: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        if this.prefix.is_empty() {
-            return Pin::new(&mut this.inner).poll_read(cx, out);
-        }
-        let len = this.prefix.len().min(out.remaining());
-        out.put_slice(&this.prefix.split_to(len));
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,13 +189,5 @@ mod tests {
         let error = read_client_hello(&mut half, 1024, &mut buf).await;
         assert!(matches!(error, Err(HelloError::Closed { .. })), "{error:?}");
         assert_eq!(buf, &whole[..whole.len() / 2]);
-    }
-
-    #[tokio::test]
-    async fn replay_yields_prefix_then_inner() {
-        let mut replay = Replay::new(Bytes::from_static(b"abc"), &b"def"[..]);
-        let mut out = String::new();
-        replay.read_to_string(&mut out).await.expect("read");
-        assert_eq!(out, "abcdef");
     }
 }

@@ -13,6 +13,7 @@ pub(crate) mod listener;
 pub(crate) mod proxy;
 pub(crate) mod quic;
 mod record;
+pub(crate) mod replay;
 mod shared;
 mod strike;
 pub(crate) mod tap;

@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
+use super::replay::Replay;
+
 /// Bytes past the cap that the follower has not read yet, at most: two maximum-size HTTP/2
 /// frames (RFC 9113 section 4.2, 16,384 bytes by default) and their headers. A connection that
 /// sends more between two echoed requests (a large body, many requests to routes that echo
@@ -159,19 +161,17 @@ impl TapBuffer {
 /// A stream wrapper that copies what the client sends into a [`TapBuffer`].
 #[derive(Debug)]
 pub struct Tap<S> {
-    inner: S,
+    /// Replays the peeked bytes (already in the buffer) before the stream's next ones.
+    inner: Replay<S>,
     buffer: std::sync::Arc<TapBuffer>,
-    /// Peeked bytes not yet handed to the reader (already in the buffer).
-    peeked: Bytes,
 }
 
 impl<S> Tap<S> {
     /// Wraps `inner`, copying into `buffer`.
     pub fn new(inner: S, buffer: std::sync::Arc<TapBuffer>) -> Self {
         Self {
-            inner,
+            inner: Replay::new(Bytes::new(), inner),
             buffer,
-            peeked: Bytes::new(),
         }
     }
 }
@@ -188,15 +188,15 @@ impl<S: AsyncRead + Unpin> Tap<S> {
         let mut chunk = [0_u8; 512];
         loop {
             if let Some(answer) = decided(&seen) {
-                self.peeked = Bytes::from(seen);
+                self.inner.replay(Bytes::from(seen));
                 return Ok(Some(answer));
             }
-            let read = self.inner.read(&mut chunk).await?;
+            let read = self.inner.inner_mut().read(&mut chunk).await?;
             let Some(data) = chunk.get(..read) else {
                 return Err(io::Error::other("read past the buffer"));
             };
             if data.is_empty() {
-                self.peeked = Bytes::from(seen);
+                self.inner.replay(Bytes::from(seen));
                 return Ok(None);
             }
             self.buffer.touch();
@@ -213,10 +213,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.peeked.is_empty() {
-            let len = this.peeked.len().min(out.remaining());
-            out.put_slice(&this.peeked.split_to(len));
-            return Poll::Ready(Ok(()));
+        if this.inner.replaying() {
+            return Pin::new(&mut this.inner).poll_read(cx, out);
         }
         let before = out.filled().len();
         let result = Pin::new(&mut this.inner).poll_read(cx, out);
