@@ -249,36 +249,25 @@ fn a_redis_that_forgets_mid_run_never_gives_an_exit_two_holders() {
 /// session ever has two holders, and the workers go on at half their rate or more.
 #[test]
 fn a_postgresql_outage_keeps_exits_to_one_holder_and_grants_going() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let origin = simulated::unlimited_echo(None);
     let cluster = exitvoice_pgtest::cluster();
-    brokers_keep_every_exit_to_one_holder(
-        &runtime,
-        &origin,
-        &[],
-        Fault::Outage {
-            stop: &|| cluster.stop(),
-            start: &|| cluster.start_again(),
-        },
-    );
+    outage(&[], &|| cluster.stop(), &|| cluster.start_again());
 }
 
 /// The same with the brokers' state in Redis, frozen (`SIGSTOP`) for 10 s: a hung server, not
 /// a refused one.
 #[test]
 fn a_redis_outage_keeps_exits_to_one_holder_and_grants_going() {
+    let redis = exitvoice_redistest::private_server();
+    outage(&["--store", &redis.url()], &|| redis.freeze(true), &|| {
+        redis.freeze(false)
+    });
+}
+
+/// The collision run with the brokers' store (`store` flags) away for [`OUTAGE`] mid-run.
+fn outage(store: &[&str], stop: &dyn Fn(), start: &dyn Fn()) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let origin = simulated::unlimited_echo(None);
-    let redis = exitvoice_redistest::private_server();
-    brokers_keep_every_exit_to_one_holder(
-        &runtime,
-        &origin,
-        &["--store", &redis.url()],
-        Fault::Outage {
-            stop: &|| redis.freeze(true),
-            start: &|| redis.freeze(false),
-        },
-    );
+    brokers_keep_every_exit_to_one_holder(&runtime, &origin, store, Fault::Outage { stop, start });
 }
 
 /// What goes wrong mid-run.

@@ -167,34 +167,21 @@ on_every_store! {
     }
 
     async fn labels_decide_which_class_a_unit_serves(store: Store) {
-        store
-            .sync_units(
-                &[
-                    unit("anon", Some(LeaseClass::Anonymous)),
-                    unit("none", None),
-                ],
-                true,
-            )
-            .await
-            .unwrap();
+        let labelled = |anon| [unit("anon", anon), unit("none", None)];
+        let anonymous = Some(LeaseClass::Anonymous);
+        store.sync_units(&labelled(anonymous), true).await.unwrap();
         assert!(take(&store, &ask("i", LeaseClass::Identity, None))
             .await
             .is_none());
-        let anonymous = take(&store, &ask("a", LeaseClass::Anonymous, None))
+        let held = take(&store, &ask("a", LeaseClass::Anonymous, None))
             .await
             .unwrap();
-        assert_eq!(anonymous.unit, "anon");
+        assert_eq!(held.unit, "anon");
         // The label turns quarantine: the live lease is revoked, no new one is granted.
-        let revoked = store
-            .sync_units(&[unit("anon", None), unit("none", None)], true)
-            .await
-            .unwrap();
+        let revoked = store.sync_units(&labelled(None), true).await.unwrap();
         assert_eq!(revoked, 1);
         assert_eq!(
-            store
-                .renew("a", anonymous.fence, 1000)
-                .await
-                .unwrap(),
+            store.renew("a", held.fence, 1000).await.unwrap(),
             Err(Refusal::Revoked)
         );
         assert!(take(&store, &ask("s", LeaseClass::Stateless, None))
@@ -202,16 +189,7 @@ on_every_store! {
             .is_none());
         // Admitted again, the unit still waits for the revoked lease's expiry: its holder hears
         // of the revocation only when it renews, and may be at work until then.
-        store
-            .sync_units(
-                &[
-                    unit("anon", Some(LeaseClass::Anonymous)),
-                    unit("none", None),
-                ],
-                true,
-            )
-            .await
-            .unwrap();
+        store.sync_units(&labelled(anonymous), true).await.unwrap();
         assert!(take(&store, &ask("a2", LeaseClass::Anonymous, None))
             .await
             .is_none());
