@@ -214,8 +214,12 @@ pub struct Broker<S> {
     queued: [AtomicUsize; 3],
     released: Notify,
     metrics: Metrics,
-    /// The units as this instance last wrote them; `None` before its first refresh.
-    synced: tokio::sync::Mutex<Option<HashMap<String, UnitSpec>>>,
+    /// One refresh at a time (the timer's and a SIGHUP's): each writes what changed since
+    /// the last.
+    refreshing: tokio::sync::Mutex<()>,
+    /// The units as this instance last wrote them; `None` before its first refresh. Locked
+    /// only to read or swap it, never across a store call: a grant in an outage reads it.
+    synced: std::sync::Mutex<Option<Arc<HashMap<String, UnitSpec>>>>,
     /// The labels snapshot last read, with its id.
     snapshot: tokio::sync::Mutex<Option<(i64, Arc<LabelsDoc>)>>,
     reserve: Reserve,
@@ -235,7 +239,8 @@ impl<S: LeaseStore> Broker<S> {
             queued: Default::default(),
             released: Notify::new(),
             metrics,
-            synced: tokio::sync::Mutex::new(None),
+            refreshing: tokio::sync::Mutex::new(()),
+            synced: std::sync::Mutex::new(None),
             snapshot: tokio::sync::Mutex::new(None),
             reserve,
         }
@@ -282,7 +287,8 @@ impl<S: LeaseStore> Broker<S> {
         );
         // The first refresh writes the whole pool; later ones only what changed (at 10,000 exits,
         // a refresh that wrote every unit would cost seconds of the store's time every time).
-        let mut synced = self.synced.lock().await;
+        let _turn = self.refreshing.lock().await;
+        let synced = self.synced();
         // Units a reloaded exits file no longer names drain.
         if let Some(previous) = synced.as_ref() {
             let named: HashSet<&str> = units.iter().map(|unit| unit.unit.as_str()).collect();
@@ -311,13 +317,14 @@ impl<S: LeaseStore> Broker<S> {
         } else {
             0
         };
-        *synced = Some(
-            units
-                .into_iter()
-                .map(|unit| (unit.unit.clone(), unit))
-                .collect(),
-        );
-        drop(synced);
+        let written = units
+            .into_iter()
+            .map(|unit| (unit.unit.clone(), unit))
+            .collect();
+        *self
+            .synced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(written));
         self.metrics.revoked(revoked);
         if revoked > 0 {
             tracing::info!(
@@ -662,7 +669,7 @@ impl<S: LeaseStore> Broker<S> {
             )
         };
         if self.reserve.in_outage() {
-            return Ok(self.grant_from_reserve(class, ttl).await);
+            return Ok(self.grant_from_reserve(class, ttl));
         }
         let asked = Acquire {
             lease_id: &lease_id,
@@ -676,18 +683,7 @@ impl<S: LeaseStore> Broker<S> {
             stateless_per_origin: self.config.stateless_per_origin,
             fences: 1,
         };
-        let acquire = self.leases.acquire(&asked);
-        let result = if self.reserve.enabled() {
-            match tokio::time::timeout(STORE_TIMEOUT, acquire).await {
-                Ok(result) => result,
-                Err(_) => Err(StoreFailure::message(
-                    "the lease store did not answer in time".to_owned(),
-                )),
-            }
-        } else {
-            acquire.await
-        };
-        match result {
+        match self.ask_store(self.leases.acquire(&asked)).await {
             Ok(granted) => Ok(granted),
             Err(error) => {
                 self.metrics.store_error();
@@ -696,14 +692,40 @@ impl<S: LeaseStore> Broker<S> {
                 }
                 tracing::debug!(%error, "acquire failed at the store");
                 self.store_answered(false).await;
-                Ok(self.grant_from_reserve(class, ttl).await)
+                Ok(self.grant_from_reserve(class, ttl))
             }
         }
     }
 
+    /// `call` to the store: with a reserve, a call that takes [`STORE_TIMEOUT`] fails (the
+    /// store counts as out of reach); without one, it waits as long as the store's client does.
+    async fn ask_store<T>(
+        &self,
+        call: impl std::future::Future<Output = Result<T, StoreFailure>>,
+    ) -> Result<T, StoreFailure> {
+        if !self.reserve.enabled() {
+            return call.await;
+        }
+        tokio::time::timeout(STORE_TIMEOUT, call)
+            .await
+            .unwrap_or_else(|_| {
+                Err(StoreFailure::message(
+                    "the lease store did not answer in time".to_owned(),
+                ))
+            })
+    }
+
+    /// The units as last written.
+    fn synced(&self) -> Option<Arc<HashMap<String, UnitSpec>>> {
+        self.synced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// A sub-lease from the reserve, on a unit whose label (as last read) admits `class`.
-    async fn grant_from_reserve(&self, class: LeaseClass, ttl: Duration) -> Option<Granted> {
-        let synced = self.synced.lock().await;
+    fn grant_from_reserve(&self, class: LeaseClass, ttl: Duration) -> Option<Granted> {
+        let synced = self.synced();
         let granted = self.reserve.grant(
             class,
             ttl,
@@ -744,10 +766,15 @@ impl<S: LeaseStore> Broker<S> {
                 }
             };
         }
+        if self.reserve.in_outage() {
+            // No renewal the store cannot hear of: it would grant the unit at the old expiry.
+            return Err(BrokerError::Store(StoreFailure::message(
+                "the lease store is out of reach".to_owned(),
+            )));
+        }
         let ttl = millis(ttl);
         let expires = self
-            .leases
-            .renew(lease_id, fence, ttl)
+            .ask_store(self.leases.renew(lease_id, fence, ttl))
             .await
             .map_err(|error| {
                 self.metrics.store_error();
@@ -776,25 +803,28 @@ impl<S: LeaseStore> Broker<S> {
         latency_ms: Option<i64>,
     ) -> Result<Ended, BrokerError> {
         let effect = policy::effect(outcome, self.config.ban_ttl, self.config.error_streak)?;
+        let keep = || {
+            self.reserve.keep_release(PendingRelease {
+                lease_id: lease_id.to_owned(),
+                fence,
+                outcome: outcome.to_owned(),
+                latency_ms,
+            })
+        };
         let released = if Reserve::is_sub(lease_id) {
             self.reserve.release(lease_id, fence, Instant::now())
+        } else if self.reserve.in_outage() && keep() {
+            // The store is out of reach: no call to wait on.
+            return Ok(Ended::Kept);
         } else {
-            match self
+            let release = self
                 .leases
-                .release(lease_id, fence, outcome, latency_ms, effect)
-                .await
-            {
+                .release(lease_id, fence, outcome, latency_ms, effect);
+            match self.ask_store(release).await {
                 Ok(released) => released,
                 Err(error) => {
                     self.metrics.store_error();
-                    let kept = self.reserve.enabled()
-                        && self.reserve.keep_release(PendingRelease {
-                            lease_id: lease_id.to_owned(),
-                            fence,
-                            outcome: outcome.to_owned(),
-                            latency_ms,
-                        });
-                    if !kept {
+                    if !(self.reserve.enabled() && keep()) {
                         return Err(BrokerError::from(error));
                     }
                     self.store_answered(false).await;
