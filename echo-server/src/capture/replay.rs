@@ -37,11 +37,6 @@ impl<S> Replay<S> {
         );
         self.prefix = bytes;
     }
-
-    /// The inner stream, for reads that bypass the replay.
-    pub fn inner_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {

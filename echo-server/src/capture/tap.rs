@@ -191,7 +191,8 @@ impl<S: AsyncRead + Unpin> Tap<S> {
                 self.inner.replay(Bytes::from(seen));
                 return Ok(Some(answer));
             }
-            let read = self.inner.inner_mut().read(&mut chunk).await?;
+            // Nothing is replayed while peeking: this reads the stream.
+            let read = self.inner.read(&mut chunk).await?;
             let Some(data) = chunk.get(..read) else {
                 return Err(io::Error::other("read past the buffer"));
             };
