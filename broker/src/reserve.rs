@@ -191,9 +191,10 @@ impl Reserve {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether the store is out of reach, as last seen.
+    /// Whether the store is out of reach, as last seen (never without a reserve: every
+    /// acquire asks, and then takes no lock).
     pub fn in_outage(&self) -> bool {
-        self.inner().outage.is_some()
+        self.enabled() && self.inner().outage.is_some()
     }
 
     /// Notes whether the store answered at `now`.
