@@ -13,6 +13,7 @@ mod exposition;
 pub mod ledger;
 mod metrics;
 mod server;
+pub mod view;
 mod writer;
 
 pub use config::Config;

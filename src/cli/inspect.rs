@@ -21,11 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
-use exitvoice_protocol::analysis::{self, ConnectionInput, Follower};
+use exitvoice_echo::view::EchoView;
+use exitvoice_protocol::analysis::{self, Analysis, ConnectionInput, Follower};
 use exitvoice_protocol::classify;
 use exitvoice_protocol::pcap::{self, ClientData, PcapConnection, QuicConnection};
 use exitvoice_protocol::{h1, quic, tls};
-use exitvoice_schema::{ConnectionFacts, Http2Echo, Spoken};
+use exitvoice_schema::{ConnectionFacts, RequestRecord, Spoken};
 use serde_json::{json, Map, Value};
 
 /// Largest input read (a capture is held in memory whole).
@@ -278,8 +279,9 @@ fn strip_errors_if_empty(out: &mut Value) {
 
 /// The analysis of one connection: its ClientHello records, the client's HTTP bytes, and the
 /// ALPN protocol the server chose when the input says (a TLS 1.2 ServerHello in a capture). The
-/// same analysis the live server makes ([`analysis::analyse`]), and the first request's head read
-/// the same way ([`analysis::Follower`]).
+/// same analysis the live server makes ([`analysis::analyse`]), the first request's head read
+/// the same way ([`analysis::Follower`]), and its layers answered through the server's own
+/// [`EchoView`].
 ///
 /// The bucket needs ALPN offered and negotiated. Offered comes from the ClientHello; without
 /// one, it is taken from what the client spoke. Negotiated is the server's choice when known,
@@ -300,70 +302,35 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         spoken: None,
     });
     let facts = &analysis.facts;
-    let mut errors: Vec<String> = analysis
-        .errors
-        .iter()
-        .map(|e| {
-            let layer = match e.layer {
-                "h2" => "http2",
-                "h1" => "http1",
-                other => other,
-            };
-            format!("{layer}: {}", e.message)
-        })
-        .collect();
     let hello_parsed = facts.tls.is_some();
+    let mut errors = layer_errors(&analysis);
+    let (record, head_error) = first_request(facts, spoken, prefix);
+    errors.extend(head_error);
     let json = analysis.json(hello.unwrap_or_default(), prefix.unwrap_or_default());
-    let tls_value = json.tls.as_ref().map(|tls| {
-        let mut value = tls.to_value();
-        if let Value::Object(map) = &mut value {
-            map.insert("sni".into(), json!(facts.sni));
-            map.insert("alpn".into(), json!(facts.alpn.offered));
-        }
-        value
-    });
-    let (head, head_error) = Follower::new(spoken).head(prefix.unwrap_or_default(), 0, 1);
-    errors.extend(head_error.map(|e| format!("http2: {}", e.message)));
-    let http2 = facts.http2.as_ref().map_or(Value::Null, |h2| {
-        json!(Http2Echo {
-            akamai_fingerprint: h2.akamai_fingerprint.clone(),
-            akamai_fingerprint_hash: h2.akamai_fingerprint_hash.clone(),
-            voice_id: h2.voice_id.clone(),
-            pseudo_header_order: head.pseudo_header_order.clone(),
-            header_order: head.header_order.clone(),
-            detail: json.http2_detail.clone(),
-        })
-    });
-    let mut http1 = Value::Null;
-    if let (Spoken::Http1, Some(bytes)) = (spoken, prefix) {
+    // The layers as the server answers them: the same view, without a peer.
+    let mut echo = match serde_json::to_value(EchoView::new(&analysis, json, None, &record)) {
+        Ok(Value::Object(echo)) => echo,
+        _ => Map::new(),
+    };
+    let mut layer = |name: &str| echo.remove(name).unwrap_or(Value::Null);
+    let mut tls = layer("tls");
+    if let Value::Object(map) = &mut tls {
+        map.insert("sni".into(), json!(facts.sni));
+        map.insert("alpn".into(), json!(facts.alpn.offered));
+    }
+    let http2 = layer("http2");
+    let mut http1 = layer("http1");
+    // Offline only: the request head in full, values included.
+    if let (Value::Object(map), Some(bytes)) = (&mut http1, prefix) {
         if let Ok(parsed) = h1::parse_head(bytes) {
-            http1 = serde_json::to_value(h1::echo(&parsed)).unwrap_or(Value::Null);
-            if let Value::Object(map) = &mut http1 {
-                map.insert(
-                    "detail".into(),
-                    serde_json::to_value(&parsed).unwrap_or_default(),
-                );
-            }
+            map.insert(
+                "detail".into(),
+                serde_json::to_value(&parsed).unwrap_or_default(),
+            );
         }
     }
-    match prefix {
-        // A connection opened and never used (browsers preconnect) sent no application data.
-        Some([]) | None => {}
-        Some(_) if spoken == Spoken::Unknown => {
-            errors.push("client bytes are neither the HTTP/2 preface nor an HTTP/1 request".into());
-        }
-        Some(_) => {}
-    }
-    // Without a ClientHello, what the client spoke stands for what it offered.
-    let mut bucket_facts = ConnectionFacts::clone(facts);
-    if !hello_parsed && spoken == Spoken::H2 {
-        bucket_facts.alpn.offered = vec!["h2".to_owned()];
-    }
-    let bucket = prefix
-        .is_some()
-        .then(|| analysis::bucket(&bucket_facts, 1, false));
     let mut out = Map::new();
-    out.insert("tls".into(), tls_value.unwrap_or(Value::Null));
+    out.insert("tls".into(), tls);
     out.insert("http2".into(), http2);
     out.insert("http1".into(), http1);
     out.insert(
@@ -375,13 +342,65 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
             "inferred": !hello_parsed || server_alpn.is_none(),
         }),
     );
-    out.insert("bucket".into(), json!(bucket.flatten()));
-    out.insert(
-        "profile".into(),
-        json!(facts.http2.as_ref().and_then(|h2| h2.profile.as_deref())),
-    );
+    out.insert("bucket".into(), layer("bucket"));
+    out.insert("profile".into(), layer("profile"));
     out.insert("errors".into(), json!(errors));
     Value::Object(out)
+}
+
+/// What the analysis could not read, named by layer.
+fn layer_errors(analysis: &Analysis) -> Vec<String> {
+    analysis
+        .errors
+        .iter()
+        .map(|e| {
+            let layer = match e.layer {
+                "h2" => "http2",
+                "h1" => "http1",
+                other => other,
+            };
+            format!("{layer}: {}", e.message)
+        })
+        .collect()
+}
+
+/// The first request on the connection as the server records it, without the words only a live
+/// request has (time, method, path, token), and what kept its head from being read.
+fn first_request(
+    facts: &ConnectionFacts,
+    spoken: Spoken,
+    prefix: Option<&[u8]>,
+) -> (RequestRecord, Option<String>) {
+    let (head, head_error) = Follower::new(spoken).head(prefix.unwrap_or_default(), 0, 1);
+    let mut error = head_error.map(|e| format!("http2: {}", e.message));
+    match prefix {
+        // A connection opened and never used (browsers preconnect) sent no application data.
+        Some([]) | None => {}
+        Some(_) if spoken == Spoken::Unknown => {
+            error =
+                Some("client bytes are neither the HTTP/2 preface nor an HTTP/1 request".into());
+        }
+        Some(_) => {}
+    }
+    // Without a ClientHello, what the client spoke stands for what it offered.
+    let mut bucket_facts = ConnectionFacts::clone(facts);
+    if facts.tls.is_none() && spoken == Spoken::H2 {
+        bucket_facts.alpn.offered = vec!["h2".to_owned()];
+    }
+    let record = RequestRecord {
+        conn_id: String::new(),
+        index: 1,
+        time_unix_ms: 0,
+        token: None,
+        method: String::new(),
+        path: String::new(),
+        stream_id: head.stream_id,
+        bucket: prefix.and_then(|_| analysis::bucket(&bucket_facts, 1, false)),
+        pseudo_header_order: head.pseudo_header_order,
+        header_order: head.header_order,
+        http1: head.http1,
+    };
+    (record, error)
 }
 
 fn capture(

@@ -12,13 +12,10 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use exitvoice_pages::negotiate::prefers_html;
-use exitvoice_protocol::analysis::{self, Analysis, EchoJson};
+use exitvoice_protocol::analysis::{self, Analysis};
 use exitvoice_protocol::classify::BucketRule;
 use exitvoice_schema::coherence;
-use exitvoice_schema::{
-    rfc3339_ms, Alpn, Bucket, CleanEcho, Coherence, Families, FirstRequest, Http1Echo, Peer,
-    PeerPolicy, RawJson, RequestPosition, RequestRecord, VoiceId, ECHO_SCHEMA_VERSION,
-};
+use exitvoice_schema::{CleanEcho, Families, FirstRequest, PeerPolicy, RequestRecord};
 use http_body_util::BodyExt as _;
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -27,8 +24,8 @@ use super::{page, ApiError, ApiState};
 
 use crate::capture::{Arrival, Connection};
 use crate::ledger::TcpVisit;
+use crate::view::{EchoView, PeerView};
 use crate::writer::{unix_ms, Job};
-use serde_json::value::RawValue;
 
 /// Longest probe token accepted.
 const MAX_TOKEN_LEN: usize = 128;
@@ -152,17 +149,14 @@ impl Observed {
     /// families are judged once, with its JSON ([`analysis::EchoJson`]); a request adds only its
     /// User-Agent's family and the reasons.
     fn full_echo(&self, metrics: &crate::metrics::Metrics) -> EchoView<'_> {
-        let mut echo = self.echo(metrics);
-        let families = Families {
+        self.echo(metrics).judged(Families {
             ua: self
                 .user_agent
                 .as_ref()
                 .and_then(|ua| ua.to_str().ok())
                 .and_then(coherence::ua_family),
             ..self.conn.echo_json(metrics).families.clone()
-        };
-        echo.coherence = Some(coherence::judge(echo.alpn, families));
-        echo
+        })
     }
 
     /// Room for an answer that carries the connection's raw JSON (`tls`, `http2.detail`).
@@ -178,7 +172,7 @@ impl Observed {
         EchoView::new(
             self.analysis(metrics),
             self.conn.echo_json(metrics),
-            client_peer(&self.conn),
+            Some(client_peer(&self.conn)),
             &self.record,
         )
     }
@@ -244,86 +238,6 @@ async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observe
     })
 }
 
-/// The full echo, borrowed from the connection's facts and the request's record: serialized as
-/// [`exitvoice_schema::Echo`] is (`compose_echo` builds the same value owned, for the store).
-#[derive(Debug, Serialize)]
-struct EchoView<'a> {
-    schema_version: u32,
-    time: String,
-    peer: PeerView,
-    token: Option<&'a str>,
-    method: &'a str,
-    path: &'a str,
-    alpn: &'a Alpn,
-    tls: Option<&'a RawValue>,
-    http2: Option<Http2View<'a>>,
-    http1: Option<&'a Http1Echo>,
-    request: RequestPosition,
-    bucket: Option<Bucket>,
-    profile: Option<&'a str>,
-    /// Only in `/api/all` answers ([`Observed::full_echo`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    coherence: Option<Coherence>,
-}
-
-/// [`exitvoice_schema::Http2Echo`], borrowed.
-#[derive(Debug, Serialize)]
-struct Http2View<'a> {
-    akamai_fingerprint: &'a str,
-    akamai_fingerprint_hash: &'a str,
-    voice_id: &'a VoiceId,
-    pseudo_header_order: &'a [String],
-    header_order: &'a [String],
-    detail: &'a RawValue,
-}
-
-impl<'a> EchoView<'a> {
-    fn new(
-        analysis: &'a Analysis,
-        json: &'a EchoJson,
-        peer: PeerView,
-        record: &'a RequestRecord,
-    ) -> Self {
-        let facts = &analysis.facts;
-        Self {
-            schema_version: ECHO_SCHEMA_VERSION,
-            time: rfc3339_ms(record.time_unix_ms),
-            peer,
-            token: record.token.as_deref(),
-            method: &record.method,
-            path: &record.path,
-            alpn: &facts.alpn,
-            tls: json.tls.as_ref().map(RawJson::as_raw),
-            http2: facts.http2.as_ref().map(|h2| Http2View {
-                akamai_fingerprint: &h2.akamai_fingerprint,
-                akamai_fingerprint_hash: &h2.akamai_fingerprint_hash,
-                voice_id: &h2.voice_id,
-                pseudo_header_order: &record.pseudo_header_order,
-                header_order: &record.header_order,
-                detail: json.http2_detail.as_raw(),
-            }),
-            http1: record.http1.as_ref(),
-            request: RequestPosition {
-                stream_id: record.stream_id,
-                index: record.index,
-            },
-            bucket: record.bucket,
-            profile: facts.http2.as_ref().and_then(|h2| h2.profile.as_deref()),
-            coherence: None,
-        }
-    }
-}
-
-/// The `peer` of an echo: the client's full address (it is its own), and, when a trusted load
-/// balancer relayed the connection with a PROXY header, the balancer's address as `proxy`.
-#[derive(Clone, Debug, Serialize)]
-struct PeerView {
-    #[serde(flatten)]
-    client: Peer,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    proxy: Option<Peer>,
-}
-
 /// The peer as the client itself sees it.
 fn client_peer(conn: &Connection) -> PeerView {
     PeerView {
@@ -356,92 +270,39 @@ pub(super) async fn probe(
 }
 
 /// `/api/tls`: the TLS layer.
-#[derive(Debug, Serialize)]
-struct TlsView<'a> {
-    schema_version: u32,
-    time: String,
-    peer: PeerView,
-    alpn: &'a Alpn,
-    tls: Option<&'a RawValue>,
-    request: RequestPosition,
-}
-
 pub(super) async fn tls(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let echo = seen.echo(&state.metrics);
-    let view = TlsView {
-        schema_version: echo.schema_version,
-        time: echo.time,
-        peer: echo.peer,
-        alpn: echo.alpn,
-        tls: echo.tls,
-        request: echo.request,
-    };
-    json_answer(&view, seen.raw_bytes(&state.metrics))
+    json_answer(
+        &seen.echo(&state.metrics).tls_only(),
+        seen.raw_bytes(&state.metrics),
+    )
 }
 
 /// `/api/http2`: the HTTP/2 layer, the request's position and the bucket.
-#[derive(Debug, Serialize)]
-struct Http2Only<'a> {
-    schema_version: u32,
-    time: String,
-    alpn: &'a Alpn,
-    http2: Option<Http2View<'a>>,
-    request: RequestPosition,
-    bucket: Option<Bucket>,
-    profile: Option<&'a str>,
-}
-
 pub(super) async fn http2(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let echo = seen.echo(&state.metrics);
-    let view = Http2Only {
-        schema_version: echo.schema_version,
-        time: echo.time,
-        alpn: echo.alpn,
-        http2: echo.http2,
-        request: echo.request,
-        bucket: echo.bucket,
-        profile: echo.profile,
-    };
-    json_answer(&view, seen.raw_bytes(&state.metrics))
+    json_answer(
+        &seen.echo(&state.metrics).http2_only(),
+        seen.raw_bytes(&state.metrics),
+    )
 }
 
 /// `/api/http1`: the HTTP/1 layer.
-#[derive(Debug, Serialize)]
-struct Http1Only<'a> {
-    schema_version: u32,
-    time: String,
-    alpn: &'a Alpn,
-    http1: Option<&'a Http1Echo>,
-    request: RequestPosition,
-    bucket: Option<Bucket>,
-}
-
 pub(super) async fn http1(
     State(state): State<ApiState>,
     ctx: Ctx,
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    let echo = seen.echo(&state.metrics);
-    let view = Http1Only {
-        schema_version: echo.schema_version,
-        time: echo.time,
-        alpn: echo.alpn,
-        http1: echo.http1,
-        request: echo.request,
-        bucket: echo.bucket,
-    };
-    json_answer(&view, ANSWER_BYTES)
+    json_answer(&seen.echo(&state.metrics).http1_only(), ANSWER_BYTES)
 }
 
 pub(super) async fn clean(
@@ -502,61 +363,6 @@ pub(super) async fn not_found(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use exitvoice_schema::{ConnectionFacts, Spoken};
-
-    /// The borrowed view the server answers with is the schema's `Echo`, field for field: the
-    /// same value `compose_echo` builds for `/api/observations` (a real curl connection).
-    #[test]
-    fn the_live_view_is_the_stored_echo() {
-        let hello = include_bytes!("../../../captures/curl-h2/conn1.hello.bin");
-        let prefix = include_bytes!("../../../captures/curl-h2/conn1.prefix.bin");
-        let analysis = analysis::analyse(&analysis::ConnectionInput {
-            hello,
-            prefix,
-            alpn_negotiated: Some("h2"),
-            ..analysis::ConnectionInput::default()
-        });
-        let (head, error) = analysis::Follower::new(Spoken::H2).head(prefix, 0, 1);
-        assert_eq!(error, None);
-        let record = RequestRecord {
-            conn_id: "c".to_owned(),
-            index: 1,
-            time_unix_ms: 1_767_225_600_123,
-            token: Some("tok".to_owned()),
-            method: "GET".to_owned(),
-            path: "/probe/tok".to_owned(),
-            stream_id: head.stream_id,
-            bucket: analysis::bucket(&analysis.facts, 1, false),
-            pseudo_header_order: head.pseudo_header_order,
-            header_order: head.header_order,
-            http1: head.http1,
-        };
-        let peer = Peer {
-            ip: "127.0.0.1".to_owned(),
-            port: 4242,
-        };
-        let direct = PeerView {
-            client: peer.clone(),
-            proxy: None,
-        };
-        let json = analysis.json(hello, prefix);
-        let view = serde_json::to_value(EchoView::new(&analysis, json, direct, &record))
-            .expect("serialize");
-        let echo: exitvoice_schema::Echo = serde_json::from_value(view).expect("an Echo");
-        // The store keeps the bytes and derives the layers again on read.
-        let mut stored = ConnectionFacts::clone(&analysis.facts);
-        stored.set_layers(analysis::layers(
-            hello,
-            &prefix[..analysis.prefix_len],
-            stored.alpn.spoken,
-        ));
-        assert_eq!(echo, exitvoice_schema::compose_echo(&stored, peer, &record));
-        let tls = echo.tls.as_ref().expect("tls");
-        let http2 = echo.http2.as_ref().expect("http2");
-        assert!(tls.detail.to_value()["cipher_suites"].is_array());
-        assert!(http2.detail.to_value()["frames"].is_array());
-        assert_eq!(echo.request.stream_id, Some(1));
-    }
 
     #[test]
     fn tokens_are_short_and_url_safe() {
