@@ -4,9 +4,11 @@
 #     the real proxies, tshark/editcap, NSS tools, Prometheus (scrapes the echo's metrics; its
 #     packaged service is not started: the tests run their own instance), systemd (its
 #     systemd-analyze checks the deploy/ units), pebble (a throwaway ACME CA), redis-server
-#     (store/redistest runs its own servers from its binary; the packaged daemon is stopped);
+#     (store/redistest runs its own servers from its binary; the packaged daemon is stopped),
+#     mmdblookup (mmdb-bin: the independent reader of the geo tests);
 #   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients
-#     (aioquic: the independent QUIC/HTTP/3 client of tests/echo_quic.rs);
+#     (aioquic: the independent QUIC/HTTP/3 client of tests/echo_quic.rs), and mmdb-writer (the
+#     geo tests' MaxMind DB files, written at test time);
 #   - .tools/venv-mitm: mitmproxy (11.x on Python 3.11), kept apart from the test venv;
 #   - .tools/certs/: a test CA and a leaf certificate for echo.exitvoice.test (made once);
 #   - the Firefox enterprise policy that trusts that CA (merged into any existing policy);
@@ -29,6 +31,7 @@ APT_PACKAGES=(
   chromium firefox-esr nghttp2-client golang-go
   squid apache2-utils tinyproxy dante-server haproxy
   prometheus systemd pebble postgresql redis-server
+  mmdb-bin
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -77,6 +80,7 @@ PY_PACKAGES=(
   h2==4.4.1 hpack==4.2.0 hyperframe==6.1.0 ja4plus==1.4.0
   httpx==0.28.1 httpcore==1.0.9 requests==2.34.2 urllib3==2.8.0 aiohttp==3.14.5
   aioquic==1.7.2
+  mmdb-writer==0.2.7
 )
 pinned_missing() {
   # Every pin `name==version` must appear in `pip freeze` (names compared case-insensitively).

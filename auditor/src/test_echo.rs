@@ -52,5 +52,6 @@ pub(crate) fn echo(detail: &serde_json::Value) -> Echo {
         bucket: None,
         profile: None,
         coherence: None,
+        geo: None,
     }
 }

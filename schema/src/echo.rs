@@ -49,6 +49,10 @@ pub struct Echo {
     /// echoes of older servers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coherence: Option<Coherence>,
+    /// The visitor's country and network, when the server was given geo databases
+    /// (`--geoip`): looked up as it answers, not stored; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo: Option<crate::EchoGeo>,
 }
 
 /// A socket address, split so JSON consumers need not parse it.

@@ -8,6 +8,7 @@
 
 pub mod coherence;
 pub mod echo;
+pub mod geo;
 pub mod label;
 mod label_csv;
 pub mod observation;
@@ -20,6 +21,7 @@ pub use echo::{
     Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, PeerPolicy, RequestPosition, Spoken,
     TlsEcho, ECHO_SCHEMA_VERSION,
 };
+pub use geo::{EchoGeo, GeoSource, Place};
 pub use label::{
     Baseline, Change, DriftState, Egress, ExitCoherence, ExitLabel, Flags, H3Label, HistoryEntry,
     LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,

@@ -270,6 +270,7 @@ pub fn compose_echo(facts: &ConnectionFacts, peer: Peer, request: &RequestRecord
         bucket: request.bucket,
         profile: facts.http2.as_ref().and_then(|h2| h2.profile.clone()),
         coherence: None,
+        geo: None,
     }
 }
 
