@@ -101,6 +101,9 @@ pub struct Config {
     pub writer: WriterConfig,
     /// Time in-flight connections get to finish at shutdown.
     pub shutdown_grace: Duration,
+    /// MaxMind DB files (a country or city database, an ASN one, or one with both) whose
+    /// country and network of the visitor `/api/all` shows; none by default.
+    pub geoip: Vec<PathBuf>,
 }
 
 impl Default for Config {
@@ -121,6 +124,7 @@ impl Default for Config {
             limits: Limits::default(),
             writer: WriterConfig::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
+            geoip: Vec::new(),
         }
     }
 }

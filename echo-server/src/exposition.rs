@@ -102,6 +102,13 @@ impl Collector for EchoCollector {
             "event",
             report.quic.iter().map(|(k, v)| (*k, *v)),
         )?;
+        counters_by(
+            e,
+            "geoip_events",
+            "Geo databases (--geoip) read again after they changed, or that changed and did not read.",
+            "event",
+            report.geoip.iter().map(|(k, v)| (*k, *v)),
+        )?;
         let mut requests = e.encode_descriptor(
             "requests",
             "Requests answered, by spoken protocol and bucket.",

@@ -10,6 +10,7 @@ mod capture;
 pub mod cert;
 pub mod config;
 mod exposition;
+mod geo;
 pub mod ledger;
 mod metrics;
 mod server;

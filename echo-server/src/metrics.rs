@@ -28,6 +28,7 @@ pub struct Metrics {
     handshake_failures: Mutex<BTreeMap<&'static str, u64>>,
     parse_errors: Mutex<BTreeMap<&'static str, u64>>,
     quic: Mutex<BTreeMap<&'static str, u64>>,
+    geoip: Mutex<BTreeMap<&'static str, u64>>,
     requests: AtomicU64,
     requests_by: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     capture_truncated: AtomicU64,
@@ -145,6 +146,13 @@ impl Metrics {
     /// them (malformed Initials by kind, caps), connections, HTTP/3 requests.
     pub fn quic(&self, event: &'static str) {
         bump(&self.quic, event);
+    }
+
+    /// Counts a `--geoip` event: a database read again after it changed on disk
+    /// (`reloaded`), one that changed but did not read (`reload_failed`: its last good
+    /// contents stay).
+    pub fn geoip(&self, event: &'static str) {
+        bump(&self.geoip, event);
     }
 
     /// Counts a request answered, by the protocol its connection spoke and its bucket.
@@ -306,6 +314,7 @@ impl Metrics {
             },
             parse_errors: snapshot(&self.parse_errors),
             quic: snapshot(&self.quic),
+            geoip: snapshot(&self.geoip),
             requests: load(&self.requests),
             database: DatabaseReport {
                 used_bytes: load(&self.db_used_bytes),
@@ -340,6 +349,10 @@ pub struct MetricsReport {
     pub parse_errors: BTreeMap<&'static str, u64>,
     /// QUIC events by kind ([`Metrics::quic`]); empty with `--no-quic`.
     pub quic: BTreeMap<&'static str, u64>,
+    /// `--geoip` events by kind ([`Metrics::geoip`]); absent without `--geoip` or before the
+    /// first.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub geoip: BTreeMap<&'static str, u64>,
     /// Requests answered.
     pub requests: u64,
     /// The observation queue and the store.

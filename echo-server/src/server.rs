@@ -23,6 +23,7 @@ use crate::capture::Shared;
 use crate::cert::{self, CertError, CertSource};
 use crate::config::Config;
 use crate::exposition;
+use crate::geo;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::writer::{self, Job, WriterHandle};
@@ -57,6 +58,9 @@ pub enum ServerError {
     /// `--record-dir` could not be created.
     #[error("cannot create the record directory: {0}")]
     RecordDir(std::io::Error),
+    /// A `--geoip` database could not be read.
+    #[error(transparent)]
+    Geo(#[from] exitvoice_geo::GeoError),
 }
 
 /// A bound, ready-to-run echo server.
@@ -122,11 +126,15 @@ impl Server {
             }
         };
         let acceptor = TlsAcceptor::from(Arc::new(tls));
+        let geo = geo::open(&config.geoip)?;
         if let Some(dir) = &config.record_dir {
             std::fs::create_dir_all(dir).map_err(ServerError::RecordDir)?;
         }
         let store = Store::connect(&config.database).await?;
         let metrics = Arc::new(Metrics::default());
+        if let Some(geo) = &geo {
+            geo::spawn_refresh(geo, Arc::clone(&metrics));
+        }
         let ledger = Arc::new(open_ledger(&store, config.store_peer_ip, config.ledger_rule).await);
         let (writer, writer_task) = writer::spawn(
             store.clone(),
@@ -172,6 +180,7 @@ impl Server {
             started: OffsetDateTime::now_utc(),
             ledger,
             alt_svc: config.quic,
+            geo,
         });
         let mut router = api::router(api_state.clone());
         let mut udp_sockets = Vec::new();

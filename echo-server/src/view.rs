@@ -5,8 +5,8 @@
 use exitvoice_protocol::analysis::{Analysis, EchoJson};
 use exitvoice_schema::coherence;
 use exitvoice_schema::{
-    rfc3339_ms, Alpn, Bucket, Coherence, Families, Http1Echo, Peer, RawJson, RequestPosition,
-    RequestRecord, VoiceId, ECHO_SCHEMA_VERSION,
+    rfc3339_ms, Alpn, Bucket, Coherence, EchoGeo, Families, Http1Echo, Peer, RawJson,
+    RequestPosition, RequestRecord, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -46,6 +46,9 @@ pub struct EchoView<'a> {
     /// Only in `/api/all` answers ([`EchoView::judged`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     coherence: Option<Coherence>,
+    /// Only in `/api/all` answers, with `--geoip` ([`EchoView::located`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    geo: Option<EchoGeo>,
 }
 
 /// [`exitvoice_schema::Http2Echo`], borrowed.
@@ -104,6 +107,7 @@ impl<'a> EchoView<'a> {
             bucket: Some(record.bucket),
             profile: Some(facts.http2.as_ref().and_then(|h2| h2.profile.as_deref())),
             coherence: None,
+            geo: None,
         }
     }
 
@@ -114,6 +118,11 @@ impl<'a> EchoView<'a> {
             coherence: Some(coherence::judge(self.alpn, families)),
             ..self
         }
+    }
+
+    /// The echo with the visitor's country and network, when the server has geo databases.
+    pub fn located(self, geo: Option<EchoGeo>) -> Self {
+        Self { geo, ..self }
     }
 
     /// `/api/tls`: the TLS layer.

@@ -157,6 +157,12 @@ pub struct Args {
     /// on PostgreSQL only --retain prunes.
     #[arg(long, value_name = "BYTES", default_value = "10GiB", value_parser = parse_bytes)]
     max_db_size: u64,
+    /// A MaxMind DB file (GeoLite2/GeoIP2 or DB-IP Lite country, city or ASN; IPinfo Lite);
+    /// repeat for several: `/api/all` and the fingerprint page show the visitor's country and
+    /// network, each from the first file that knows it, and name the files. Looked up as the
+    /// echo answers, never stored; a file replaced or rewritten is read again without a restart.
+    #[arg(long, value_name = "FILE")]
+    geoip: Vec<PathBuf>,
     /// Time open connections get to finish after SIGINT/SIGTERM before the queue is drained.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     shutdown_grace: Duration,
@@ -265,6 +271,7 @@ impl Args {
                 max_db_bytes: size_cap.then_some(self.max_db_size),
             },
             shutdown_grace: self.shutdown_grace,
+            geoip: self.geoip,
         })
     }
 }

@@ -20,7 +20,7 @@ use http_body_util::BodyExt as _;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use super::{page, ApiError, ApiState};
+use super::{page, ApiError, ApiShared, ApiState};
 
 use crate::capture::{Arrival, Connection};
 use crate::ledger::TcpVisit;
@@ -138,18 +138,17 @@ impl Observed {
     }
 
     /// The full echo of the request as `/api/all` answers it, as JSON text.
-    pub(super) fn echo_json(
-        &self,
-        metrics: &crate::metrics::Metrics,
-    ) -> serde_json::Result<String> {
-        serde_json::to_string_pretty(&self.full_echo(metrics))
+    pub(super) fn echo_json(&self, state: &ApiShared) -> serde_json::Result<String> {
+        serde_json::to_string_pretty(&self.full_echo(state))
     }
 
-    /// The full echo with its coherence: `/api/all`'s answer. The connection's TLS and HTTP/2
-    /// families are judged once, with its JSON ([`analysis::EchoJson`]); a request adds only its
-    /// User-Agent's family and the reasons.
-    fn full_echo(&self, metrics: &crate::metrics::Metrics) -> EchoView<'_> {
-        self.echo(metrics).judged(Families {
+    /// The full echo with its coherence, and with `--geoip` the visitor's place: `/api/all`'s
+    /// answer. The connection's TLS and HTTP/2 families are judged once, with its JSON
+    /// ([`analysis::EchoJson`]); a request adds only its User-Agent's family and the reasons.
+    fn full_echo(&self, state: &ApiShared) -> EchoView<'_> {
+        let metrics = &state.metrics;
+        let geo = state.geo.as_ref().map(|geo| geo.echo(self.conn.peer.ip()));
+        self.echo(metrics).located(geo).judged(Families {
             ua: self
                 .user_agent
                 .as_ref()
@@ -252,10 +251,7 @@ pub(super) async fn all(
     request: Request,
 ) -> Result<Response, ApiError> {
     let seen = observe(&state, ctx, request).await?;
-    json_answer(
-        &seen.full_echo(&state.metrics),
-        seen.raw_bytes(&state.metrics),
-    )
+    json_answer(&seen.full_echo(&state), seen.raw_bytes(&state.metrics))
 }
 
 /// `/probe/<token>`: the token itself was read when the request arrived

@@ -37,6 +37,7 @@ use std::sync::Arc;
 
 use axum::routing::get;
 use axum::Router;
+use exitvoice_geo::GeoIp;
 use exitvoice_store::Store;
 use time::OffsetDateTime;
 
@@ -79,6 +80,8 @@ pub(crate) struct ApiShared {
     pub(crate) ledger: Arc<Ledger>,
     /// Whether TCP answers carry `alt-svc` (QUIC on).
     pub(crate) alt_svc: bool,
+    /// The `--geoip` databases, if any.
+    pub(crate) geo: Option<Arc<GeoIp>>,
 }
 
 /// All routes.

@@ -20,7 +20,7 @@ pub(super) fn fingerprint(
     seen: &Observed,
     status: StatusCode,
 ) -> Result<Response, ApiError> {
-    let json = seen.echo_json(&state.metrics).map_err(|_| ApiError::Page)?;
+    let json = seen.echo_json(state).map_err(|_| ApiError::Page)?;
     let echo: Echo = serde_json::from_str(&json).map_err(|_| ApiError::Page)?;
     let unseen = seen.layer_errors(&state.metrics);
     let html = render(&FingerprintPage {

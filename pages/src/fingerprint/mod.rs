@@ -8,6 +8,7 @@
 
 mod coherence;
 mod detail;
+mod geo;
 mod http;
 mod tls;
 
@@ -34,6 +35,7 @@ pub fn render(page: &FingerprintPage<'_>) -> String {
     let echo = page.echo;
     let body = html! {
         (summary(page))
+        (geo::section(echo.geo.as_ref()))
         (tls::section(echo))
         (alpn(echo))
         (http::section(echo))
@@ -282,5 +284,52 @@ mod tests {
             "{incoherent}"
         );
         assert!(incoherent.contains(">0.50</code>"), "{incoherent}");
+    }
+
+    /// With geo databases, the page names the place and every database with its build date;
+    /// a name from the database is escaped. Without them the section is not there.
+    #[test]
+    fn geo_shows_the_place_and_names_the_databases() {
+        let mut echo: Echo = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "time": "2026-12-01T00:00:00.000Z",
+            "peer": {"ip": "192.0.2.1", "port": 1}, "token": null, "method": "GET",
+            "path": "/", "alpn": {"offered": ["h2"], "negotiated": "h2", "spoken": "h2"},
+            "tls": null, "http2": null, "http1": null,
+            "request": {"stream_id": 1, "index": 1}, "bucket": null, "profile": null,
+        }))
+        .expect("an echo");
+        let page = |echo: &Echo| {
+            render(&FingerprintPage {
+                echo,
+                json: "{}",
+                bucket_rule: "no bucket",
+                unseen: &[],
+            })
+        };
+        assert!(!page(&echo).contains("Where you connect from"));
+        echo.geo = Some(
+            serde_json::from_value(serde_json::json!({
+                "country": "DE", "asn": 64500, "organization": "<b>Carrier</b>",
+                "sources": [
+                    {"file": "GeoLite2-Country.mmdb", "database_type": "GeoLite2-Country", "build_date": "2026-11-28"},
+                    {"file": "asn.mmdb", "database_type": "DBIP-ASN-Lite", "build_date": "2026-11-01"}
+                ]
+            }))
+            .expect("geo"),
+        );
+        let html = page(&echo);
+        assert!(
+            html.contains(r#"id="geo_country" data-copy="geo_country">DE<"#),
+            "{html}"
+        );
+        assert!(html.contains(">AS64500<"), "{html}");
+        assert!(html.contains("&lt;b&gt;Carrier&lt;/b&gt;"), "{html}");
+        assert!(
+            html.contains(
+                "<code>GeoLite2-Country.mmdb</code> (GeoLite2-Country, built 2026-11-28)"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("(DBIP-ASN-Lite, built 2026-11-01)"), "{html}");
     }
 }
