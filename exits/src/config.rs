@@ -21,6 +21,13 @@
 //! stateless_per_exit = 4                       # optional: the broker's, for this exit
 //!
 //! [[exits]]
+//! name = "gateway-de"
+//! url = "http://customer-{session}-country-{country}:pw@gw.example:7777"
+//! sessions = 2
+//! country = "de"                               # expected egress country; fills `{country}`
+//! asn = 3320                                   # optional: expected egress network
+//!
+//! [[exits]]
 //! name = "rotating"
 //! url = "http://u:pw@rotating.example:8000"
 //! rotate = true                                # each connection should leave from a new IP
@@ -49,7 +56,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::duration::{self, DurationError};
-use crate::{Exit, ProxyUrl, Session, SessionMinter, UrlError, SESSION_PLACEHOLDER};
+use crate::{
+    Exit, ProxyUrl, Session, SessionMinter, UrlError, COUNTRY_PLACEHOLDER, SESSION_PLACEHOLDER,
+};
 
 /// Largest exits file read (bytes): room for a pool of [`MAX_EXITS`] plain exits with long
 /// URLs and tags, and a bound on what a broken or hostile file costs to read.
@@ -175,6 +184,12 @@ pub enum ConfigError {
     /// `stateless_per_exit` above [`MAX_STATELESS_PER_EXIT`].
     #[error("exit {0}: stateless_per_exit must be 0..={MAX_STATELESS_PER_EXIT}")]
     BadStatelessPerExit(String),
+    /// `country` is not two ASCII letters, or `{country}` is in the user name without it.
+    #[error(
+        "exit {0}: country must be two letters (ISO 3166-1 alpha-2), and `{{country}}` in the \
+         user name needs it"
+    )]
+    BadCountry(String),
     /// A `sticky` window is refused.
     #[error("exits file, line {line}: exit {exit}: sticky {problem}")]
     Sticky {
@@ -238,6 +253,8 @@ struct RawExit {
     #[serde(default)]
     rotate: bool,
     stateless_per_exit: Option<u32>,
+    country: Option<String>,
+    asn: Option<u32>,
 }
 
 impl<R: DeserializeOwned + Default> ExitsFile<R> {
@@ -267,10 +284,11 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
             if raw_exit.name.trim().is_empty() || raw_exit.name.chars().any(char::is_control) {
                 return Err(ConfigError::BadName);
             }
-            let proxy = ProxyUrl::parse(&raw_exit.url).map_err(|error| ConfigError::Url {
+            let mut proxy = ProxyUrl::parse(&raw_exit.url).map_err(|error| ConfigError::Url {
                 which: raw_exit.name.clone(),
                 error,
             })?;
+            fill_country(&mut proxy, &raw_exit.name, raw_exit.country.as_deref())?;
             let sticky = raw_exit
                 .sticky
                 .as_ref()
@@ -295,6 +313,8 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
                     proxy_ca: raw_exit.proxy_ca,
                     rotate: raw_exit.rotate,
                     stateless_per_exit: raw_exit.stateless_per_exit,
+                    country: raw_exit.country,
+                    asn: raw_exit.asn,
                 }),
                 Some(count) => {
                     let templated = proxy
@@ -317,6 +337,8 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
                             proxy_ca: raw_exit.proxy_ca.clone(),
                             rotate: raw_exit.rotate,
                             stateless_per_exit: raw_exit.stateless_per_exit,
+                            country: raw_exit.country.clone(),
+                            asn: raw_exit.asn,
                         });
                     }
                 }
@@ -329,6 +351,25 @@ impl<R: DeserializeOwned + Default> ExitsFile<R> {
             route: raw.route.unwrap_or_default(),
         })
     }
+}
+
+/// Checks an exit's `country` (two ASCII letters) and puts it in place of `{country}` in the
+/// proxy user name, which needs one.
+fn fill_country(
+    proxy: &mut ProxyUrl,
+    exit: &str,
+    country: Option<&str>,
+) -> Result<(), ConfigError> {
+    let bad = || ConfigError::BadCountry(exit.to_owned());
+    if country.is_some_and(|c| c.len() != 2 || !c.bytes().all(|b| b.is_ascii_alphabetic())) {
+        return Err(bad());
+    }
+    if let Some(user) = &mut proxy.username {
+        if user.contains(COUNTRY_PLACEHOLDER) {
+            *user = user.replace(COUNTRY_PLACEHOLDER, country.ok_or_else(bad)?);
+        }
+    }
+    Ok(())
 }
 
 /// A gateway's `sticky` window: a duration (hours allowed) longer than zero, on an entry with
@@ -482,6 +523,41 @@ sticky = "90m"
     /// A gateway of two sessions on lines 1 to 4: a `sticky` appended is on line 5.
     const GATEWAY: &str =
         "[[exits]]\nname = \"gw\"\nurl = \"http://u-{session}:s3cret@h:1\"\nsessions = 2\n";
+
+    #[test]
+    fn country_fills_the_user_name_and_is_two_letters() {
+        let file = parse(
+            b"[[exits]]\nname = \"gw\"\nurl = \"http://u-{session}-cc-{country}:s3cret@h:1\"\n\
+              sessions = 2\ncountry = \"de\"\nasn = 3320\n",
+        )
+        .unwrap();
+        let exit = &file.exits[1];
+        assert_eq!(
+            (exit.country.as_deref(), exit.asn),
+            (Some("de"), Some(3320))
+        );
+        let (user, _) = exit.credentials().unwrap();
+        let id = &exit.session.as_ref().unwrap().id;
+        assert_eq!(user, format!("u-{id}-cc-de"));
+        assert_eq!(exit.redacted_url(), "http://u-{session}-cc-de:***@h:1");
+        for bad in [
+            "url = \"http://u-{country}:p@h:1\"\n",
+            "url = \"http://u:p@h:1\"\ncountry = \"DEU\"\n",
+            "url = \"http://u:p@h:1\"\ncountry = \"1x\"\n",
+        ] {
+            let error = parse(format!("[[exits]]\nname = \"x\"\n{bad}").as_bytes());
+            assert!(
+                matches!(&error, Err(ConfigError::BadCountry(name)) if name == "x"),
+                "{bad}: {:?}",
+                error.map(|_| ())
+            );
+        }
+        let plain = parse(b"[[exits]]\nname = \"p\"\nurl = \"http://u:p@h:1\"\n").unwrap();
+        assert_eq!(
+            (plain.exits[0].country.as_ref(), plain.exits[0].asn),
+            (None, None)
+        );
+    }
 
     #[test]
     fn stateless_per_exit_reaches_every_session_and_is_bounded() {

@@ -12,6 +12,9 @@ use crate::secret::Secret;
 
 /// The placeholder a gateway user name carries for the sticky-session id.
 pub const SESSION_PLACEHOLDER: &str = "{session}";
+/// Replaced in a proxy user name by the exit's `country`, when the file is read: gateways pick
+/// the exit country from the user name.
+pub const COUNTRY_PLACEHOLDER: &str = "{country}";
 
 /// One exit: a proxy, or one sticky session of a gateway.
 #[derive(Clone, Debug)]
@@ -32,6 +35,11 @@ pub struct Exit {
     /// How many stateless leases the broker puts on this exit at once (on a gateway: on each
     /// session), instead of the broker's `stateless-per-exit`.
     pub stateless_per_exit: Option<u32>,
+    /// The country the exit should leave from (`country` in the exits file, two letters as
+    /// written there): an expectation the auditor checks each sample's egress against.
+    pub country: Option<String>,
+    /// The network (autonomous system) the exit should leave from (`asn`), likewise.
+    pub asn: Option<u32>,
 }
 
 /// A gateway sticky session: a slot number, the id currently minted for it, and how long the
@@ -58,6 +66,8 @@ impl Exit {
             proxy_ca: None,
             rotate: false,
             stateless_per_exit: None,
+            country: None,
+            asn: None,
         }
     }
 
@@ -154,6 +164,8 @@ mod tests {
             proxy_ca: None,
             rotate: false,
             stateless_per_exit: None,
+            country: None,
+            asn: None,
         };
         let mut seen = HashSet::new();
         for _ in 0..50 {

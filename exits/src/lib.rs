@@ -27,6 +27,6 @@ pub mod secret;
 pub mod tls;
 
 pub use config::{ConfigError, EchoTarget, ExitsFile};
-pub use exit::{Exit, Session, SessionMinter, SESSION_PLACEHOLDER};
+pub use exit::{Exit, Session, SessionMinter, COUNTRY_PLACEHOLDER, SESSION_PLACEHOLDER};
 pub use proxy_url::{ProxyScheme, ProxyUrl, UrlError};
 pub use secret::Secret;
