@@ -179,6 +179,39 @@ fn the_echo_shows_the_visitors_place_and_follows_a_replaced_database() {
     );
 }
 
+/// Over HTTP/3 too (aioquic, an independent client): the full echo carries the same place.
+#[test]
+fn the_http3_echo_shows_the_place_too() {
+    let geo_dir = tempfile::tempdir().expect("tempdir");
+    let country = geo_dir.path().join("country.mmdb");
+    write_mmdb(&country, "maxmind-country", &["127.0.0.0/8=FI,0,-"]);
+    let server = EchoServer::start(&["--geoip", country.to_str().expect("UTF-8")]);
+    let output = Command::new(root().join(".tools/venv/bin/python"))
+        .arg(root().join("tests/clients/py_aioquic.py"))
+        .args(["127.0.0.1", &server.port.to_string(), "localhost"])
+        .arg(server.cert_pem())
+        .args(["/api/all", "/api/clean"])
+        .output()
+        .expect("run py_aioquic.py");
+    assert!(output.status.success(), "aioquic: {output:?}");
+    let run: Value = serde_json::from_slice(&output.stdout).expect("aioquic JSON");
+    let body = |path: &str| {
+        run["answers"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["path"] == path))
+            .map(|x| x["body"].clone())
+            .unwrap_or_else(|| panic!("no answer for {path}: {run}"))
+    };
+    let all = body("/api/all");
+    assert_eq!(all["alpn"]["spoken"], "h3", "{all}");
+    assert_eq!(
+        all["geo"]["country"],
+        mmdblookup(&country, "127.0.0.1", &["country", "iso_code"])
+    );
+    assert_eq!(all["geo"]["sources"][0]["file"], "country.mmdb");
+    assert!(body("/api/clean").get("geo").is_none());
+}
+
 #[test]
 fn an_ipinfo_lite_database_answers_alone() {
     let geo_dir = tempfile::tempdir().expect("tempdir");

@@ -206,7 +206,7 @@ pub(crate) fn answer(
         }),
     });
     let full = || {
-        json!({
+        let mut full = json!({
             "schema_version": ECHO_SCHEMA_VERSION,
             "time": rfc3339_ms(time_unix_ms),
             "peer": PeerPolicy::Full.apply(conn.peer),
@@ -222,7 +222,13 @@ pub(crate) fn answer(
             "quic": quic,
             "http3": http3,
             "request": {"stream_id": request.stream_id, "index": request.index},
-        })
+        });
+        // With `--geoip`, as over TCP: looked up now, not stored.
+        if let (Some(geo), Value::Object(map)) = (&state.geo, &mut full) {
+            let place = serde_json::to_value(geo.echo(conn.peer.ip())).unwrap_or_default();
+            map.insert("geo".into(), place);
+        }
+        full
     };
     let (status, body) = match path {
         "/api/all" => (200, full()),
