@@ -1,6 +1,6 @@
 //! `exitvoice serve --geoip`: `/api/all` and the fingerprint page show the visitor's country and
 //! network from MaxMind DB files written at test time by an independent writer (PyPI's
-//! `mmdb-writer`, `geo/tests/write_mmdb.py`), each expected value read back with `mmdblookup`
+//! `mmdb-writer`, `tests/tools/write_mmdb.py`), each expected value read back with `mmdblookup`
 //! (Debian's `mmdb-bin`); a database replaced while the server runs is picked up without a
 //! restart, and a file that does not read stops the start with its name.
 //!
@@ -8,50 +8,14 @@
 //! (scripts/install-test-deps.sh).
 
 mod echo_support;
+mod geo_support;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use echo_support::{curl, EchoServer};
+use geo_support::{mmdblookup, root, write_mmdb};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Writes `out` in `layout` with `entries` (`NETWORK=COUNTRY,ASN,ORGANIZATION`).
-fn write_mmdb(out: &Path, layout: &str, entries: &[&str]) {
-    let status = Command::new(root().join(".tools/venv/bin/python"))
-        .arg(root().join("geo/tests/write_mmdb.py"))
-        .arg(out)
-        .arg(layout)
-        .args(entries)
-        .status()
-        .expect("the test venv's python (scripts/install-test-deps.sh)");
-    assert!(status.success(), "write_mmdb.py {layout}");
-}
-
-/// `mmdblookup`'s value at `path` for `ip` (`"DE" <utf8_string>` → `DE`), as JSON: a string,
-/// or a number for an unsigned integer.
-fn mmdblookup(file: &Path, ip: &str, path: &[&str]) -> Value {
-    let out = Command::new("mmdblookup")
-        .arg("--file")
-        .arg(file)
-        .args(["--ip", ip])
-        .args(path)
-        .output()
-        .expect("mmdblookup (apt mmdb-bin)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let Some((value, kind)) = text.trim().rsplit_once(" <") else {
-        return Value::Null;
-    };
-    if kind.starts_with("uint") {
-        Value::from(value.parse::<u64>().expect("a number"))
-    } else {
-        Value::from(value.trim_matches('"'))
-    }
-}
 
 /// `/api/all` as seen from the loopback address `from`.
 fn echo_from(server: &EchoServer, from: &str) -> Value {

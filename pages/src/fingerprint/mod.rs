@@ -244,17 +244,22 @@ mod tests {
         assert!(html.contains("Not judged for this request."), "{html}");
     }
 
-    /// A judged echo shows its families and each reason in a sentence.
-    #[test]
-    fn coherence_shows_families_and_reasons() {
-        let mut echo: Echo = serde_json::from_value(serde_json::json!({
+    /// An echo of an h2 request with nothing else to show.
+    fn spoken_h2() -> Echo {
+        serde_json::from_value(serde_json::json!({
             "schema_version": 1, "time": "2026-12-01T00:00:00.000Z",
             "peer": {"ip": "192.0.2.1", "port": 1}, "token": null, "method": "GET",
             "path": "/", "alpn": {"offered": ["h2"], "negotiated": "h2", "spoken": "h2"},
             "tls": null, "http2": null, "http1": null,
             "request": {"stream_id": 1, "index": 1}, "bucket": null, "profile": null,
         }))
-        .expect("an echo");
+        .expect("an echo")
+    }
+
+    /// A judged echo shows its families and each reason in a sentence.
+    #[test]
+    fn coherence_shows_families_and_reasons() {
+        let mut echo = spoken_h2();
         let families = exitvoice_schema::Families {
             ua: exitvoice_schema::coherence::ua_family("curl/8.0.1"),
             ..Default::default()
@@ -290,14 +295,7 @@ mod tests {
     /// a name from the database is escaped. Without them the section is not there.
     #[test]
     fn geo_shows_the_place_and_names_the_databases() {
-        let mut echo: Echo = serde_json::from_value(serde_json::json!({
-            "schema_version": 1, "time": "2026-12-01T00:00:00.000Z",
-            "peer": {"ip": "192.0.2.1", "port": 1}, "token": null, "method": "GET",
-            "path": "/", "alpn": {"offered": ["h2"], "negotiated": "h2", "spoken": "h2"},
-            "tls": null, "http2": null, "http1": null,
-            "request": {"stream_id": 1, "index": 1}, "bucket": null, "profile": null,
-        }))
-        .expect("an echo");
+        let mut echo = spoken_h2();
         let page = |echo: &Echo| {
             render(&FingerprintPage {
                 echo,
