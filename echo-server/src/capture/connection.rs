@@ -16,13 +16,13 @@ use time::OffsetDateTime;
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
+use super::gate::{admit, reset, tarpit, Verdict};
 use super::hello::{read_client_hello, HelloError};
-use super::http::{serve_http, stopping};
-use super::listener::{admit, reset, tarpit, Verdict};
+use super::http::serve_http;
 use super::proxy;
 use super::record::{Connection, Failed, Session};
 use super::replay::Replay;
-use super::shared::Shared;
+use super::shared::{stopping, Shared};
 use super::strike::{is_handshake_strike, strike};
 use super::tap::{Tap, TapBuffer};
 use crate::metrics::OpenConnection;

@@ -12,7 +12,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::admission::Admission;
 use super::connection::Peers;
-use super::listener::Limiter;
+use super::limiter::Limiter;
 use super::record::{Connection, Failed};
 use crate::config::Limits;
 use crate::metrics::Metrics;
@@ -60,4 +60,9 @@ impl Shared {
         let ip = ip.to_canonical();
         self.proxy_from.iter().any(|net| net.contains(&ip))
     }
+}
+
+/// Resolves once shutdown has started (or the server is gone).
+pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
