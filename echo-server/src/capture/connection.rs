@@ -20,7 +20,7 @@ use super::gate::{admit, reset, tarpit, Verdict};
 use super::hello::{read_client_hello, HelloError};
 use super::http::serve_http;
 use super::proxy;
-use super::record::{Connection, Failed, Session};
+use super::record::{Connection, Failed, Peers, Session};
 use super::replay::Replay;
 use super::shared::{stopping, Shared};
 use super::strike::{is_handshake_strike, strike};
@@ -30,15 +30,6 @@ use crate::metrics::OpenConnection;
 /// Builds the connection id: server start time and a sequence number.
 fn connection_id(shared: &Shared) -> String {
     format!("{}-{:06}", shared.boot_id, shared.next_connection())
-}
-
-/// Who is at the other end of a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Peers {
-    /// The client: the TCP peer, or the address a trusted PROXY header names.
-    pub(crate) client: SocketAddr,
-    /// The load balancer that relayed the connection with a PROXY header (the TCP peer).
-    pub(crate) proxy: Option<SocketAddr>,
 }
 
 /// Serves one accepted TCP connection to its end. Never panics on peer input; every way out

@@ -11,9 +11,8 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::admission::Admission;
-use super::connection::Peers;
 use super::limiter::Limiter;
-use super::record::{Connection, Failed};
+use super::record::{Connection, Failed, Peers};
 use crate::config::Limits;
 use crate::metrics::Metrics;
 
