@@ -26,7 +26,7 @@ use crate::config::Config;
 use crate::exposition;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::writer::{self, Job, WriterHandle};
+use crate::writer::{self, WriterHandle};
 
 /// How often shutdown checks whether every connection has ended.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
@@ -208,12 +208,7 @@ impl Server {
             admission,
             limits: config.limits,
             metrics,
-            closed: {
-                let writer = writer.clone();
-                Box::new(move |conn, failure| {
-                    writer.submit(Job::Closed { conn, failure });
-                })
-            },
+            sink: Box::new(writer.clone()),
             shutdown,
             boot_id: boot_ms.to_string(),
             store_peer_ip: config.store_peer_ip,

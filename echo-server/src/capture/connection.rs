@@ -1,6 +1,6 @@
 //! One connection from accept to close: read the ClientHello under the handshake deadline,
 //! replay it into rustls, tap the decrypted stream, sniff what the client speaks, serve it with
-//! hyper's HTTP/1 or HTTP/2 server, and queue what was seen.
+//! hyper's HTTP/1 or HTTP/2 server (`http.rs`), and hand its record to the sink (`sink.rs`).
 //!
 //! Nothing here parses on the accept path: the hello records and the tapped bytes are kept raw
 //! in the connection record (`record.rs`), analysed once when the first request (or the writer,
@@ -103,7 +103,7 @@ pub(crate) async fn serve_relayed(
         None,
         tap,
     );
-    (shared.closed)(Arc::new(conn), Some((reason, detail)));
+    shared.sink.closed(Arc::new(conn), Some((reason, detail)));
 }
 
 /// Reads the ClientHello (after whatever of it `raw` already holds) under `deadline`, replays it
@@ -146,7 +146,7 @@ async fn serve_tls(
             None,
             Arc::clone(&tap),
         ));
-        (shared.closed)(conn, Some((reason, detail)));
+        shared.sink.closed(conn, Some((reason, detail)));
     };
     let hello_len = match hello_read {
         None => {
@@ -248,7 +248,7 @@ async fn serve_tls(
     if conn.tap.follow_lost() {
         shared.metrics.heads_unfollowed();
     }
-    (shared.closed)(conn, failure);
+    shared.sink.closed(conn, failure);
 }
 
 /// A code point's registry name, or its hex when the registry has none.

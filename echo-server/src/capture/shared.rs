@@ -1,5 +1,5 @@
 //! What every connection task shares: the TLS acceptor, the router, the limits and admission
-//! state, the counters, the shutdown signal, and where an ended connection's record goes.
+//! state, the counters, the shutdown signal, and the sink an ended connection's record goes to.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,13 +12,10 @@ use tokio_rustls::TlsAcceptor;
 
 use super::admission::Admission;
 use super::limiter::Limiter;
-use super::record::{Connection, Failed, Peers};
+use super::record::Peers;
+use super::sink::RecordSink;
 use crate::config::Limits;
 use crate::metrics::Metrics;
-
-/// Where an ended connection's record goes, and why it failed if it did. The capture layer hands
-/// records up through it and knows nothing of what is above.
-pub(crate) type ClosedSink = Box<dyn Fn(Arc<Connection>, Option<Failed>) + Send + Sync>;
 
 /// State every connection task shares.
 pub(crate) struct Shared {
@@ -26,8 +23,8 @@ pub(crate) struct Shared {
     pub(crate) router: axum::Router,
     pub(crate) limits: Limits,
     pub(crate) metrics: Arc<Metrics>,
-    /// Hands each connection's record over when it ends (the writer queues it).
-    pub(crate) closed: ClosedSink,
+    /// Takes each connection's record when it ends (the writer queues it).
+    pub(crate) sink: Box<dyn RecordSink>,
     pub(crate) limiter: Arc<Limiter>,
     pub(crate) admission: Arc<Admission>,
     /// Flips to `true` once shutdown starts.
