@@ -227,7 +227,7 @@ impl Server {
                 quic_tls.clone(),
                 Arc::clone(&shared.metrics),
                 api::h3_answer(api_state.clone(), config.store_peer_ip),
-                Arc::new(move || format!("{}-{:06}", ids.boot_id, ids.next_connection())),
+                Arc::new(move || ids.connection_id()),
                 Arc::clone(&api_state.ledger),
             )
             .map_err(|source| ServerError::Bind { addr, source })?;

@@ -27,11 +27,6 @@ use super::strike::{is_handshake_strike, strike};
 use super::tap::{Tap, TapBuffer};
 use crate::metrics::OpenConnection;
 
-/// Builds the connection id: server start time and a sequence number.
-fn connection_id(shared: &Shared) -> String {
-    format!("{}-{:06}", shared.boot_id, shared.next_connection())
-}
-
 /// Serves one accepted TCP connection to its end. Never panics on peer input; every way out
 /// queues one connection record.
 pub(crate) async fn serve(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
@@ -96,7 +91,7 @@ pub(crate) async fn serve_relayed(
     };
     let tap = Arc::new(TapBuffer::new(0));
     let conn = Connection::new(
-        connection_id(&shared),
+        shared.connection_id(),
         shared.peers(peers),
         accepted,
         raw.into(),
@@ -115,7 +110,7 @@ async fn serve_tls(
     mut raw: Vec<u8>,
     deadline: Instant,
 ) {
-    let id = connection_id(&shared);
+    let id = shared.connection_id();
     let peer = peers.client;
     let accepted = OffsetDateTime::now_utc();
     let limits = &shared.limits;

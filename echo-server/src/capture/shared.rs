@@ -39,9 +39,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The next connection sequence number (1, 2, …).
-    pub(crate) fn next_connection(&self) -> u64 {
-        self.next_connection.fetch_add(1, Ordering::Relaxed) + 1
+    /// A new connection id: the server's start time and the next sequence number (1, 2, …).
+    pub(crate) fn connection_id(&self) -> String {
+        let sequence = self.next_connection.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}-{sequence:06}", self.boot_id)
     }
 
     /// A connection's peers as its record keeps them: the client, what `--store-peer-ip` lets
