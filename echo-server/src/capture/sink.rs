@@ -1,6 +1,6 @@
 //! Where a finished connection record goes: the one way out of capture. The writer implements
-//! [`RecordSink`], and the server hands it to [`super::Shared`] once; capture knows nothing of
-//! what is behind it.
+//! [`RecordSink`], and the server hands it to `Shared` once; capture knows nothing of what is
+//! behind it.
 
 use std::sync::Arc;
 
