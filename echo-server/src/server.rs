@@ -17,7 +17,8 @@ use tokio_rustls::TlsAcceptor;
 use crate::acme;
 use crate::api::{self, ApiShared};
 use crate::capture::admission::Admission;
-use crate::capture::listener::{accept_loop, Limiter};
+use crate::capture::limiter::Limiter;
+use crate::capture::listener::accept_loop;
 use crate::capture::quic::{self, QuicListener};
 use crate::capture::Shared;
 use crate::cert::{self, CertError, CertSource};
@@ -26,7 +27,7 @@ use crate::exposition;
 use crate::geo;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::writer::{self, Job, WriterHandle};
+use crate::writer::{self, WriterHandle};
 
 /// How often shutdown checks whether every connection has ended.
 const DRAIN_POLL: Duration = Duration::from_millis(20);
@@ -216,12 +217,7 @@ impl Server {
             admission,
             limits: config.limits,
             metrics,
-            closed: {
-                let writer = writer.clone();
-                Box::new(move |conn, failure| {
-                    writer.submit(Job::Closed { conn, failure });
-                })
-            },
+            sink: Box::new(writer.clone()),
             shutdown,
             boot_id: boot_ms.to_string(),
             store_peer_ip: config.store_peer_ip,
@@ -240,7 +236,7 @@ impl Server {
                 quic_tls.clone(),
                 Arc::clone(&shared.metrics),
                 api::h3_answer(api_state.clone(), config.store_peer_ip),
-                Arc::new(move || format!("{}-{:06}", ids.boot_id, ids.next_connection())),
+                Arc::new(move || ids.connection_id()),
                 Arc::clone(&api_state.ledger),
             )
             .map_err(|source| ServerError::Bind { addr, source })?;

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::capture::{Connection, Failed};
+use crate::capture::{Connection, Failed, RecordSink};
 use crate::config::WriterConfig;
 use crate::ledger::Ledger;
 use crate::metrics::{DropReason, Metrics};
@@ -188,6 +188,13 @@ impl WriterHandle {
     /// Tells the writer to drain the queue, commit, and end.
     pub(crate) fn close(&self) {
         self.close.notify_one();
+    }
+}
+
+/// Where capture hands each ended connection: onto the queue.
+impl RecordSink for WriterHandle {
+    fn closed(&self, conn: Arc<Connection>, failure: Option<Failed>) {
+        self.submit(Job::Closed { conn, failure });
     }
 }
 

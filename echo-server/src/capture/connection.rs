@@ -1,6 +1,6 @@
 //! One connection from accept to close: read the ClientHello under the handshake deadline,
 //! replay it into rustls, tap the decrypted stream, sniff what the client speaks, serve it with
-//! hyper's HTTP/1 or HTTP/2 server, and queue what was seen.
+//! hyper's HTTP/1 or HTTP/2 server (`http.rs`), and hand its record to the sink (`sink.rs`).
 //!
 //! Nothing here parses on the accept path: the hello records and the tapped bytes are kept raw
 //! in the connection record (`record.rs`), analysed once when the first request (or the writer,
@@ -16,30 +16,16 @@ use time::OffsetDateTime;
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
+use super::gate::{admit, reset, tarpit, Verdict};
 use super::hello::{read_client_hello, HelloError};
-use super::http::{serve_http, stopping};
-use super::listener::{admit, reset, tarpit, Verdict};
+use super::http::serve_http;
 use super::proxy;
-use super::record::{Connection, Failed, Session};
+use super::record::{Connection, Failed, Peers, Session};
 use super::replay::Replay;
-use super::shared::Shared;
+use super::shared::{stopping, Shared};
 use super::strike::{is_handshake_strike, strike};
 use super::tap::{Tap, TapBuffer};
 use crate::metrics::OpenConnection;
-
-/// Builds the connection id: server start time and a sequence number.
-fn connection_id(shared: &Shared) -> String {
-    format!("{}-{:06}", shared.boot_id, shared.next_connection())
-}
-
-/// Who is at the other end of a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Peers {
-    /// The client: the TCP peer, or the address a trusted PROXY header names.
-    pub(crate) client: SocketAddr,
-    /// The load balancer that relayed the connection with a PROXY header (the TCP peer).
-    pub(crate) proxy: Option<SocketAddr>,
-}
 
 /// Serves one accepted TCP connection to its end. Never panics on peer input; every way out
 /// queues one connection record.
@@ -105,14 +91,14 @@ pub(crate) async fn serve_relayed(
     };
     let tap = Arc::new(TapBuffer::new(0));
     let conn = Connection::new(
-        connection_id(&shared),
+        shared.connection_id(),
         shared.peers(peers),
         accepted,
         raw.into(),
         None,
         tap,
     );
-    (shared.closed)(Arc::new(conn), Some((reason, detail)));
+    shared.sink.closed(Arc::new(conn), Some((reason, detail)));
 }
 
 /// Reads the ClientHello (after whatever of it `raw` already holds) under `deadline`, replays it
@@ -124,7 +110,7 @@ async fn serve_tls(
     mut raw: Vec<u8>,
     deadline: Instant,
 ) {
-    let id = connection_id(&shared);
+    let id = shared.connection_id();
     let peer = peers.client;
     let accepted = OffsetDateTime::now_utc();
     let limits = &shared.limits;
@@ -155,7 +141,7 @@ async fn serve_tls(
             None,
             Arc::clone(&tap),
         ));
-        (shared.closed)(conn, Some((reason, detail)));
+        shared.sink.closed(conn, Some((reason, detail)));
     };
     let hello_len = match hello_read {
         None => {
@@ -257,7 +243,7 @@ async fn serve_tls(
     if conn.tap.follow_lost() {
         shared.metrics.heads_unfollowed();
     }
-    (shared.closed)(conn, failure);
+    shared.sink.closed(conn, failure);
 }
 
 /// A code point's registry name, or its hex when the registry has none.

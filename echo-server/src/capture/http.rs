@@ -16,7 +16,7 @@ use tower::ServiceExt as _;
 use super::arrival::{probe_token, Arrival};
 use super::builders;
 use super::record::{Connection, Failed};
-use super::shared::Shared;
+use super::shared::{stopping, Shared};
 use super::strike::strike;
 use super::tap::{Tap, TapBuffer};
 
@@ -184,11 +184,6 @@ where
         }
         Ended::Error(_) => None,
     }
-}
-
-/// Resolves once shutdown has started (or the server is gone).
-pub(super) async fn stopping(shutdown: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
 /// Resolves once the tapped stream has seen no bytes either way for `idle`.

@@ -1,23 +1,41 @@
 //! The only socket code: reading the raw ClientHello records under a deadline and a byte cap,
 //! replaying them into rustls, tapping the decrypted client stream, serving it with hyper, and the
-//! accept loop. It produces connection records (`record.rs`) and hands each up when it ends
-//! (`shared.rs`); nothing here imports the API, the writer or the server above it.
+//! accept loop. Nothing here imports the API, the writer or the server above it.
+//!
+//! A connection goes listener → gate → connection → http → record → sink. Each file imports
+//! only files below it in this list:
+//! - `listener.rs`: the accept loop; each connection passes the gate, then runs in its own task;
+//! - `connection.rs`: one connection to its end: the PROXY header (`proxy.rs`) of a relayed one
+//!   and its gate, the ClientHello (`hello.rs`), replayed into rustls (`replay.rs`);
+//! - `http.rs`: the decrypted stream, tapped (`tap.rs`), served by hyper (`builders.rs`), each
+//!   request told how it arrived (`arrival.rs`);
+//! - `gate.rs`: a new connection admitted, held (tarpit) or reset, by its source
+//!   (`admission.rs`) and the open-connection limits (`limiter.rs`);
+//! - `strike.rs`: a peer's fault counted against its source (`admission.rs`);
+//! - `shared.rs`: what every connection task shares;
+//! - `sink.rs`: where a finished record goes ([`RecordSink`], which the writer implements);
+//! - `record.rs`: what the server knows of one connection ([`Connection`]);
+//! - the rest import nothing of capture, but `tap.rs` wraps `replay.rs`.
 
 pub(crate) mod admission;
 mod arrival;
-pub(crate) mod builders;
-pub(crate) mod connection;
-pub(crate) mod hello;
+mod builders;
+mod connection;
+mod gate;
+mod hello;
 mod http;
+pub(crate) mod limiter;
 pub(crate) mod listener;
-pub(crate) mod proxy;
+mod proxy;
 pub(crate) mod quic;
 mod record;
-pub(crate) mod replay;
+mod replay;
 mod shared;
+mod sink;
 mod strike;
-pub(crate) mod tap;
+mod tap;
 
 pub(crate) use arrival::Arrival;
 pub(crate) use record::{Connection, Failed};
 pub(crate) use shared::Shared;
+pub(crate) use sink::RecordSink;

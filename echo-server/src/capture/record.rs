@@ -14,7 +14,6 @@ use exitvoice_protocol::analysis::{
 use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
 use time::OffsetDateTime;
 
-use super::connection::Peers;
 use super::tap::TapBuffer;
 use crate::metrics::Metrics;
 
@@ -23,6 +22,15 @@ pub(crate) type Failed = (Failure, String);
 
 /// Distinct probe tokens remembered per connection (see [`Connection::note_token`]).
 const DISTINCT_TOKENS_KEPT: usize = 2;
+
+/// Who is at the other end of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Peers {
+    /// The client: the TCP peer, or the address a trusted PROXY header names.
+    pub(crate) client: SocketAddr,
+    /// The load balancer that relayed the connection with a PROXY header (the TCP peer).
+    pub(crate) proxy: Option<SocketAddr>,
+}
 
 /// What the server knows about one connection; handlers get it as a request extension.
 #[derive(Debug)]

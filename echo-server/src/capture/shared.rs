@@ -1,5 +1,5 @@
 //! What every connection task shares: the TLS acceptor, the router, the limits and admission
-//! state, the counters, the shutdown signal, and where an ended connection's record goes.
+//! state, the counters, the shutdown signal, and the sink an ended connection's record goes to.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,15 +11,11 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use super::admission::Admission;
-use super::connection::Peers;
-use super::listener::Limiter;
-use super::record::{Connection, Failed};
+use super::limiter::Limiter;
+use super::record::Peers;
+use super::sink::RecordSink;
 use crate::config::Limits;
 use crate::metrics::Metrics;
-
-/// Where an ended connection's record goes, and why it failed if it did. The capture layer hands
-/// records up through it and knows nothing of what is above.
-pub(crate) type ClosedSink = Box<dyn Fn(Arc<Connection>, Option<Failed>) + Send + Sync>;
 
 /// State every connection task shares.
 pub(crate) struct Shared {
@@ -27,8 +23,8 @@ pub(crate) struct Shared {
     pub(crate) router: axum::Router,
     pub(crate) limits: Limits,
     pub(crate) metrics: Arc<Metrics>,
-    /// Hands each connection's record over when it ends (the writer queues it).
-    pub(crate) closed: ClosedSink,
+    /// Takes each connection's record when it ends (the writer queues it).
+    pub(crate) sink: Box<dyn RecordSink>,
     pub(crate) limiter: Arc<Limiter>,
     pub(crate) admission: Arc<Admission>,
     /// Flips to `true` once shutdown starts.
@@ -43,9 +39,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// The next connection sequence number (1, 2, …).
-    pub(crate) fn next_connection(&self) -> u64 {
-        self.next_connection.fetch_add(1, Ordering::Relaxed) + 1
+    /// A new connection id: the server's start time and the next sequence number (1, 2, …).
+    pub(crate) fn connection_id(&self) -> String {
+        let sequence = self.next_connection.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}-{sequence:06}", self.boot_id)
     }
 
     /// A connection's peers as its record keeps them: the client, what `--store-peer-ip` lets
@@ -60,4 +57,9 @@ impl Shared {
         let ip = ip.to_canonical();
         self.proxy_from.iter().any(|net| net.contains(&ip))
     }
+}
+
+/// Resolves once shutdown has started (or the server is gone).
+pub(crate) async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
