@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::outcomes::Outcomes;
-use super::RunError;
+use super::report::RunError;
 
 /// Most records stored in one transaction: whatever queued while the previous batch was
 /// written, up to this. With one commit per record the writer was busy 26 s of a 10,000-exit

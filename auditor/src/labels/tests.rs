@@ -1,0 +1,590 @@
+use super::recovery::clean_streak;
+use super::*;
+use exitvoice_schema::{
+    Alpn, Bucket, DriftState, Echo, ProbeFailure, RequestPosition, Route, Spoken, VoiceId,
+};
+
+/// An h2 echo without TLS or HTTP/2 layers: the labels read only the sample.
+fn echo() -> Echo {
+    let mut echo = crate::test_echo::echo(&serde_json::Value::Null);
+    echo.alpn = Alpn {
+        offered: vec![],
+        negotiated: None,
+        spoken: Spoken::H2,
+    };
+    echo.tls = None;
+    echo.http2 = None;
+    echo
+}
+
+fn ok(at: u32, tls: &str, bucket: Bucket, preserved: bool, intercepted: bool) -> ProbeRecord {
+    ProbeRecord {
+        schema_version: 1,
+        run_id: "r".into(),
+        exit: Some("x".into()),
+        exit_url: None,
+        session: None,
+        token: format!("t{at}"),
+        persona: "p".into(),
+        started_at: format!("2026-01-01T00:00:{at:02}Z"),
+        latency_ms: Some(u64::from(at) * 10),
+        error: None,
+        sample: Some(Sample {
+            egress_ip: "127.0.0.1".into(),
+            tls_voice: Some(VoiceId(tls.into())),
+            h2_voice: Some(VoiceId("h2v1_x".into())),
+            h1_voice: None,
+            bucket: Some(bucket),
+            profile: None,
+            alpn: Some("h2".into()),
+            stream_id: Some(1),
+            request_index: 1,
+            tls_intercepted: intercepted,
+            cert_spki_sha256: String::new(),
+            cert_issuer: None,
+            tls_preserved: Some(preserved),
+            h2_preserved: Some(preserved),
+            alpn_preserved: Some(preserved),
+            remuxed: Some(false),
+            coherence: None,
+            echo: echo(),
+        }),
+        retried: Vec::new(),
+        h3: None,
+        ledger: None,
+    }
+}
+
+fn failed(at: u32, class: &str) -> ProbeRecord {
+    ProbeRecord {
+        error: Some(ProbeFailure {
+            class: class.into(),
+            phase: None,
+            message: String::new(),
+        }),
+        sample: None,
+        latency_ms: None,
+        ..ok(at, "", Bucket::A, true, false)
+    }
+}
+
+fn info() -> ExitInfo {
+    ExitInfo {
+        name: "x".into(),
+        url: "http://u:***@h:1".into(),
+        tags: BTreeMap::new(),
+        rotate: false,
+    }
+}
+
+fn route(records: &[ProbeRecord]) -> ExitLabel {
+    label(
+        &info(),
+        records,
+        &RouteRule::default(),
+        DriftConfig::default(),
+        Prior::default(),
+    )
+}
+
+#[test]
+fn stable_browser_shaped_preserved_is_identity() {
+    let records: Vec<_> = (1..=4)
+        .map(|i| ok(i, "tlsA", Bucket::A, true, false))
+        .collect();
+    let label = route(&records);
+    assert_eq!(
+        (label.state, label.route),
+        (DriftState::Stable, Route::Identity)
+    );
+    assert!(label.flags.tls_preserved && label.flags.h2_preserved);
+    assert_eq!(label.samples, 4);
+    assert_eq!(label.latency.p50_ms, Some(20));
+    assert_eq!(label.latency.p95_ms, Some(40));
+    assert_eq!(label.last_probe_at.as_deref(), Some("2026-01-01T00:00:04Z"));
+}
+
+#[test]
+fn quarantine_reasons() {
+    let intercepted: Vec<_> = (1..=4)
+        .map(|i| ok(i, "tlsM", Bucket::B, false, true))
+        .collect();
+    assert_eq!(route(&intercepted).route, Route::Quarantine);
+    let downgrade: Vec<_> = (1..=4)
+        .map(|i| ok(i, "tlsA", Bucket::D, true, false))
+        .collect();
+    assert_eq!(route(&downgrade).route_reason, "bucket D");
+    let mutating: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .zip(1..)
+        .map(|(v, i)| ok(i, v, Bucket::A, true, false))
+        .collect();
+    let label = route(&mutating);
+    assert_eq!(
+        (label.state, label.route),
+        (DriftState::Mutating, Route::Stateless)
+    );
+    assert_eq!(label.route_reasons, ["state mutating"]);
+    let rule: RouteRule = toml::from_str("quarantine_states = [\"mutating\"]").unwrap();
+    let strict = label_with(&mutating, &rule, Prior::default());
+    assert_eq!(strict.route, Route::Quarantine);
+    let failing: Vec<_> = (1..=4).map(|i| failed(i, "proxy_auth")).collect();
+    let label = route(&failing);
+    assert_eq!(label.route, Route::Quarantine);
+    assert_eq!(label.errors.get("proxy_auth"), Some(&4));
+    assert_eq!(label.state, DriftState::Unknown);
+}
+
+/// Issue 35: a balancer's dead backend hidden behind each sample's retry (every first attempt
+/// times out, every retry lands on the live backend) is half of the exit's connections.
+#[test]
+fn retried_attempts_are_probes_of_their_own() {
+    let records: Vec<_> = (1..=4)
+        .map(|i| ProbeRecord {
+            retried: vec![ProbeFailure {
+                class: "timeout".into(),
+                phase: Some("tunnel".into()),
+                message: String::new(),
+            }],
+            ..ok(i, "tls_a", Bucket::A, true, false)
+        })
+        .collect();
+    let label = route(&records);
+    assert_eq!(label.errors.get("timeout"), Some(&4));
+    assert_eq!(label.route, Route::Quarantine);
+    assert_eq!(label.route_reasons[0], "failing: 4 of 8 probes failed");
+    assert_eq!(label.clean_samples, 0);
+    assert_eq!(
+        label.state,
+        DriftState::Stable,
+        "the voices themselves agree"
+    );
+    // Without the retries the same voices make an identity exit.
+    let first_try: Vec<_> = (1..=4)
+        .map(|i| ok(i, "tls_a", Bucket::A, true, false))
+        .collect();
+    assert_eq!(route(&first_try).route, Route::Identity);
+}
+
+/// Records from before a normalization upgrade (`tlsv1_`) are not compared with the ones
+/// after it: no switch, no `changed_at`, only the new voice listed.
+#[test]
+fn a_new_normalization_is_not_drift() {
+    let records: Vec<_> = (1..=6)
+        .map(|i| {
+            let tls = if i <= 3 { "tlsv1_aaaa" } else { "tlsv2_bbbb" };
+            ok(i, tls, Bucket::A, true, false)
+        })
+        .collect();
+    let label = route(&records);
+    assert_eq!(label.state, DriftState::Stable);
+    assert_eq!(label.changed_at, None);
+    assert_eq!(label.voices, ["tlsv2_bbbb+h2v1_x"]);
+    assert_eq!(label.samples, 6);
+    // Two voices of one scheme after the upgrade are still a switch.
+    let mut switched = records.clone();
+    switched.extend((7..=8).map(|i| ok(i, "tlsv2_cccc", Bucket::A, true, false)));
+    let label = route(&switched);
+    assert_eq!(label.state, DriftState::Stable);
+    assert_eq!(label.changed_at.as_deref(), Some("2026-01-01T00:00:07Z"));
+    // HTTP/2 and HTTP/1 voices are two layers, not two versions: they are compared.
+    let flapping: Vec<_> = (1..=4)
+        .map(|i| {
+            let mut record = ok(i, "tlsv2_bbbb", Bucket::A, true, false);
+            if let Some(sample) = record.sample.as_mut().filter(|_| i % 2 == 0) {
+                sample.h2_voice = None;
+                sample.h1_voice = Some(VoiceId("h1v1_y".into()));
+            }
+            record
+        })
+        .collect();
+    assert_eq!(route(&flapping).state, DriftState::Alternating);
+}
+
+fn label_with(records: &[ProbeRecord], rule: &RouteRule, prior: Prior<'_>) -> ExitLabel {
+    label(&info(), records, rule, DriftConfig::default(), prior)
+}
+
+/// Issue 15 §4: a mutating, intercepted, bucket-D exit names all three, most severe first,
+/// and what keeps it from identity after them.
+#[test]
+fn every_reason_is_listed() {
+    let records: Vec<_> = ["a", "b", "c", "d"]
+        .iter()
+        .zip(1..)
+        .map(|(v, i)| ok(i, v, Bucket::D, false, true))
+        .collect();
+    let label = route(&records);
+    assert_eq!(label.route, Route::Quarantine);
+    assert_eq!(
+        label.route_reasons,
+        [
+            "tls_intercepted",
+            "tls_reoriginated",
+            "bucket D",
+            "state mutating",
+            "tls not preserved",
+            "h2 not preserved"
+        ]
+    );
+    assert_eq!(label.route_reason, "tls_intercepted");
+    let anonymous: Vec<_> = (1..=4)
+        .map(|i| ok(i, "tlsA", Bucket::B, true, false))
+        .collect();
+    assert_eq!(route(&anonymous).route_reasons, ["bucket B"]);
+}
+
+/// Quarantine, recovery after `recover_after` clean probes, and the transitions, run by run:
+/// each run's label is computed from the records so far and the previous run's label.
+#[test]
+fn quarantine_recovers_after_enough_clean_probes() {
+    let rule = RouteRule::default();
+    let mut records: Vec<ProbeRecord> = Vec::new();
+    let mut previous: Option<ExitLabel> = None;
+    // (probes of the run: true = clean success, false = failure; route, clean_samples,
+    //  quarantined_since, recovered_at)
+    type Run = (&'static [bool], Route, u32, Option<u32>, Option<u32>);
+    #[rustfmt::skip]
+    let runs: [Run; 5] = [
+        (&[true, true, true], Route::Identity, 3, None, None),
+        (&[false, false, false], Route::Quarantine, 0, Some(6), None),
+        // 3 of 8 failed: the window would pass, but 3 clean probes are not 4.
+        (&[true, true, true], Route::Quarantine, 3, Some(6), None),
+        (&[true], Route::Identity, 4, None, Some(10)),
+        (&[true], Route::Identity, 5, None, Some(10)),
+    ];
+    let mut at = 0;
+    for (run, (probes, route, clean, since, recovered)) in runs.iter().enumerate() {
+        for &clean in *probes {
+            at += 1;
+            records.push(if clean {
+                ok(at, "tlsA", Bucket::A, true, false)
+            } else {
+                failed(at, "proxy_auth")
+            });
+        }
+        let prior = Prior {
+            baseline: None,
+            previous: previous.as_ref(),
+            baseline_h3: None,
+        };
+        let label = label_with(&records, &rule, prior);
+        let time = |t: Option<u32>| t.map(|t| format!("2026-01-01T00:00:{t:02}Z"));
+        assert_eq!(label.route, *route, "run {run}: {:?}", label.route_reasons);
+        assert_eq!(label.clean_samples, *clean, "run {run}");
+        assert_eq!(label.quarantined_since, time(*since), "run {run}");
+        assert_eq!(label.recovered_at, time(*recovered), "run {run}");
+        if run == 2 {
+            assert_eq!(label.route_reasons[0], "recovering: 3 of 4 clean probes");
+        }
+        previous = Some(label);
+    }
+    // The last transition is kept: quarantine → identity at the recovery.
+    let transition = previous.unwrap().transition.unwrap();
+    assert_eq!(
+        (transition.from, transition.to, transition.at.as_str()),
+        (
+            Some(Route::Quarantine),
+            Route::Identity,
+            "2026-01-01T00:00:10Z"
+        )
+    );
+    // An intercepted success is not clean.
+    let mixed = vec![
+        ok(1, "tlsA", Bucket::A, true, false),
+        ok(2, "tlsA", Bucket::A, true, true),
+        ok(3, "tlsA", Bucket::A, true, false),
+    ];
+    assert_eq!(clean_streak(&mixed, &rule), 1);
+}
+
+fn from(at: u32, egress: &str, session: Option<&str>) -> ProbeRecord {
+    let mut record = ok(at, "tlsA", Bucket::A, true, false);
+    record.session = session.map(str::to_owned);
+    if let Some(sample) = record.sample.as_mut() {
+        sample.egress_ip = egress.to_owned();
+    }
+    record
+}
+
+/// Issue 15 §2: egress against the baseline's, rotation of a `rotate = true` exit, and
+/// sticky sessions that do not stick.
+#[test]
+fn egress_truth() {
+    let baseline = from(0, "127.0.0.1", None).sample.unwrap();
+    let prior = Prior {
+        baseline: Some(&baseline),
+        previous: None,
+        baseline_h3: None,
+    };
+    let rotating = ExitInfo {
+        rotate: true,
+        ..info()
+    };
+    let judge = |exit: &ExitInfo, records: &[ProbeRecord], rule: &RouteRule| {
+        label(exit, records, rule, DriftConfig::default(), prior)
+    };
+    let rule = RouteRule::default();
+    let proxied: Vec<_> = (1..=4)
+        .map(|i| from(i, &format!("127.0.0.{}", 1 + i), None))
+        .collect();
+    let label = judge(&rotating, &proxied, &rule);
+    assert!(!label.flags.not_proxied);
+    assert_eq!(label.egress.unique, 4);
+    assert_eq!(label.egress.rotating, Some(true));
+    assert_eq!(label.route, Route::Identity);
+
+    let stuck: Vec<_> = (1..=4).map(|i| from(i, "127.0.0.9", None)).collect();
+    let label = judge(&rotating, &stuck, &rule);
+    assert_eq!(label.egress.rotating, Some(false));
+    assert_eq!(
+        (label.route, label.route_reason.as_str()),
+        (Route::Quarantine, "not_rotating")
+    );
+    assert_eq!(
+        judge(&info(), &stuck, &rule).egress.rotating,
+        None,
+        "not configured"
+    );
+
+    let direct: Vec<_> = (1..=4)
+        .map(|i| from(i, if i == 2 { "127.0.0.1" } else { "127.0.0.5" }, None))
+        .collect();
+    let label = judge(&info(), &direct, &rule);
+    assert!(label.flags.not_proxied);
+    assert_eq!(label.route, Route::Identity, "a flag only, by default");
+    let strict = RouteRule {
+        quarantine_not_proxied: true,
+        ..RouteRule::default()
+    };
+    assert_eq!(
+        judge(&info(), &direct, &strict).route_reasons[0],
+        "not_proxied"
+    );
+
+    let sticky: Vec<_> = [
+        ("a", "127.0.0.2"),
+        ("a", "127.0.0.2"),
+        ("b", "127.0.0.3"),
+        ("b", "127.0.0.3"),
+    ]
+    .iter()
+    .zip(1..)
+    .map(|((session, ip), i)| from(i, ip, Some(session)))
+    .collect();
+    assert!(!judge(&info(), &sticky, &rule).egress.sticky_broken);
+    let mut broken = sticky.clone();
+    broken.push(from(5, "127.0.0.4", Some("b")));
+    assert!(judge(&info(), &broken, &rule).egress.sticky_broken);
+}
+
+/// Issue 15 §6: a switch of voice says which fields changed across it.
+#[test]
+fn a_switch_says_what_changed() {
+    let records: Vec<_> = (1..=4)
+        .map(|i| {
+            let mut record = ok(i, if i <= 2 { "a" } else { "b" }, Bucket::A, true, false);
+            if let Some(sample) = record.sample.as_mut() {
+                sample.echo.alpn.negotiated = Some(if i <= 2 { "h2" } else { "http/1.1" }.into());
+            }
+            record
+        })
+        .collect();
+    let label = route(&records);
+    assert_eq!(label.switch_changes.len(), 1, "{:?}", label.switch_changes);
+    let change = &label.switch_changes[0];
+    assert_eq!(
+        (change.layer.as_str(), change.field.as_str()),
+        ("alpn", "negotiated")
+    );
+    assert_eq!(
+        (change.before.as_str(), change.after.as_str()),
+        ("h2", "http/1.1")
+    );
+    assert!(route(&records[..2]).switch_changes.is_empty(), "one voice");
+}
+
+#[test]
+fn library_h2_is_anonymous_and_rule_is_configurable() {
+    let records: Vec<_> = (1..=4)
+        .map(|i| ok(i, "tlsA", Bucket::B, true, false))
+        .collect();
+    assert_eq!(route(&records).route, Route::Anonymous);
+    let rule = RouteRule {
+        identity_buckets: vec![Bucket::A, Bucket::B],
+        ..RouteRule::default()
+    };
+    let label = label(
+        &info(),
+        &records,
+        &rule,
+        DriftConfig::default(),
+        Prior::default(),
+    );
+    assert_eq!(label.route, Route::Identity);
+    let rule: RouteRule = toml::from_str("quarantine_buckets = [\"D\", \"C\"]").unwrap();
+    assert_eq!(rule.quarantine_buckets, [Bucket::D, Bucket::C]);
+    assert!(rule.quarantine_intercepted, "defaults fill the rest");
+}
+
+/// An echo whose ALPN and request position are the given ones.
+fn echo_at(alpn: (&[&str], Option<&str>, Spoken), stream_id: Option<u32>, index: u32) -> Echo {
+    let (offered, negotiated, spoken) = alpn;
+    Echo {
+        alpn: Alpn {
+            offered: offered.iter().map(|&p| p.to_owned()).collect(),
+            negotiated: negotiated.map(str::to_owned),
+            spoken,
+        },
+        request: RequestPosition { stream_id, index },
+        bucket: Some(Bucket::A),
+        ..echo()
+    }
+}
+
+/// The record `crate::record` builds for a probe whose echo is `echo`.
+fn probed(at: u32, echo: Echo, baseline: Option<&Sample>) -> ProbeRecord {
+    let context = crate::record::ProbeContext {
+        run_id: "r",
+        exit: None,
+        token: "t",
+        persona: "p",
+        started_at: format!("2026-01-01T00:00:{at:02}Z"),
+    };
+    let outcome = crate::probe::ProbeOutcome {
+        echo,
+        alpn: Some("h2".into()),
+        cert: None,
+        latency: std::time::Duration::from_millis(5),
+    };
+    crate::record::record(context, Ok(outcome), baseline)
+}
+
+#[test]
+fn alpn_and_stream_position_are_compared_with_the_baseline() {
+    const H2: &[&str] = &["h2"];
+    const BOTH: &[&str] = &["h2", "http/1.1"];
+    let baseline = probed(0, echo_at((H2, Some("h2"), Spoken::H2), Some(1), 1), None)
+        .sample
+        .unwrap();
+    // (case, the odd sample's ALPN offered / negotiated / spoken, stream id, index,
+    //  expected alpn_preserved, expected remuxed)
+    type Case<'a> = (
+        &'a str,
+        (&'a [&'a str], Option<&'a str>, Spoken),
+        Option<u32>,
+        u32,
+        bool,
+        bool,
+    );
+    #[rustfmt::skip]
+    let cases: [Case; 9] = [
+        ("same as baseline", (H2, Some("h2"), Spoken::H2), Some(1), 1, true, false),
+        ("spoken http/1.1", (H2, Some("h2"), Spoken::Http1), Some(1), 1, false, false),
+        ("negotiated http/1.1", (H2, Some("http/1.1"), Spoken::H2), Some(1), 1, false, false),
+        ("nothing negotiated", (H2, None, Spoken::H2), Some(1), 1, false, false),
+        ("other offer", (BOTH, Some("h2"), Spoken::H2), Some(1), 1, false, false),
+        ("downgrade to h1", (BOTH, Some("http/1.1"), Spoken::Http1), None, 1, false, false),
+        ("stream 3", (H2, Some("h2"), Spoken::H2), Some(3), 1, true, true),
+        ("index 2", (H2, Some("h2"), Spoken::H2), Some(1), 2, true, true),
+        ("stream 3, index 2", (H2, Some("h2"), Spoken::H2), Some(3), 2, true, true),
+    ];
+    for (case, alpn, stream_id, index, alpn_preserved, remuxed) in cases {
+        // Three samples like the baseline and the odd one in the middle: one sample decides.
+        let mut records: Vec<_> = (1..=4)
+            .map(|i| probed(i, baseline.echo.clone(), Some(&baseline)))
+            .collect();
+        records[2] = probed(3, echo_at(alpn, stream_id, index), Some(&baseline));
+        let odd = records[2].sample.as_ref().unwrap();
+        assert_eq!(odd.alpn_preserved, Some(alpn_preserved), "{case}: sample");
+        assert_eq!(odd.remuxed, Some(remuxed), "{case}: sample");
+        // Re-mux evidence makes the sample bucket C, whatever the echo's bucket.
+        let bucket = if remuxed { Bucket::C } else { Bucket::A };
+        assert_eq!(odd.bucket, Some(bucket), "{case}: bucket");
+        assert_eq!(odd.echo.bucket, Some(Bucket::A), "{case}: the echo's own");
+        let flags = route(&records).flags;
+        assert_eq!(flags.alpn_preserved, alpn_preserved, "{case}: label");
+        assert_eq!(flags.remuxed, remuxed, "{case}: label");
+    }
+
+    // A downgrade stays D even when re-muxed: the worse finding.
+    let mut downgraded = echo_at((H2, Some("h2"), Spoken::Http1), None, 2);
+    downgraded.bucket = Some(Bucket::D);
+    let sample = probed(5, downgraded, Some(&baseline)).sample.unwrap();
+    assert_eq!(
+        (sample.remuxed, sample.bucket),
+        (Some(true), Some(Bucket::D))
+    );
+
+    // Without a baseline nothing is compared, so nothing is claimed preserved or re-muxed.
+    let alone: Vec<_> = (1..=4)
+        .map(|i| probed(i, echo_at((H2, Some("h2"), Spoken::H2), Some(3), 2), None))
+        .collect();
+    let flags = route(&alone).flags;
+    assert!(!flags.alpn_preserved && !flags.remuxed, "{flags:?}");
+}
+
+#[test]
+fn records_and_labels_from_before_the_alpn_and_remux_flags_still_load() {
+    let record = ok(1, "tlsA", Bucket::A, true, false);
+    let mut json = serde_json::to_value(&record).unwrap();
+    let sample = json["sample"].as_object_mut().unwrap();
+    assert!(sample.remove("alpn_preserved").is_some() && sample.remove("remuxed").is_some());
+    let old: ProbeRecord = serde_json::from_value(json).unwrap();
+    let sample = old.sample.unwrap();
+    assert_eq!((sample.alpn_preserved, sample.remuxed), (None, None));
+
+    let mut json = serde_json::to_value(route(&[record])).unwrap();
+    let flags = json["flags"].as_object_mut().unwrap();
+    assert!(flags.remove("alpn_preserved").is_some() && flags.remove("remuxed").is_some());
+    let old: ExitLabel = serde_json::from_value(json).unwrap();
+    assert!(!old.flags.alpn_preserved && !old.flags.remuxed);
+}
+
+#[test]
+fn labels_json_has_the_documented_fields() {
+    let records = vec![
+        ok(1, "tlsA", Bucket::A, true, false),
+        failed(2, "timeout"),
+        ok(3, "tlsA", Bucket::A, true, false),
+        ok(4, "tlsA", Bucket::A, true, false),
+    ];
+    let json = serde_json::to_value(route(&records)).unwrap();
+    for field in [
+        "name",
+        "url",
+        "tags",
+        "egress_ips",
+        "egress",
+        "state",
+        "changed_at",
+        "bucket",
+        "flags",
+        "voices",
+        "route",
+        "route_reasons",
+        "quarantined_since",
+        "recovered_at",
+        "clean_samples",
+        "transition",
+        "changes",
+        "switch_changes",
+        "coherence",
+        "coherence_dropped_at",
+        "samples",
+        "errors",
+        "latency",
+        "last_probe_at",
+        "history",
+    ] {
+        assert!(json.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(json["state"], "stable");
+    assert_eq!(json["route"], "identity");
+    assert_eq!(json["errors"]["timeout"], 1);
+    assert_eq!(json["flags"]["tls_intercepted"], false);
+    assert_eq!(json["flags"]["alpn_preserved"], true);
+    assert_eq!(json["flags"]["remuxed"], false);
+    assert_eq!(json["history"][1]["error"], "timeout");
+    assert_eq!(json["voices"][0], "tlsA+h2v1_x");
+}
