@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
 use exitvoice_exits::dial::socks5::Target;
-use exitvoice_exits::dial::{connect_tcp, resolve, socks5_udp, Timeouts};
+use exitvoice_exits::dial::{
+    connect_proxy, resolve, socks5_target, socks5_udp, ProxyLeg, Timeouts,
+};
 use exitvoice_exits::error::{within, Phase, ProbeError};
 use exitvoice_exits::{EchoTarget, Exit, ProxyScheme};
 use exitvoice_schema::{H3Probe, UdpPath};
@@ -92,27 +94,17 @@ async fn through_socks5(
     timeouts: &Timeouts,
 ) -> Result<H3Echo, ProbeError> {
     let started = Instant::now();
-    let proxy = &exit.proxy;
-    let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
-    let credentials = exit.auth();
-    let auth = credentials
-        .as_ref()
-        .map(|(user, pass)| (user.as_str(), *pass));
+    let ProxyLeg { tcp, credentials } = connect_proxy(exit, timeouts).await?;
     let association = within(
         Phase::Tunnel,
         timeouts.tunnel,
-        socks5_udp::associate(tcp, auth),
+        socks5_udp::associate(tcp, credentials.auth()),
     )
     .await?;
-    // As for TCP: `socks5h` leaves the name to the exit, `socks5` sends the auditor's address.
-    let (target, remote) = if proxy.scheme == ProxyScheme::Socks5h {
-        (
-            Target::Name(echo.host.clone(), echo.port),
-            socks5_udp::placeholder_remote(echo.port),
-        )
-    } else {
-        let addr = resolve(&echo.host, echo.port, timeouts.connect).await?;
-        (Target::Addr(addr), addr)
+    let target = socks5_target(exit.proxy.scheme, &echo.host, echo.port, timeouts.connect).await?;
+    let remote = match &target {
+        Target::Addr(addr) => *addr,
+        Target::Name(..) => socks5_udp::placeholder_remote(echo.port),
     };
     let socket = socks5_udp::RelayedUdp::bind(&association, &target, remote).await?;
     let answer = exchange(Arc::new(socket), remote, echo, token, timeouts, started).await;

@@ -62,11 +62,8 @@ pub async fn dial(
         return Ok(Box::new(connect_tcp(host, port, timeouts.connect).await?));
     };
     let proxy = &exit.proxy;
-    let tcp = connect_tcp(&proxy.host, proxy.port, timeouts.connect).await?;
-    let credentials = exit.auth();
-    let auth = credentials
-        .as_ref()
-        .map(|(user, pass)| (user.as_str(), *pass));
+    let ProxyLeg { tcp, credentials } = connect_proxy(exit, timeouts).await?;
+    let auth = credentials.auth();
     match proxy.scheme {
         ProxyScheme::Http => {
             let tunnel = within(
@@ -78,11 +75,7 @@ pub async fn dial(
             Ok(Box::new(tunnel))
         }
         ProxyScheme::Socks5 | ProxyScheme::Socks5h => {
-            let target = if proxy.scheme == ProxyScheme::Socks5h {
-                socks5::Target::Name(host.to_owned(), port)
-            } else {
-                socks5::Target::Addr(resolve(host, port, timeouts.connect).await?)
-            };
+            let target = socks5_target(proxy.scheme, host, port, timeouts.connect).await?;
             let tunnel = within(
                 Phase::Tunnel,
                 timeouts.tunnel,
@@ -100,6 +93,59 @@ pub async fn dial(
             Ok(Box::new(tunnel))
         }
     }
+}
+
+/// The first leg through an exit: TCP to its proxy, and the credentials for its handshake.
+#[derive(Debug)]
+pub struct ProxyLeg<'a> {
+    /// The connection to the proxy.
+    pub tcp: TcpStream,
+    /// The exit's credentials, borrowed once.
+    pub credentials: Credentials<'a>,
+}
+
+/// An exit's user name and password, if it has them.
+#[derive(Debug)]
+pub struct Credentials<'a>(Option<(String, &'a str)>);
+
+impl Credentials<'_> {
+    /// As the proxy handshakes take them.
+    pub fn auth(&self) -> Option<(&str, &str)> {
+        self.0.as_ref().map(|(user, pass)| (user.as_str(), *pass))
+    }
+}
+
+/// Connects TCP to `exit`'s proxy under [`Timeouts::connect`] and borrows its credentials.
+///
+/// # Errors
+/// DNS, refused, timeout or other I/O errors of the connect phase.
+pub async fn connect_proxy<'a>(
+    exit: &'a Exit,
+    timeouts: &Timeouts,
+) -> Result<ProxyLeg<'a>, ProbeError> {
+    let tcp = connect_tcp(&exit.proxy.host, exit.proxy.port, timeouts.connect).await?;
+    Ok(ProxyLeg {
+        tcp,
+        credentials: Credentials(exit.auth()),
+    })
+}
+
+/// Where a SOCKS5 exit should lead for `host:port`: `socks5h` leaves the name to the exit,
+/// `socks5` sends the auditor's address, resolved under `limit`.
+///
+/// # Errors
+/// DNS errors or a connect-phase timeout (`socks5` only).
+pub async fn socks5_target(
+    scheme: ProxyScheme,
+    host: &str,
+    port: u16,
+    limit: Duration,
+) -> Result<socks5::Target, ProbeError> {
+    Ok(if scheme == ProxyScheme::Socks5h {
+        socks5::Target::Name(host.to_owned(), port)
+    } else {
+        socks5::Target::Addr(resolve(host, port, limit).await?)
+    })
 }
 
 /// Resolves `host:port` to its first address, under `limit`.
