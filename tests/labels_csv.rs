@@ -26,6 +26,8 @@ fn snapshot() -> LabelsDoc {
                 "samples": 3, "errors": {"timeout": 1}, "history": [],
                 "latency": {"p50_ms": 120, "p95_ms": 480},
                 "last_probe_at": "2026-12-02T09:59:00Z", "flags": flags,
+                "geo": {"newest": {"country": "DE", "asn": 64500, "organization": "-Carrier, GmbH"},
+                        "countries": ["DE"], "asns": [64500]},
             },
             {
                 "name": "plain, with a comma", "url": "socks5h://127.0.0.1:1080", "tags": {},
@@ -69,8 +71,9 @@ async fn the_csv_reads_back_as_the_snapshot_with_formulas_made_text() {
     let rows: Vec<Value> = serde_json::from_slice(&read.stdout).unwrap();
     let text = std::fs::read_to_string(&out).unwrap();
     assert!(
-        text.starts_with("name,url,route,reasons,state,bucket,egress,success_rate,")
-            && text.ends_with("\r\n"),
+        text.starts_with(
+            "name,url,route,reasons,state,bucket,egress,country,asn,organization,success_rate,"
+        ) && text.ends_with("\r\n"),
         "RFC 4180: a header, CRLF line ends: {text:?}"
     );
     assert_eq!(rows.len(), 2, "{rows:?}");
@@ -82,6 +85,14 @@ async fn the_csv_reads_back_as_the_snapshot_with_formulas_made_text() {
     assert_eq!(first["state"], "alternating");
     assert_eq!(first["bucket"], "C");
     assert_eq!(first["egress"], "203.0.113.7 203.0.113.9");
+    assert_eq!(
+        (&first["country"], &first["asn"]),
+        (&json!("DE"), &json!("64500"))
+    );
+    assert_eq!(
+        first["organization"], "'-Carrier, GmbH",
+        "a formula stays text"
+    );
     assert_eq!(first["success_rate"], "0.750", "3 samples of 4 attempts");
     assert_eq!(
         (&first["latency_p50_ms"], &first["latency_p95_ms"]),
@@ -94,9 +105,10 @@ async fn the_csv_reads_back_as_the_snapshot_with_formulas_made_text() {
         (
             &second["bucket"],
             &second["success_rate"],
-            &second["latency_p50_ms"]
+            &second["latency_p50_ms"],
+            &second["country"]
         ),
-        (&json!(""), &json!(""), &json!("")),
+        (&json!(""), &json!(""), &json!(""), &json!("")),
         "nothing known is an empty cell"
     );
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use exitvoice_schema::{ExitCoherence, ExitLabel, Family, Pool};
+use exitvoice_schema::{ExitCoherence, ExitLabel, Family, Place, Pool};
 
 /// The pool summary of `labels`.
 pub fn summary(labels: &[ExitLabel]) -> Pool {
@@ -42,7 +42,40 @@ pub fn summary(labels: &[ExitLabel]) -> Pool {
     }
     pool.unique_egress = u32::try_from(egress.len()).unwrap_or(u32::MAX);
     pool.collapsed_egress = answering >= 2 && egress.len() == 1;
+    by_place(&mut pool, labels);
     pool
+}
+
+/// The pool by country and by network of each exit's newest placed sample, and the share of
+/// the placed exits behind the largest network; nothing without `audit --geoip`.
+fn by_place(pool: &mut Pool, labels: &[ExitLabel]) {
+    let placed: Vec<&Place> = labels
+        .iter()
+        .filter_map(|l| l.geo.as_ref().map(|g| &g.newest))
+        .collect();
+    if placed.is_empty() {
+        return;
+    }
+    let mut with_asn = 0_u32;
+    for place in placed {
+        let country = place
+            .country
+            .clone()
+            .unwrap_or_else(|| "unknown".to_owned());
+        *pool.by_country.entry(country).or_default() += 1;
+        let network = place
+            .asn
+            .map_or_else(|| "unknown".to_owned(), |n| format!("AS{n}"));
+        *pool.by_asn.entry(network).or_default() += 1;
+        with_asn += u32::from(place.asn.is_some());
+    }
+    let largest = pool
+        .by_asn
+        .iter()
+        .filter(|(network, _)| *network != "unknown")
+        .map(|(_, &count)| count)
+        .max();
+    pool.largest_asn_share = largest.map(|n| f64::from(n) / f64::from(with_asn));
 }
 
 /// An exit's families as `tls+http` (`-` for an unknown side), `none` without a coherence.
@@ -124,5 +157,36 @@ mod tests {
         // One answering exit is no pool to collapse.
         assert!(!summary(&[label("a", &["10.0.0.1"], 4, 0)]).collapsed_egress);
         assert_eq!(summary(&[]).success_rate, None);
+    }
+
+    #[test]
+    fn the_pool_by_country_and_network() {
+        let placed = |name: &str, country: Option<&str>, asn: Option<u32>| {
+            let mut exit = label(name, &["10.0.0.1"], 4, 0);
+            exit.geo = Some(exitvoice_schema::ExitGeo {
+                newest: Place {
+                    country: country.map(str::to_owned),
+                    asn,
+                    organization: None,
+                },
+                ..exitvoice_schema::ExitGeo::default()
+            });
+            exit
+        };
+        let pool = summary(&[
+            placed("a", Some("DE"), Some(3320)),
+            placed("b", Some("DE"), Some(3320)),
+            placed("c", Some("FR"), Some(3215)),
+            placed("d", None, None),
+            label("e", &["10.0.0.2"], 4, 0),
+        ]);
+        assert_eq!(pool.by_country.get("DE"), Some(&2));
+        assert_eq!(pool.by_country.get("FR"), Some(&1));
+        assert_eq!(pool.by_country.get("unknown"), Some(&1));
+        assert_eq!(pool.by_asn.get("AS3320"), Some(&2));
+        assert_eq!(pool.by_asn.get("unknown"), Some(&1));
+        assert_eq!(pool.largest_asn_share, Some(2.0 / 3.0));
+        let blind = summary(&[label("e", &["10.0.0.2"], 4, 0)]);
+        assert!(blind.by_country.is_empty() && blind.largest_asn_share.is_none());
     }
 }

@@ -2,6 +2,7 @@
 
 use exitvoice_exits::error::ProbeError;
 use exitvoice_exits::Exit;
+use exitvoice_geo::GeoIp;
 use exitvoice_schema::{
     Bucket, ProbeFailure, ProbeRecord, RequestPosition, Sample, PROBE_SCHEMA_VERSION,
 };
@@ -30,6 +31,8 @@ pub struct ProbeContext<'a> {
     pub persona: &'a str,
     /// When the probe started.
     pub started_at: String,
+    /// The geo databases the sample's egress is looked up in (`audit --geoip`).
+    pub geo: Option<&'a GeoIp>,
 }
 
 /// A failed probe as it is stored: class, phase and a message without secrets.
@@ -51,7 +54,7 @@ pub fn record(
         Ok(outcome) => (
             Some(u64::try_from(outcome.latency.as_millis()).unwrap_or(u64::MAX)),
             None,
-            Some(sample(outcome, baseline)),
+            Some(sample(outcome, baseline, context.geo)),
         ),
         Err(error) => (None, Some(failure(&error)), None),
     };
@@ -76,8 +79,9 @@ pub fn record(
     }
 }
 
-fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
+fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>, geo: Option<&GeoIp>) -> Sample {
     let echo = outcome.echo;
+    let place = geo.and_then(|geo| Some(geo.place(echo.peer.ip.parse().ok()?)));
     let tls_voice = echo.tls.as_ref().map(|t| t.voice_id.clone());
     let h2_voice = echo.http2.as_ref().map(|h| h.voice_id.clone());
     let h1_voice = echo.http1.as_ref().map(|h| h.voice_id.clone());
@@ -108,6 +112,7 @@ fn sample(outcome: ProbeOutcome, baseline: Option<&Sample>) -> Sample {
             .unwrap_or_default(),
         cert_issuer: outcome.cert.map(|c| c.issuer),
         coherence: Some(crate::coherence::of_echo(&echo)),
+        geo: place,
         echo,
     }
 }

@@ -127,15 +127,12 @@ impl Server {
             }
         };
         let acceptor = TlsAcceptor::from(Arc::new(tls));
-        let geo = geo::open(&config.geoip)?;
+        let metrics = Arc::new(Metrics::default());
+        let geo = geo::open(&config.geoip, &metrics)?;
         if let Some(dir) = &config.record_dir {
             std::fs::create_dir_all(dir).map_err(ServerError::RecordDir)?;
         }
         let store = Store::connect(&config.database).await?;
-        let metrics = Arc::new(Metrics::default());
-        if let Some(geo) = &geo {
-            geo::spawn_refresh(geo, Arc::clone(&metrics));
-        }
         let ledger = Arc::new(open_ledger(&store, config.store_peer_ip, config.ledger_rule).await);
         let (writer, writer_task) = writer::spawn(
             store.clone(),

@@ -14,7 +14,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use exitvoice_schema::{EchoGeo, GeoSource, Place};
 use maxminddb::{MaxMindDbError, Reader};
@@ -244,4 +244,26 @@ impl GeoIp {
         }
         outcomes
     }
+}
+
+/// Calls [`GeoIp::refresh`] every `every` (off the async threads: it reads files) and hands each
+/// outcome to `report`, for as long as anyone else holds `geo`.
+pub fn spawn_refresh(
+    geo: &Arc<GeoIp>,
+    every: Duration,
+    report: impl Fn(Refreshed) + Send + Sync + 'static,
+) {
+    let geo = Arc::downgrade(geo);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(geo) = geo.upgrade() else {
+                return;
+            };
+            let outcomes = tokio::task::spawn_blocking(move || geo.refresh())
+                .await
+                .unwrap_or_default();
+            outcomes.into_iter().for_each(&report);
+        }
+    });
 }

@@ -9,6 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::coherence::Coherence;
+use crate::geo::Place;
 use crate::probe::{LedgerVerdict, UdpPath};
 use crate::voice::Bucket;
 
@@ -20,7 +21,12 @@ use crate::voice::Bucket;
 /// the document's `persona` and `pool`;
 /// `mutating` is `stateless` by default instead of `quarantine` (auditor/README.md, "Version 1
 /// readers").
-pub const LABELS_SCHEMA_VERSION: u32 = 2;
+///
+/// 3: the exit's `geo` (countries and networks its samples left from, with `audit --geoip`),
+/// `flags.geo_changed`, the route reason `geo_mismatch` (a sample left from another country or
+/// network than the exits file's `country`/`asn`), the pool's `by_country`, `by_asn` and
+/// `largest_asn_share` (auditor/README.md, "Version 2 readers").
+pub const LABELS_SCHEMA_VERSION: u32 = 3;
 
 /// The labels document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -135,6 +141,10 @@ pub struct Flags {
     /// the h3 it would get from where the auditor stands.
     #[serde(default)]
     pub h3_gap: bool,
+    /// The window's samples left from more than one country (`audit --geoip`): a sticky exit
+    /// that should stay in one country did not.
+    #[serde(default)]
+    pub geo_changed: bool,
 }
 
 /// An exit and HTTP/3: whether its UDP reaches the echo, and whether QUIC through it is the
@@ -201,6 +211,17 @@ pub struct Pool {
     /// At least two exits answered and all left from one egress: the pool is one exit in
     /// disguise (25 exits, 1 egress).
     pub collapsed_egress: bool,
+    /// Exits by the country of their newest sample (`unknown` when no database knows it); empty
+    /// without `audit --geoip`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_country: BTreeMap<String, u32>,
+    /// Exits by the network (`AS<number>`) of their newest sample, likewise.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_asn: BTreeMap<String, u32>,
+    /// Share of the exits with a known network that leave from the largest one: how much of
+    /// the pool one network's trouble takes down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub largest_asn_share: Option<f64>,
 }
 
 /// Latency percentiles over the successful samples of the window, milliseconds.
@@ -290,6 +311,9 @@ pub struct ExitLabel {
     /// baseline QUIC probe (and with `audit --no-quic`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h3: Option<H3Label>,
+    /// Where the window's samples left from, with `audit --geoip`; `None` without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo: Option<ExitGeo>,
     /// Successful samples in the window.
     pub samples: u32,
     /// Failed probes in the window by error class.
@@ -300,6 +324,18 @@ pub struct ExitLabel {
     pub last_probe_at: Option<String>,
     /// Most recent probes, oldest first.
     pub history: Vec<HistoryEntry>,
+}
+
+/// Where an exit's samples left from, as the auditor's geo databases say.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitGeo {
+    /// The newest sample's country and network.
+    pub newest: Place,
+    /// Countries the window's samples left from, first seen first (the `egress_ips` beside them
+    /// keep their shape).
+    pub countries: Vec<String>,
+    /// Networks (autonomous system numbers) likewise.
+    pub asns: Vec<u32>,
 }
 
 /// A change of an exit's route between two label computations.

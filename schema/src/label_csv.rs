@@ -7,7 +7,7 @@
 use crate::label::{ExitLabel, LabelsDoc};
 
 /// The columns, in order.
-pub const CSV_COLUMNS: [&str; 11] = [
+pub const CSV_COLUMNS: [&str; 14] = [
     "name",
     "url",
     "route",
@@ -15,6 +15,9 @@ pub const CSV_COLUMNS: [&str; 11] = [
     "state",
     "bucket",
     "egress",
+    "country",
+    "asn",
+    "organization",
     "success_rate",
     "latency_p50_ms",
     "latency_p95_ms",
@@ -38,7 +41,7 @@ pub fn labels_csv(doc: &LabelsDoc) -> Result<Vec<u8>, csv::Error> {
 }
 
 /// One exit's cells, in [`CSV_COLUMNS`] order.
-fn row(exit: &ExitLabel) -> [String; 11] {
+fn row(exit: &ExitLabel) -> [String; 14] {
     let attempts =
         u64::from(exit.samples) + exit.errors.values().map(|&n| u64::from(n)).sum::<u64>();
     #[allow(clippy::cast_precision_loss)]
@@ -48,6 +51,8 @@ fn row(exit: &ExitLabel) -> [String; 11] {
         String::new()
     };
     let number = |ms: Option<u64>| ms.map(|ms| ms.to_string()).unwrap_or_default();
+    // The newest sample's place (`audit --geoip`); empty cells without it.
+    let place = exit.geo.as_ref().map(|geo| &geo.newest);
     [
         exit.name.clone(),
         exit.url.clone(),
@@ -56,6 +61,11 @@ fn row(exit: &ExitLabel) -> [String; 11] {
         exit.state.to_string(),
         exit.bucket.map(|b| b.to_string()).unwrap_or_default(),
         exit.egress_ips.join(" "),
+        place.and_then(|p| p.country.clone()).unwrap_or_default(),
+        number(place.and_then(|p| p.asn).map(u64::from)),
+        place
+            .and_then(|p| p.organization.clone())
+            .unwrap_or_default(),
         success_rate,
         number(exit.latency.p50_ms),
         number(exit.latency.p95_ms),

@@ -188,6 +188,10 @@ pub struct Sample {
     /// before it.
     #[serde(default)]
     pub coherence: Option<Coherence>,
+    /// The country and network of `egress_ip` when the sample was recorded (`audit --geoip`),
+    /// kept with it so history stays true when the database changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub geo: Option<crate::geo::Place>,
     /// The echo as received.
     pub echo: Echo,
 }

@@ -27,6 +27,7 @@ use exitvoice_auditor::probe::H2Profile;
 use exitvoice_auditor::schedule::{self, Persona, RunConfig};
 use exitvoice_exits::dial::Timeouts;
 use exitvoice_exits::{EchoTarget, ExitsFile, SessionMinter};
+use exitvoice_geo::{GeoIp, Refreshed};
 use exitvoice_schema::LabelsDoc;
 use rand::Rng;
 
@@ -110,6 +111,12 @@ pub struct Args {
     /// out, so it is shorter than --tls-timeout.
     #[arg(long, value_name = "DURATION", default_value = "3s", value_parser = parse_duration)]
     quic_timeout: Duration,
+    /// A MaxMind DB file (GeoLite2/GeoIP2 or DB-IP Lite country, city or ASN; IPinfo Lite);
+    /// repeat for several. Each sample's egress address is looked up when it is recorded and
+    /// stored with it; labels gain `geo`, `flags.geo_changed`, the pool by country and network,
+    /// and `geo_mismatch` against an exit's `country` / `asn`. A replaced file is read again.
+    #[arg(long, value_name = "FILE")]
+    geoip: Vec<PathBuf>,
     /// Gap between two samples of one exit (plus jitter).
     #[arg(long, value_name = "DURATION", default_value = "200ms", value_parser = parse_duration)]
     spacing: Duration,
@@ -361,6 +368,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         period: args.every,
         quic: !args.no_quic,
         quic_timeout: args.quic_timeout,
+        geo: open_geo(&args.geoip)?,
         ..RunConfig::default()
     };
     let store = args.database.open().await?;
@@ -510,6 +518,24 @@ pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
         },
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--geoip` databases (a file that does not read is an error naming it), read again every
+/// minute when they change.
+fn open_geo(paths: &[PathBuf]) -> anyhow::Result<Option<Arc<GeoIp>>> {
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let geo = Arc::new(GeoIp::open(paths)?);
+    exitvoice_geo::spawn_refresh(&geo, Duration::from_secs(60), |outcome| match outcome {
+        Refreshed::Reloaded(source) => {
+            tracing::info!(file = %source.file, build_date = %source.build_date, "geo database read again");
+        }
+        Refreshed::Failed(error) => {
+            tracing::warn!(%error, "geo database changed but did not read; its last good contents stay");
+        }
+    });
+    Ok(Some(geo))
 }
 
 #[cfg(test)]

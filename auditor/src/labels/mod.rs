@@ -8,9 +8,11 @@
 //!    its own connection through the exit), if any sample was *intercepted*
 //!    (`quarantine_intercepted`) or its TLS voice was not the baseline's (*re-originated*,
 //!    `quarantine_reoriginated`), if a `rotate = true` exit did not rotate, if a sample left from
-//!    the baseline's egress (`quarantine_not_proxied`, off by default), if any sample's bucket
-//!    is in `quarantine_buckets` (default D), or if the drift state is in `quarantine_states`
-//!    (default none);
+//!    the baseline's egress (`quarantine_not_proxied`, off by default), if a sample left from
+//!    another country or network than the exits file's `country` / `asn` (`geo_mismatch`, with
+//!    `audit --geoip`; `quarantine_geo_mismatch`, on by default), if any sample's bucket is in
+//!    `quarantine_buckets` (default D), or if the drift state is in `quarantine_states` (default
+//!    none);
 //! 2. **stateless** if the drift state is in `stateless_states` (default mutating: every
 //!    request may leave with another voice, fine for work that keeps no session) or a sample's
 //!    bucket is in `stateless_buckets` (default none);
@@ -42,7 +44,8 @@
 //!   one;
 //! - `tls_reoriginated`: at least one sample's TLS voice was not the baseline's (every persona's
 //!   voice is its own: a changed one was spoken by whoever terminated the client's TLS);
-//! - `not_proxied`: at least one sample left from the baseline's egress address.
+//! - `not_proxied`: at least one sample left from the baseline's egress address;
+//! - `geo_changed`: the samples left from more than one country (`audit --geoip`).
 //!
 //! # Coherence
 //! `coherence` is the newest sample's ([`crate::coherence`]) with the baseline's score beside
@@ -88,6 +91,10 @@ pub struct ExitInfo {
     pub tags: BTreeMap<String, String>,
     /// Configured as rotating (`rotate = true`).
     pub rotate: bool,
+    /// The country it should leave from (`country` in the exits file).
+    pub country: Option<String>,
+    /// The network it should leave from (`asn`).
+    pub asn: Option<u32>,
 }
 
 /// What a label is compared with: the direct baseline's sample and the exit's previous label
@@ -142,6 +149,7 @@ pub fn label(
         window_buckets: &window_buckets,
         flags,
         not_rotating: egress.rotating == Some(false),
+        geo_mismatch: window.geo_mismatch(exit.country.as_deref(), exit.asn),
     };
     // Reasons, route, then recovery across runs.
     let decision = inputs.reasons(rule).decide();
@@ -172,6 +180,7 @@ pub fn label(
         coherence,
         coherence_dropped_at,
         h3,
+        geo: window.geo(),
         samples: u32::try_from(window.samples.len()).unwrap_or(u32::MAX),
         errors: window.errors(),
         latency: window.latency(),

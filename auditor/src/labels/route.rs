@@ -16,6 +16,8 @@ pub(super) struct RouteInputs<'a> {
     pub flags: Flags,
     /// A rotating exit whose samples all left from one egress.
     pub not_rotating: bool,
+    /// A sample left from another country or network than the exits file expects.
+    pub geo_mismatch: bool,
 }
 
 /// Every reason the rule finds, by the route it asks for.
@@ -58,6 +60,9 @@ impl RouteInputs<'_> {
         if rule.quarantine_not_proxied && self.flags.not_proxied {
             quarantine.push("not_proxied".to_owned());
         }
+        if rule.quarantine_geo_mismatch && self.geo_mismatch {
+            quarantine.push("geo_mismatch".to_owned());
+        }
         quarantine.extend(buckets_in(&rule.quarantine_buckets));
         if rule.quarantine_states.contains(&self.state) {
             quarantine.push(format!("state {}", self.state));
@@ -87,6 +92,9 @@ impl RouteInputs<'_> {
         }
         if !self.flags.h2_preserved {
             not_identity.push("h2 not preserved".to_owned());
+        }
+        if self.geo_mismatch && !rule.quarantine_geo_mismatch {
+            not_identity.push("geo_mismatch".to_owned());
         }
         Reasons {
             quarantine,

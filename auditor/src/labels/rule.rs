@@ -18,6 +18,10 @@ pub struct RouteRule {
     pub quarantine_reoriginated: bool,
     /// Failed share of the window's probes at or above which the exit is failing.
     pub quarantine_error_ratio: f64,
+    /// Whether a sample leaving from another country or network than the exit's `country` /
+    /// `asn` (`geo_mismatch`, with `audit --geoip`) quarantines the exit; when not, it only
+    /// keeps it from identity.
+    pub quarantine_geo_mismatch: bool,
     /// Whether a sample leaving from the direct baseline's egress quarantines the exit. Off by
     /// default: an exit on the auditor's own host (a test rig on loopback, a local forwarder)
     /// shares its egress legitimately; `audit --preflight` checks it regardless.
@@ -42,6 +46,7 @@ impl Default for RouteRule {
             quarantine_intercepted: true,
             quarantine_reoriginated: true,
             quarantine_error_ratio: 0.5,
+            quarantine_geo_mismatch: true,
             quarantine_not_proxied: false,
             stateless_states: vec![DriftState::Mutating],
             stateless_buckets: vec![],

@@ -47,6 +47,7 @@ fn ok(at: u32, tls: &str, bucket: Bucket, preserved: bool, intercepted: bool) ->
             alpn_preserved: Some(preserved),
             remuxed: Some(false),
             coherence: None,
+            geo: None,
             echo: echo(),
         }),
         retried: Vec::new(),
@@ -74,6 +75,8 @@ fn info() -> ExitInfo {
         url: "http://u:***@h:1".into(),
         tags: BTreeMap::new(),
         rotate: false,
+        country: None,
+        asn: None,
     }
 }
 
@@ -450,6 +453,7 @@ fn probed(at: u32, echo: Echo, baseline: Option<&Sample>) -> ProbeRecord {
         token: "t",
         persona: "p",
         started_at: format!("2026-01-01T00:00:{at:02}Z"),
+        geo: None,
     };
     let outcome = crate::probe::ProbeOutcome {
         echo,
@@ -587,4 +591,83 @@ fn labels_json_has_the_documented_fields() {
     assert_eq!(json["flags"]["remuxed"], false);
     assert_eq!(json["history"][1]["error"], "timeout");
     assert_eq!(json["voices"][0], "tlsA+h2v1_x");
+}
+
+/// `ok(at)` with its egress placed in `country` and network `asn`.
+fn placed(at: u32, country: &str, asn: u32) -> ProbeRecord {
+    let mut record = ok(at, "tlsv1_a", Bucket::A, true, false);
+    if let Some(sample) = &mut record.sample {
+        sample.geo = Some(exitvoice_schema::Place {
+            country: Some(country.to_owned()),
+            asn: Some(asn),
+            organization: Some(format!("AS{asn} Org")),
+        });
+    }
+    record
+}
+
+#[test]
+fn a_sample_from_another_country_or_network_is_a_geo_mismatch() {
+    let rule = RouteRule::default();
+    let expecting = |country: Option<&str>, asn: Option<u32>| ExitInfo {
+        country: country.map(str::to_owned),
+        asn,
+        ..info()
+    };
+    let label_of = |exit: &ExitInfo, records: &[ProbeRecord], rule: &RouteRule| {
+        label(
+            exit,
+            records,
+            rule,
+            DriftConfig::default(),
+            Prior::default(),
+        )
+    };
+    let german: Vec<_> = (1..=4).map(|i| placed(i, "DE", 3320)).collect();
+    // The exits file says `de`: compared without case.
+    let home = label_of(&expecting(Some("de"), Some(3320)), &german, &rule);
+    assert!(
+        !home.route_reasons.contains(&"geo_mismatch".to_owned()),
+        "{:?}",
+        home.route_reasons
+    );
+    let geo = home.geo.as_ref().expect("geo");
+    assert_eq!(
+        (geo.countries.clone(), geo.asns.clone()),
+        (vec!["DE".to_owned()], vec![3320])
+    );
+    assert_eq!(geo.newest.organization.as_deref(), Some("AS3320 Org"));
+    assert!(!home.flags.geo_changed);
+
+    let mut drifted = german.clone();
+    drifted[3] = placed(4, "FR", 3215);
+    let away = label_of(&expecting(Some("DE"), None), &drifted, &rule);
+    assert_eq!(away.route, Route::Quarantine, "{:?}", away.route_reasons);
+    assert!(away.route_reasons.contains(&"geo_mismatch".to_owned()));
+    assert!(away.flags.geo_changed);
+    assert_eq!(away.geo.as_ref().expect("geo").countries, ["DE", "FR"]);
+    let other_network = label_of(&expecting(None, Some(3320)), &drifted, &rule);
+    assert!(other_network
+        .route_reasons
+        .contains(&"geo_mismatch".to_owned()));
+
+    // Off in `[route]`: it only keeps the exit from identity.
+    let lenient = RouteRule {
+        quarantine_geo_mismatch: false,
+        ..RouteRule::default()
+    };
+    let kept = label_of(&expecting(Some("DE"), None), &drifted, &lenient);
+    assert_ne!(kept.route, Route::Quarantine, "{:?}", kept.route_reasons);
+    assert_ne!(kept.route, Route::Identity);
+    assert!(kept.route_reasons.contains(&"geo_mismatch".to_owned()));
+
+    // Without an expectation, or without geo, nothing is said.
+    let free = label_of(&info(), &drifted, &rule);
+    assert!(!free.route_reasons.contains(&"geo_mismatch".to_owned()));
+    let unplaced: Vec<_> = (1..=4)
+        .map(|i| ok(i, "tlsv1_a", Bucket::A, true, false))
+        .collect();
+    let blind = label_of(&expecting(Some("DE"), Some(1)), &unplaced, &rule);
+    assert!(blind.geo.is_none());
+    assert!(!blind.route_reasons.contains(&"geo_mismatch".to_owned()));
 }

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use exitvoice_schema::{Bucket, Egress, Flags, H3Label, Latency, ProbeRecord, Sample};
+use exitvoice_schema::{
+    Bucket, Egress, ExitGeo, Flags, H3Label, Latency, Place, ProbeRecord, Sample,
+};
 
 use crate::drift::{self, Drift, DriftConfig};
 
@@ -112,7 +114,51 @@ impl<'a> Window<'a> {
                 .is_some_and(|b| samples.iter().any(|(_, s)| s.egress_ip == b.egress_ip)),
             tls_reoriginated: samples.iter().any(|(_, s)| s.tls_preserved == Some(false)),
             h3_gap: crate::h3_label::gap(h3),
+            geo_changed: self.geo().is_some_and(|geo| geo.countries.len() >= 2),
         }
+    }
+
+    /// Where the samples left from, as recorded with them; `None` when no sample was looked up
+    /// (no `audit --geoip`).
+    pub fn geo(&self) -> Option<ExitGeo> {
+        let places: Vec<&Place> = self
+            .samples
+            .iter()
+            .filter_map(|(_, s)| s.geo.as_ref())
+            .collect();
+        let newest = (*places.last()?).clone();
+        let mut geo = ExitGeo {
+            newest,
+            ..ExitGeo::default()
+        };
+        for place in places {
+            if let Some(country) = &place.country {
+                if !geo.countries.contains(country) {
+                    geo.countries.push(country.clone());
+                }
+            }
+            if let Some(asn) = place.asn {
+                if !geo.asns.contains(&asn) {
+                    geo.asns.push(asn);
+                }
+            }
+        }
+        Some(geo)
+    }
+
+    /// Whether a sample left from another country than `country` or another network than
+    /// `asn` (the exits file's expectations). A sample no database placed does not count.
+    pub fn geo_mismatch(&self, country: Option<&str>, asn: Option<u32>) -> bool {
+        self.samples
+            .iter()
+            .filter_map(|(_, s)| s.geo.as_ref())
+            .any(|place| {
+                let other_country = country
+                    .zip(place.country.as_deref())
+                    .is_some_and(|(want, got)| !want.eq_ignore_ascii_case(got));
+                let other_network = asn.zip(place.asn).is_some_and(|(want, got)| want != got);
+                other_country || other_network
+            })
     }
 
     /// The window's failed probes by class. Every connection through the exit counts, the

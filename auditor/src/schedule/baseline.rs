@@ -31,6 +31,7 @@ pub(super) async fn probe_baseline(
             token: &token,
             persona,
             started_at,
+            geo: config.geo.as_deref(),
         },
         outcome,
         None,

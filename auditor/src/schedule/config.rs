@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use exitvoice_exits::dial::Timeouts;
+use exitvoice_geo::GeoIp;
 
 use crate::drift::DriftConfig;
 use crate::labels::RouteRule;
@@ -50,6 +51,8 @@ pub struct RunConfig {
     /// The QUIC probes' handshake limit (in place of [`Timeouts::tls`]): through an exit that
     /// drops UDP it always runs out, once per exit per run, so it is short.
     pub quic_timeout: Duration,
+    /// `audit --geoip`: each sample's egress is looked up as it is recorded.
+    pub geo: Option<Arc<GeoIp>>,
 }
 
 impl Default for RunConfig {
@@ -71,6 +74,7 @@ impl Default for RunConfig {
             period: None,
             quic: true,
             quic_timeout: Duration::from_secs(3),
+            geo: None,
         }
     }
 }

@@ -133,6 +133,7 @@ async fn probe_sample(run: &RunContext, exit: &Exit, sample: u32) -> (ProbeRecor
             token: &token,
             persona: &run.persona,
             started_at,
+            geo: run.config.geo.as_deref(),
         },
         outcome,
         run.baseline.as_ref(),

@@ -55,6 +55,8 @@ pub async fn compute_labels(
             url: exit.redacted_url(),
             tags: exit.tags.clone(),
             rotate: exit.rotate,
+            country: exit.country.clone(),
+            asn: exit.asn,
         };
         let prior = Prior {
             baseline: baseline_sample,
