@@ -145,6 +145,14 @@ fn geo_mismatch_geo_changed_and_the_pool_by_country() {
     );
     let share = pool["largest_asn_share"].as_f64().unwrap();
     assert!((0.5..=1.0).contains(&share), "{pool}");
+    assert_eq!(
+        pool["geo_sources"][0]["file"], "GeoLite2-Country.mmdb",
+        "{pool}"
+    );
+    assert_eq!(
+        pool["geo_sources"][1]["database_type"], "GeoLite2-ASN",
+        "{pool}"
+    );
 
     // The CSV carries the newest place, read back by Python's csv module.
     let csv = Command::new(env!("CARGO_BIN_EXE_exitvoice"))

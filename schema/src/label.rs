@@ -9,7 +9,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::coherence::Coherence;
-use crate::geo::Place;
+use crate::geo::{GeoSource, Place};
 use crate::probe::{LedgerVerdict, UdpPath};
 use crate::voice::Bucket;
 
@@ -25,7 +25,7 @@ use crate::voice::Bucket;
 /// 3: the exit's `geo` (countries and networks its samples left from, with `audit --geoip`),
 /// `flags.geo_changed`, the route reason `geo_mismatch` (a sample left from another country or
 /// network than the exits file's `country`/`asn`), the pool's `by_country`, `by_asn` and
-/// `largest_asn_share` (auditor/README.md, "Version 2 readers").
+/// `largest_asn_share` and `geo_sources` (auditor/README.md, "Version 2 readers").
 pub const LABELS_SCHEMA_VERSION: u32 = 3;
 
 /// The labels document.
@@ -222,6 +222,10 @@ pub struct Pool {
     /// the pool one network's trouble takes down.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub largest_asn_share: Option<f64>,
+    /// The geo databases the samples were placed with, as their metadata names them (some
+    /// free databases require attribution); empty without `audit --geoip`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub geo_sources: Vec<GeoSource>,
 }
 
 /// Latency percentiles over the successful samples of the window, milliseconds.

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use exitvoice_exits::Exit;
-use exitvoice_schema::{ExitLabel, LabelsDoc, LABELS_SCHEMA_VERSION};
+use exitvoice_schema::{ExitLabel, LabelsDoc, Pool, LABELS_SCHEMA_VERSION};
 use exitvoice_store::{Store, StoreError};
 
 use super::config::RunConfig;
@@ -76,7 +76,10 @@ pub async fn compute_labels(
         generated_at: now_rfc3339(),
         persona: Some(persona),
         baseline: baseline_record.and_then(labels::baseline_of),
-        pool: Some(pool::summary(&out)),
+        pool: Some(Pool {
+            geo_sources: config.geo.as_ref().map(|g| g.sources()).unwrap_or_default(),
+            ..pool::summary(&out)
+        }),
         exits: out,
     })
 }

@@ -6,7 +6,7 @@ use axum::response::Html;
 use exitvoice_schema::{ExitLabel, Flags, LabelsDoc};
 use maud::{html, Markup};
 
-use super::filter::{bucket_name, error_count, ExitQuery, SORT_KEYS};
+use super::filter::{asn_name, bucket_name, country_name, error_count, ExitQuery, SORT_KEYS};
 use super::{charts, latest, path_segment, DashboardError, DashboardState};
 use crate::layout::document;
 
@@ -45,8 +45,6 @@ fn render(doc: &LabelsDoc, query: &ExitQuery) -> String {
                     th scope="col" { "Route reasons" }
                     th scope="col" { "Flags" }
                     th scope="col" { "Voices" }
-                    th scope="col" { "Error classes" }
-                    th scope="col" { "Tags" }
                 } }
                 tbody { @for label in &shown { (row(label)) } }
             } }
@@ -87,6 +85,24 @@ fn pool(doc: &LabelsDoc) -> Markup {
                 }
                 "."
             }
+            @if !pool.by_country.is_empty() {
+                p #pool-geo {
+                    "By country: "
+                    @for (i, (country, n)) in pool.by_country.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        (country) " " (n)
+                    }
+                    @if let Some(share) = pool.largest_asn_share {
+                        "; the largest network holds " (format!("{:.0}", share * 100.0)) " % of the placed exits"
+                    }
+                    ". Geo from "
+                    @for (i, source) in pool.geo_sources.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        code { (source.file) } " (" (source.database_type) ", built " (source.build_date) ")"
+                    }
+                    "."
+                }
+            }
             div.charts {
                 (charts::bars("chart-buckets", "Exits by bucket of their newest sample", &buckets))
                 (charts::bars("chart-routes", "Exits by route", &routes))
@@ -105,12 +121,26 @@ fn filters(doc: &LabelsDoc, query: &ExitQuery) -> Markup {
     tags.sort();
     tags.dedup();
     let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+    let seen = |name: fn(&ExitLabel) -> String| {
+        let mut values: Vec<String> = doc.exits.iter().map(name).collect();
+        values.sort();
+        values.dedup();
+        values
+    };
+    let (countries, networks) = (seen(country_name), seen(asn_name));
+    let countries: Vec<&str> = countries.iter().map(String::as_str).collect();
+    let networks: Vec<&str> = networks.iter().map(String::as_str).collect();
+    let placed = doc.exits.iter().any(|l| l.geo.is_some());
     html! {
         form.filters method="get" action="/exits" {
             (select("state", "State", &STATES, &query.state))
             (select("route", "Route", &ROUTES, &query.route))
             (select("bucket", "Bucket", &BUCKETS, &query.bucket))
             (select("tag", "Tag", &tags, &query.tag))
+            @if placed {
+                (select("country", "Country", &countries, &query.country))
+                (select("asn", "Network", &networks, &query.asn))
+            }
             input type="hidden" name="sort" value=(query.sort);
             input type="hidden" name="order" value=(query.order);
             button type="submit" { "Filter" }
@@ -147,6 +177,8 @@ fn sort_link(query: &ExitQuery, key: &str) -> String {
         ("route", &query.route),
         ("bucket", &query.bucket),
         ("tag", &query.tag),
+        ("country", &query.country),
+        ("asn", &query.asn),
     ] {
         if !value.is_empty() {
             link.push_str(&format!("&{name}={}", path_segment(value)));
@@ -165,6 +197,7 @@ pub(super) fn set_flags(flags: &Flags) -> Vec<&'static str> {
         (flags.tls_reoriginated, "tls_reoriginated"),
         (flags.remuxed, "remuxed"),
         (flags.not_proxied, "not_proxied"),
+        (flags.geo_changed, "geo_changed"),
     ]
     .into_iter()
     .filter_map(|(set, name)| set.then_some(name))
@@ -187,20 +220,34 @@ fn ms(value: Option<u64>) -> String {
 fn row(label: &ExitLabel) -> Markup {
     html! {
         tr data-exit=(label.name) {
-            th scope="row" { a href={ "/exits/" (path_segment(&label.name)) } { (label.name) } }
+            th scope="row" {
+                a href={ "/exits/" (path_segment(&label.name)) } { (label.name) }
+                @for (k, v) in &label.tags { br; small.tag { (k) "=" (v) } }
+            }
             td.state { (label.state) }
             td.bucket { (bucket_badge(label)) }
             td.route { (route_badge(label)) }
+            @if let Some(geo) = &label.geo {
+                td.country { (country_name(label)) }
+                td.asn {
+                    (asn_name(label))
+                    @if let Some(org) = &geo.newest.organization { br; small { (org) } }
+                }
+            } @else {
+                td.country { "—" }
+                td.asn { "—" }
+            }
             td { (label.samples) }
-            td { (error_count(label)) }
+            td.errors {
+                (error_count(label))
+                @for (class, n) in &label.errors { br; small { (class) ": " (n) } }
+            }
             td { (ms(label.latency.p50_ms)) }
             td { (ms(label.latency.p95_ms)) }
             td { (label.last_probe_at.as_deref().unwrap_or("never")) }
-            td { ul { @for reason in &label.route_reasons { li { (reason) } } } }
+            td.reasons { ul { @for reason in &label.route_reasons { li { (reason) } } } }
             td { (set_flags(&label.flags).join(", ")) }
-            td { @for voice in &label.voices { code { (voice) } br; } }
-            td { @for (class, n) in &label.errors { (class) ": " (n) br; } }
-            td { @for (k, v) in &label.tags { (k) "=" (v) br; } }
+            td.voices { @for voice in &label.voices { code { (voice) } br; } }
         }
     }
 }

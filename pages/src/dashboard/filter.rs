@@ -18,6 +18,10 @@ pub(crate) struct ExitQuery {
     pub(crate) bucket: String,
     /// `key=value` (that tag with that value) or `key` (that tag with any value).
     pub(crate) tag: String,
+    /// Country of the newest sample (`audit --geoip`), or `unknown`.
+    pub(crate) country: String,
+    /// Network of the newest sample, `AS<number>`, or `unknown`.
+    pub(crate) asn: String,
     /// A column of [`SORT_KEYS`]; the exits file's order when empty or unknown.
     pub(crate) sort: String,
     /// `desc` for descending; anything else ascending.
@@ -25,17 +29,38 @@ pub(crate) struct ExitQuery {
 }
 
 /// The columns the table sorts by, with their headings.
-pub(crate) const SORT_KEYS: [(&str, &str); 9] = [
+pub(crate) const SORT_KEYS: [(&str, &str); 11] = [
     ("name", "Exit"),
     ("state", "State"),
     ("bucket", "Bucket"),
     ("route", "Route"),
+    ("country", "Country"),
+    ("asn", "Network"),
     ("samples", "Samples"),
     ("errors", "Errors"),
     ("p50", "p50 ms"),
     ("p95", "p95 ms"),
     ("last_probe", "Last probe"),
 ];
+
+/// The country of a label's newest sample as the filter and the page write it: `unknown`
+/// when no database placed it.
+pub(crate) fn country_name(label: &ExitLabel) -> String {
+    label
+        .geo
+        .as_ref()
+        .and_then(|g| g.newest.country.clone())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The network of a label's newest sample, `AS<number>` or `unknown`.
+pub(crate) fn asn_name(label: &ExitLabel) -> String {
+    label
+        .geo
+        .as_ref()
+        .and_then(|g| g.newest.asn)
+        .map_or_else(|| "unknown".to_owned(), |n| format!("AS{n}"))
+}
 
 /// The bucket of a label as the filter and the page write it.
 pub(crate) fn bucket_name(label: &ExitLabel) -> String {
@@ -55,6 +80,8 @@ impl ExitQuery {
         (self.state.is_empty() || label.state.to_string() == self.state)
             && (self.route.is_empty() || label.route.to_string() == self.route)
             && (self.bucket.is_empty() || bucket_name(label) == self.bucket)
+            && (self.country.is_empty() || country_name(label) == self.country)
+            && (self.asn.is_empty() || asn_name(label) == self.asn)
             && tag_ok
     }
 
@@ -71,6 +98,11 @@ impl ExitQuery {
             "state" => Some(|a, b| a.state.to_string().cmp(&b.state.to_string())),
             "bucket" => Some(|a, b| bucket_name(a).cmp(&bucket_name(b))),
             "route" => Some(|a, b| route_rank(a).cmp(&route_rank(b))),
+            "country" => Some(|a, b| country_name(a).cmp(&country_name(b))),
+            "asn" => Some(|a, b| {
+                let number = |l: &ExitLabel| l.geo.as_ref().and_then(|g| g.newest.asn);
+                number(a).cmp(&number(b))
+            }),
             "samples" => Some(|a, b| a.samples.cmp(&b.samples)),
             "errors" => Some(|a, b| error_count(a).cmp(&error_count(b))),
             "p50" => Some(|a, b| a.latency.p50_ms.cmp(&b.latency.p50_ms)),
@@ -156,5 +188,40 @@ mod tests {
         assert_eq!(names(&query("sort=route"), &labels), ["eu", "us", "ap"]);
         assert_eq!(names(&query("sort=name"), &labels), ["ap", "eu", "us"]);
         assert_eq!(names(&query("sort=nonsense"), &labels), ["eu", "us", "ap"]);
+    }
+
+    #[test]
+    fn filters_and_sorting_by_country_and_network() {
+        let placed = |name: &str, country: &str, asn: u32| {
+            let mut l = label(name, "stable", "identity", Some("A"), 1);
+            l.geo = Some(exitvoice_schema::ExitGeo {
+                newest: exitvoice_schema::Place {
+                    country: Some(country.to_owned()),
+                    asn: Some(asn),
+                    organization: None,
+                },
+                ..exitvoice_schema::ExitGeo::default()
+            });
+            l
+        };
+        let labels = [
+            placed("de", "DE", 3320),
+            placed("fr", "FR", 3215),
+            label("none", "stable", "identity", Some("A"), 1),
+        ];
+        let query = |country: &str, asn: &str, sort: &str| ExitQuery {
+            country: country.to_owned(),
+            asn: asn.to_owned(),
+            sort: sort.to_owned(),
+            ..ExitQuery::default()
+        };
+        assert_eq!(names(&query("DE", "", ""), &labels), ["de"]);
+        assert_eq!(names(&query("unknown", "", ""), &labels), ["none"]);
+        assert_eq!(names(&query("", "AS3215", ""), &labels), ["fr"]);
+        assert_eq!(names(&query("", "", "asn"), &labels), ["none", "fr", "de"]);
+        assert_eq!(
+            names(&query("", "", "country"), &labels),
+            ["de", "fr", "none"]
+        );
     }
 }
