@@ -251,3 +251,46 @@ fn row(label: &ExitLabel) -> Markup {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With geo in the labels, each row shows its country and network and the pool names the
+    /// databases; the filter form offers the countries seen.
+    #[test]
+    fn geo_columns_filters_and_sources() {
+        let doc: LabelsDoc = serde_json::from_value(serde_json::json!({
+            "schema_version": 3, "generated_at": "2026-12-03T00:00:00Z", "persona": "p",
+            "baseline": null,
+            "pool": {"exits": 1, "by_state": {}, "by_bucket": {}, "by_route": {},
+                     "success_rate": null, "unique_egress": 1, "collapsed_egress": false,
+                     "by_country": {"DE": 1}, "by_asn": {"AS3320": 1}, "largest_asn_share": 1.0,
+                     "geo_sources": [{"file": "c.mmdb", "database_type": "GeoLite2-Country",
+                                      "build_date": "2026-11-28"}]},
+            "exits": [{
+                "name": "de", "url": "http://h:1", "tags": {}, "egress_ips": ["192.0.2.1"],
+                "state": "stable", "changed_at": null, "bucket": "A",
+                "flags": {"tls_preserved": true, "h2_preserved": true, "tls_intercepted": false,
+                          "geo_changed": true},
+                "voices": [], "route": "identity", "route_reason": "r", "route_reasons": ["r"],
+                "samples": 1, "errors": {}, "latency": {"p50_ms": null, "p95_ms": null},
+                "last_probe_at": null, "history": [],
+                "geo": {"newest": {"country": "DE", "asn": 3320, "organization": "<Telekom>"},
+                        "countries": ["DE", "AT"], "asns": [3320]}
+            }]
+        }))
+        .expect("labels");
+        let html = render(&doc, &ExitQuery::default());
+        assert!(html.contains(r#"<td class="country">DE</td>"#), "{html}");
+        assert!(
+            html.contains("AS3320<br><small>&lt;Telekom&gt;</small>"),
+            "{html}"
+        );
+        assert!(html.contains("By country: DE 1"), "{html}");
+        assert!(html.contains("100 % of the placed exits"), "{html}");
+        assert!(html.contains("<code>c.mmdb</code> (GeoLite2-Country, built 2026-11-28)"));
+        assert!(html.contains(r#"<option value="DE">DE</option>"#), "{html}");
+        assert!(html.contains("geo_changed"), "{html}");
+    }
+}
