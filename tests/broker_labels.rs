@@ -1,8 +1,10 @@
 //! The broker obeys real audits: an exit that starts intercepting (a loopback forwarder switched
 //! from tinyproxy to mitmproxy between two `exitvoice audit --once` runs) stops being leased
 //! within one labels refresh, and its live lease is revoked. And its egress check names the
-//! address an exit leaves from, as the echo server saw it, and tells a task when it changed.
+//! address an exit leaves from, as the echo server saw it, where the echo's geo databases place
+//! it, and tells a task when it changed or left the exit's country.
 
+mod geo_support;
 mod support;
 
 use std::process::Command;
@@ -103,16 +105,31 @@ fn an_exit_that_starts_intercepting_stops_being_leased_within_one_refresh() {
 
 #[test]
 fn the_egress_check_tells_a_task_its_address_changed() {
-    let echo = EchoServer::start();
+    let work = tempfile::tempdir().unwrap();
+    // The echo places the two addresses in two countries (geo_support: an independent writer,
+    // read back with mmdblookup).
+    let geo = work.path().join("country.mmdb");
+    geo_support::write_mmdb(
+        &geo,
+        "ipinfo",
+        &[
+            "127.0.0.2/32=DE,64501,Berlin Carrier",
+            "127.0.0.3/32=FR,64502,Paris Carrier",
+        ],
+    );
+    let echo = EchoServer::start_with(&["--geoip", geo.to_str().unwrap()]);
     // Each connection through this exit leaves from the next of two loopback addresses.
     let sources = ["127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap()];
     let exit = BoundExit::start(&sources);
-    let work = tempfile::tempdir().unwrap();
     let exits = exits_file(
         work.path(),
         &echo,
         &[("rotating", format!("http://127.0.0.1:{}", exit.port))],
     );
+    // The exit is expected to leave from Germany.
+    let mut text = std::fs::read_to_string(&exits).unwrap();
+    text.push_str("country = \"DE\"\n");
+    std::fs::write(&exits, text).unwrap();
     let database = work.path().join("audit.db").to_string_lossy().into_owned();
     audit(&exits, &database);
     // Its state in a database of its own; the labels still come from the audit's.
@@ -148,6 +165,20 @@ fn the_egress_check_tells_a_task_its_address_changed() {
     assert_eq!(again["lease_id"], first["lease_id"], "{again}");
     assert_ne!(again["egress"]["ip"], first["egress"]["ip"], "{again}");
     assert_eq!(again["egress"]["changed"], true, "{again}");
+    for answer in [&first, &again] {
+        let ip = answer["egress"]["ip"].as_str().unwrap();
+        let country = geo_support::mmdblookup(&geo, ip, &["country_code"]);
+        assert_eq!(answer["egress"]["country"], country, "{answer}");
+        assert_eq!(
+            answer["egress"]["country_mismatch"],
+            country != "DE",
+            "{answer}"
+        );
+        assert_eq!(
+            answer["egress"]["organization"],
+            geo_support::mmdblookup(&geo, ip, &["as_name"])
+        );
+    }
     let leases = |path: &str| {
         tokio::runtime::Runtime::new().unwrap().block_on(async {
             let store = exitvoice_store::Store::open(std::path::Path::new(path))

@@ -185,10 +185,17 @@ async fn acquire<S: LeaseStore>(
             "ttl_ms": lease.ttl_ms,
             "sticky": granted.sticky,
             "egress": lease.egress.as_ref().map(|egress| match egress {
-                Ok(seen) => json!({
-                    "ip": seen.egress.ip, "tls_intercepted": seen.egress.intercepted,
-                    "changed": seen.changed, "shared": seen.shared,
-                }),
+                Ok(seen) => {
+                    let place = seen.egress.place.as_ref();
+                    json!({
+                        "ip": seen.egress.ip, "tls_intercepted": seen.egress.intercepted,
+                        "changed": seen.changed, "shared": seen.shared,
+                        "country": place.and_then(|p| p.country.as_deref()),
+                        "asn": place.and_then(|p| p.asn),
+                        "organization": place.and_then(|p| p.organization.as_deref()),
+                        "country_mismatch": seen.country_mismatch,
+                    })
+                }
                 Err(error) => json!({ "error": error }),
             }),
         })),

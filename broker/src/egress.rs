@@ -2,12 +2,14 @@
 //! (for a gateway, with the lease's own session id) to the echo server of the exits file's
 //! `[echo]`, over TLS judged by the echo's SPKI pin, as the auditor's probes are. The echo's
 //! `/api/all` names the address the connection came from: the exit's egress, as the origin
-//! will see it. An interceptor's certificate is reported, not trusted: the answer then comes
-//! from the interceptor.
+//! will see it, and, when the echo was given geo databases (`serve --geoip`), its country and
+//! network. An interceptor's certificate is reported, not trusted: the answer then comes from
+//! the interceptor.
 
 use exitvoice_exits::dial::{dial, Timeouts};
 use exitvoice_exits::error::{within, Phase, ProbeError};
 use exitvoice_exits::{EchoTarget, Exit};
+use exitvoice_schema::Place;
 use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -22,6 +24,8 @@ pub struct Egress {
     pub ip: String,
     /// The certificate was not the echo's pinned one.
     pub intercepted: bool,
+    /// Where the echo placed that address (its `geo`), when it has geo databases.
+    pub place: Option<Place>,
 }
 
 /// Checks the egress of `exit` (its session, if any, already the lease's).
@@ -67,5 +71,6 @@ pub async fn check(
     Ok(Egress {
         ip: ip.to_owned(),
         intercepted: !handshake.cert.pinned,
+        place: serde_json::from_value(echo["geo"].clone()).ok(),
     })
 }

@@ -151,6 +151,9 @@ pub struct EgressSeen {
     pub changed: bool,
     /// Another live exclusive lease leaves from the same address.
     pub shared: bool,
+    /// The echo placed the address in another country than the exit's `country` (exits
+    /// file); `None` when either is unknown.
+    pub country_mismatch: Option<bool>,
 }
 
 /// Why a request was not served.
@@ -597,9 +600,15 @@ impl<S: LeaseStore> Broker<S> {
                 self.metrics.store_error();
                 error.to_string()
             })?;
+        let seen_country = seen.place.as_ref().and_then(|p| p.country.as_deref());
         Ok(EgressSeen {
             changed: record.previous.is_some_and(|before| before != seen.ip),
             shared: record.shared,
+            country_mismatch: exit
+                .country
+                .as_deref()
+                .zip(seen_country)
+                .map(|(want, got)| !want.eq_ignore_ascii_case(got)),
             egress: seen,
         })
     }
