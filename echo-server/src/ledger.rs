@@ -13,9 +13,12 @@
 //! identities changed; the writer takes them ([`Ledger::take_changed`]) into its next
 //! transaction, and a restarted server reads them back ([`Ledger::restore`]).
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::net::IpAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -46,15 +49,104 @@ impl Default for NeverRule {
         }
     }
 }
-/// Identities kept; the oldest is forgotten past this.
+/// Identities kept; the oldest is forgotten past this (each shard keeps its share, so the bound
+/// holds over all of them and an identity evicted is the oldest of its shard).
 pub const MAX_IDENTITIES: usize = 65_536;
+/// Shards of the book, each behind its own lock: a TCP request locks only its identity's.
+const SHARDS: usize = 16;
+/// Identities kept per shard.
+const SHARD_IDENTITIES: usize = MAX_IDENTITIES / SHARDS;
 
-/// One client identity.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// One client identity, with its hash (made once, by the ledger's hasher): the maps hash it
+/// no further.
+#[derive(Clone, Debug)]
 struct Identity {
+    hash: u64,
     ip: IpAddr,
     tls_voice_id: String,
 }
+
+/// An identity as a map key: owned ([`Identity`]) or borrowed from a request ([`Probe`]), so a
+/// request of a known identity finds it without copying its voice.
+trait Key {
+    fn parts(&self) -> (u64, IpAddr, &str);
+}
+
+impl Key for Identity {
+    fn parts(&self) -> (u64, IpAddr, &str) {
+        (self.hash, self.ip, &self.tls_voice_id)
+    }
+}
+
+/// An identity borrowed from a request.
+struct Probe<'a> {
+    hash: u64,
+    ip: IpAddr,
+    tls_voice_id: &'a str,
+}
+
+impl Key for Probe<'_> {
+    fn parts(&self) -> (u64, IpAddr, &str) {
+        (self.hash, self.ip, self.tls_voice_id)
+    }
+}
+
+impl<'a> Borrow<dyn Key + 'a> for Identity {
+    fn borrow(&self) -> &(dyn Key + 'a) {
+        self
+    }
+}
+
+impl Hash for dyn Key + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.parts().0);
+    }
+}
+
+impl PartialEq for dyn Key + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn Key + '_ {}
+
+impl Hash for Identity {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self as &dyn Key).hash(state);
+    }
+}
+
+impl PartialEq for Identity {
+    fn eq(&self, other: &Self) -> bool {
+        (self as &dyn Key) == (other as &dyn Key)
+    }
+}
+
+impl Eq for Identity {}
+
+/// The hasher of the book's maps: an [`Identity`] carries its hash already.
+#[derive(Clone, Copy, Debug, Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; anything else still hashes.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Prehash = BuildHasherDefault<Prehashed>;
 
 /// What the ledger knows of one identity.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,21 +307,27 @@ pub struct H3Visit<'a> {
     pub time_ms: i64,
 }
 
+/// An identity's entry, and when it came into the book (the order [`Ledger::by_token`] answers in).
+#[derive(Debug)]
+struct Slot {
+    since: u64,
+    entry: Entry,
+}
+
+/// One shard of the book.
 #[derive(Debug, Default)]
 struct Book {
-    entries: HashMap<Identity, Entry>,
+    entries: HashMap<Identity, Slot, Prehash>,
     order: VecDeque<Identity>,
     /// Identities changed since the writer last took them (persisting ledgers only).
-    changed: HashSet<Identity>,
+    changed: HashSet<Identity, Prehash>,
 }
 
 impl Book {
-    /// Makes room for one more identity: forgets the oldest at the bound.
+    /// Makes room for one more identity, not in the book yet: forgets the shard's oldest at
+    /// its bound.
     fn make_room(&mut self, identity: &Identity) {
-        if self.entries.contains_key(identity) {
-            return;
-        }
-        if self.entries.len() >= MAX_IDENTITIES {
+        if self.entries.len() >= SHARD_IDENTITIES {
             if let Some(oldest) = self.order.pop_front() {
                 self.entries.remove(&oldest);
                 self.changed.remove(&oldest);
@@ -237,23 +335,45 @@ impl Book {
         }
         self.order.push_back(identity.clone());
     }
+
+    /// Notes that `identity` changed, when the ledger persists.
+    fn touch(&mut self, persist: bool, identity: &dyn Key) {
+        if persist && !self.changed.contains(identity) {
+            let (hash, ip, tls_voice_id) = identity.parts();
+            self.changed.insert(Identity {
+                hash,
+                ip,
+                tls_voice_id: tls_voice_id.to_owned(),
+            });
+        }
+    }
 }
 
 /// The ledger of one server.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    book: Mutex<Book>,
+    /// The book, sharded by the identity's hash.
+    books: [Mutex<Book>; SHARDS],
+    /// Hashes identities (keyed per server, as `HashMap`'s default).
+    hasher: RandomState,
+    /// Entries put in so far: the next entry's `since`.
+    added: AtomicU64,
     persist: bool,
     rule: NeverRule,
+}
+
+/// A shard's lock (a panic while holding it leaves counts, which stay usable).
+fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
+    book.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Ledger {
     /// A ledger judging by `rule`, whose changes the writer stores when `persist` is set.
     pub fn new(rule: NeverRule, persist: bool) -> Self {
         Self {
-            book: Mutex::default(),
             persist,
             rule,
+            ..Self::default()
         }
     }
 
@@ -262,16 +382,40 @@ impl Ledger {
         &self.rule
     }
 
+    /// The identity of `ip` and `tls_voice_id`, borrowed, and its shard.
+    fn probe<'a>(&self, ip: IpAddr, tls_voice_id: &'a str) -> (Probe<'a>, &Mutex<Book>) {
+        let hash = self.hasher.hash_one((ip, tls_voice_id));
+        // Bits the maps do not use for a bucket (the low ones) or a tag (the top seven).
+        let shard = (hash >> 32) as usize % SHARDS;
+        let probe = Probe {
+            hash,
+            ip,
+            tls_voice_id,
+        };
+        (probe, &self.books[shard])
+    }
+
+    /// Puts `entry` in its shard as `identity`'s (kept in place when it was there), making room.
+    fn put(&self, book: &mut Book, identity: Identity, entry: Entry) {
+        if let Some(slot) = book.entries.get_mut(&identity as &dyn Key) {
+            slot.entry = entry;
+            return;
+        }
+        book.make_room(&identity);
+        let since = self.added.fetch_add(1, Ordering::Relaxed);
+        book.entries.insert(identity, Slot { since, entry });
+    }
+
     /// Puts stored entries back (at start), oldest change first, within the bound.
     pub fn restore(&self, entries: impl IntoIterator<Item = Entry>) {
-        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
         for entry in entries {
+            let (probe, book) = self.probe(entry.client_ip, &entry.tls_voice_id);
             let identity = Identity {
+                hash: probe.hash,
                 ip: entry.client_ip,
                 tls_voice_id: entry.tls_voice_id.clone(),
             };
-            book.make_room(&identity);
-            book.entries.insert(identity, entry);
+            self.put(&mut lock(book), identity, entry);
         }
     }
 
@@ -280,32 +424,33 @@ impl Ledger {
         if !self.persist {
             return Vec::new();
         }
-        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-        let changed = std::mem::take(&mut book.changed);
-        changed
-            .iter()
-            .filter_map(|identity| book.entries.get(identity).cloned())
-            .collect()
-    }
-
-    fn touch(&self, book: &mut Book, identity: Identity) {
-        if self.persist {
-            book.changed.insert(identity);
+        let mut changed = Vec::new();
+        for book in &self.books {
+            let mut book = lock(book);
+            let identities = std::mem::take(&mut book.changed);
+            changed.extend(
+                identities
+                    .iter()
+                    .filter_map(|identity| book.entries.get(identity))
+                    .map(|slot| slot.entry.clone()),
+            );
         }
+        changed
     }
 
-    /// Notes a TCP request.
+    /// Notes a TCP request. Only its identity's shard is locked, and an identity already in
+    /// the book is found and updated without an allocation.
     pub fn tcp(&self, visit: TcpVisit<'_>) {
-        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-        let identity = Identity {
-            ip: visit.ip,
-            tls_voice_id: visit.tls_voice_id.to_owned(),
-        };
-        book.make_room(&identity);
-        let entry = book
-            .entries
-            .entry(identity.clone())
-            .or_insert_with(|| Entry {
+        let (probe, book) = self.probe(visit.ip, visit.tls_voice_id);
+        let mut guard = lock(book);
+        let book = &mut *guard;
+        if !book.entries.contains_key(&probe as &dyn Key) {
+            let identity = Identity {
+                hash: probe.hash,
+                ip: visit.ip,
+                tls_voice_id: visit.tls_voice_id.to_owned(),
+            };
+            let entry = Entry {
                 client_ip: visit.ip,
                 tls_voice_id: visit.tls_voice_id.to_owned(),
                 tokens: Vec::new(),
@@ -325,7 +470,17 @@ impl Ledger {
                 quic_voice_id: None,
                 last_conn_id: String::new(),
                 updated_ms: visit.time_ms,
-            });
+            };
+            self.put(book, identity, entry);
+        }
+        if let Some(slot) = book.entries.get_mut(&probe as &dyn Key) {
+            self.count_tcp(&mut slot.entry, &visit);
+        }
+        book.touch(self.persist, &probe);
+    }
+
+    /// Counts a TCP request of `entry`'s identity.
+    fn count_tcp(&self, entry: &mut Entry, visit: &TcpVisit<'_>) {
         entry.last_tcp_ms = visit.time_ms;
         entry.updated_ms = visit.time_ms;
         entry.tcp_requests += 1;
@@ -339,7 +494,9 @@ impl Ledger {
                     entry.last_spaced_return_ms = Some(visit.time_ms);
                 }
             }
-            entry.last_conn_id = visit.conn_id.to_owned();
+            // In place: the id's buffer is reused.
+            entry.last_conn_id.clear();
+            entry.last_conn_id.push_str(visit.conn_id);
         }
         if visit.alt_svc && entry.alt_svc_first_ms.is_none() {
             entry.alt_svc_first_ms = Some(visit.time_ms);
@@ -349,7 +506,22 @@ impl Ledger {
                 entry.tokens.push(token.to_owned());
             }
         }
-        self.touch(&mut book, identity);
+    }
+
+    /// Applies `change` to every entry (shard by shard) and notes those it reports changed.
+    fn update_all(&self, mut change: impl FnMut(&mut Entry) -> bool) {
+        let mut matched = Vec::new();
+        for book in &self.books {
+            let mut book = lock(book);
+            for (identity, slot) in &mut book.entries {
+                if change(&mut slot.entry) {
+                    matched.push(identity.clone());
+                }
+            }
+            for identity in matched.drain(..) {
+                book.touch(self.persist, &identity);
+            }
+        }
     }
 
     /// Notes an HTTP/3 request: one with a token matches the identities whose TCP requests
@@ -357,9 +529,7 @@ impl Ledger {
     /// auditor's own QUIC probe among them); one without matches the identities of its IP that
     /// were sent `alt-svc` within `ma`.
     pub fn h3(&self, visit: H3Visit<'_>) {
-        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut matched = Vec::new();
-        for (identity, entry) in &mut book.entries {
+        self.update_all(|entry| {
             let matches = if let Some(token) = visit.token {
                 entry.tokens.iter().any(|t| t == token)
             } else {
@@ -376,12 +546,9 @@ impl Ledger {
                     entry.quic_voice_id = visit.quic_voice_id.map(str::to_owned);
                 }
                 entry.updated_ms = visit.time_ms;
-                matched.push(identity.clone());
             }
-        }
-        for identity in matched {
-            self.touch(&mut book, identity);
-        }
+            matches
+        });
     }
 
     /// Notes a QUIC connection attempt from `ip` that carried no HTTP/3 request (its handshake
@@ -389,33 +556,34 @@ impl Ledger {
     /// `alt-svc` before it, within `ma` (an Initial carries no probe token). A connection that
     /// carried requests is judged by them ([`Ledger::h3`]).
     pub fn quic_attempt(&self, ip: IpAddr, time_ms: i64) {
-        let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut matched = Vec::new();
-        for (identity, entry) in &mut book.entries {
+        self.update_all(|entry| {
             let after_alt_svc = entry
                 .alt_svc_first_ms
                 .is_some_and(|at| (0..=ALT_SVC_MAX_AGE_MS).contains(&(time_ms - at)));
-            if entry.client_ip == ip && after_alt_svc {
+            let matches = entry.client_ip == ip && after_alt_svc;
+            if matches {
                 entry.quic_attempts += 1;
                 entry.first_quic_attempt_ms.get_or_insert(time_ms);
                 entry.updated_ms = time_ms;
-                matched.push(identity.clone());
             }
-        }
-        for identity in matched {
-            self.touch(&mut book, identity);
-        }
+            matches
+        });
     }
 
-    /// The identities whose TCP requests carried `token`.
+    /// The identities whose TCP requests carried `token`, in the order they came into the book.
     pub fn by_token(&self, token: &str) -> Vec<Entry> {
-        let book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-        book.order
-            .iter()
-            .filter_map(|identity| book.entries.get(identity))
-            .filter(|e| e.tokens.iter().any(|t| t == token))
-            .cloned()
-            .collect()
+        let mut found = Vec::new();
+        for book in &self.books {
+            let book = lock(book);
+            found.extend(
+                book.entries
+                    .values()
+                    .filter(|slot| slot.entry.tokens.iter().any(|t| t == token))
+                    .map(|slot| (slot.since, slot.entry.clone())),
+            );
+        }
+        found.sort_unstable_by_key(|(since, _)| *since);
+        found.into_iter().map(|(_, entry)| entry).collect()
     }
 }
 
@@ -598,5 +766,31 @@ mod tests {
                 .0,
             Verdict::Expired
         );
+    }
+
+    #[test]
+    fn identities_stay_within_the_bound_and_answer_in_arrival_order() {
+        let ledger = Ledger::default();
+        let voices: Vec<String> = (0..MAX_IDENTITIES + 1_000)
+            .map(|i| format!("tlsv2_{i}"))
+            .collect();
+        for (i, voice) in voices.iter().enumerate() {
+            ledger.tcp(TcpVisit {
+                tls_voice_id: voice,
+                time_ms: i64::try_from(i).unwrap(),
+                ..tcp("c1", 0)
+            });
+        }
+        let kept = ledger.by_token("tok");
+        assert!(kept.len() <= MAX_IDENTITIES);
+        assert!(kept.len() > MAX_IDENTITIES - SHARDS * 100);
+        // The oldest went first, and what is kept answers oldest first.
+        assert!(kept
+            .windows(2)
+            .all(|w| w[0].first_tcp_ms < w[1].first_tcp_ms));
+        assert!(kept
+            .last()
+            .is_some_and(|e| e.tls_voice_id == voices[voices.len() - 1]));
+        assert!(kept[0].first_tcp_ms > 0);
     }
 }
