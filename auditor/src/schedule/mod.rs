@@ -2,10 +2,10 @@
 //!
 //! A run, in order ([`run`]):
 //! 1. the direct baseline ([`baseline`]): one probe straight to the echo, and its QUIC probe;
-//! 2. rounds of one task per selected exit until every exit is done in the period, by this run
-//!    or another auditor on the database ([`lease`]); each task ([`sample`]) claims its exit,
-//!    then probes its samples one after another ([`retry`]), handing each record to the store's
-//!    writer ([`sink`]) as soon as it is made;
+//! 2. rounds of one task per selected exit, a bounded number alive at once, until every exit is
+//!    done in the period, by this run or another auditor on the database ([`lease`]); each task
+//!    ([`sample`]) claims its exit, then probes its samples one after another ([`retry`]),
+//!    handing each record to the store's writer ([`sink`]) as soon as it is made;
 //! 3. the labels snapshot ([`snapshot`]), from each exit's stored window, stored by one auditor
 //!    of those sharing the database.
 //!
@@ -18,9 +18,10 @@
 //! - Transient failures (timeouts, resets, DNS) are retried with exponential backoff, at most
 //!   [`RunConfig::retries`] times; auth, refusals, TLS and bad echoes are not.
 //! - A gateway session that fails gets a fresh session id; the failed id is never used again.
-//! - Records go to the store as their probes finish ([`sink`]); a run keeps per exit only the
-//!   exit itself, and the labels are computed afterwards from each exit's stored window, one
-//!   exit at a time, so memory grows with the exits by what a label needs, not by the probes.
+//! - Records go to the store as their probes finish ([`sink`]); an exit's task lives from its
+//!   first sample to its last, a few per probe slot at once, so a run keeps per waiting exit
+//!   only the exit itself. The labels are computed afterwards from each exit's stored window,
+//!   one exit at a time, so memory grows with the exits by what a label needs, not by the probes.
 
 mod baseline;
 mod config;

@@ -10,6 +10,7 @@ use exitvoice_exits::{EchoTarget, Exit, SessionMinter};
 use exitvoice_store::{Store, StoreError};
 use rand::Rng;
 use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 use super::baseline::probe_baseline;
 use super::config::RunConfig;
@@ -181,31 +182,48 @@ async fn keep_not_done(
     Ok(())
 }
 
-/// One task per exit of `pending`, all at once; each exit comes back in its slot (its gateway
-/// session rotated after failures). Returns how many exits this round claimed.
+/// Tasks of one round alive at once, per probe slot ([`RunConfig::concurrency`]): enough that
+/// the slots stay busy while exits wait out the spacing between their samples, few enough that
+/// memory follows the probes in flight, not the pool (a waiting exit's task is ~20 KB).
+const LIVE_EXITS_PER_SLOT: usize = 8;
+
+/// One task per exit of `pending`, at most [`LIVE_EXITS_PER_SLOT`] per probe slot at once, the
+/// next started as one ends; each exit comes back in its slot (its gateway session rotated after
+/// failures). Returns how many exits this round claimed.
 async fn round(
     exits: &mut [Exit],
     pending: &[usize],
     context: &Arc<RunContext>,
     sink: &Sink,
 ) -> Result<u64, RunError> {
-    let mut tasks = Vec::with_capacity(pending.len());
-    for exit in pending.iter().filter_map(|&i| exits.get(i)) {
-        tasks.push(tokio::spawn(sample_exit(
-            exit.clone(),
-            context.clone(),
-            sink.clone(),
-        )));
-    }
+    let live = context
+        .config
+        .concurrency
+        .max(1)
+        .saturating_mul(LIVE_EXITS_PER_SLOT);
+    let mut waiting = pending.iter();
+    let mut tasks = JoinSet::new();
     let mut claimed_count = 0_u64;
-    for (&index, task) in pending.iter().zip(tasks) {
-        let (exit, claimed) = task.await.map_err(|_| RunError::Task)?;
+    loop {
+        while tasks.len() < live {
+            let Some((index, exit)) = waiting
+                .by_ref()
+                .find_map(|&i| exits.get(i).map(|exit| (i, exit.clone())))
+            else {
+                break;
+            };
+            let (context, sink) = (context.clone(), sink.clone());
+            tasks.spawn(async move { (index, sample_exit(exit, context, sink).await) });
+        }
+        let Some(ended) = tasks.join_next().await else {
+            return Ok(claimed_count);
+        };
+        let (index, (exit, claimed)) = ended.map_err(|_| RunError::Task)?;
         claimed_count += u64::from(claimed);
         if let Some(slot) = exits.get_mut(index) {
             *slot = exit;
         }
     }
-    Ok(claimed_count)
 }
 
 /// Aborts a background task when the run ends, however it ends.
