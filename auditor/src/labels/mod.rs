@@ -139,7 +139,8 @@ pub fn label(
     let (drift, voices) = window.drift(drift_config);
     let (egress_ips, egress) = window.egress(exit.rotate);
     let h3 = crate::h3_label::label(records, prior.baseline_h3);
-    let flags = window.flags(prior.baseline, h3.as_ref());
+    let geo = window.geo();
+    let flags = window.flags(prior.baseline, h3.as_ref(), geo.as_ref());
     let bucket = newest.and_then(|s| s.bucket);
     let window_buckets = window.buckets();
     let inputs = RouteInputs {
@@ -180,7 +181,7 @@ pub fn label(
         coherence,
         coherence_dropped_at,
         h3,
-        geo: window.geo(),
+        geo,
         samples: u32::try_from(window.samples.len()).unwrap_or(u32::MAX),
         errors: window.errors(),
         latency: window.latency(),

@@ -98,8 +98,13 @@ impl<'a> Window<'a> {
     }
 
     /// The samples' comparisons folded (see the module docs), against the direct `baseline`
-    /// for `not_proxied`.
-    pub fn flags(&self, baseline: Option<&Sample>, h3: Option<&H3Label>) -> Flags {
+    /// for `not_proxied`, and the window's places ([`Window::geo`]) for `geo_changed`.
+    pub fn flags(
+        &self,
+        baseline: Option<&Sample>,
+        h3: Option<&H3Label>,
+        geo: Option<&ExitGeo>,
+    ) -> Flags {
         let samples = &self.samples;
         Flags {
             tls_preserved: !samples.is_empty()
@@ -114,7 +119,7 @@ impl<'a> Window<'a> {
                 .is_some_and(|b| samples.iter().any(|(_, s)| s.egress_ip == b.egress_ip)),
             tls_reoriginated: samples.iter().any(|(_, s)| s.tls_preserved == Some(false)),
             h3_gap: crate::h3_label::gap(h3),
-            geo_changed: self.geo().is_some_and(|geo| geo.countries.len() >= 2),
+            geo_changed: geo.is_some_and(|geo| geo.countries.len() >= 2),
         }
     }
 
