@@ -181,3 +181,120 @@ fn geo_mismatch_geo_changed_and_the_pool_by_country() {
     assert_eq!(row["asn"], de_asn.to_string(), "{row}");
     assert_eq!(row["organization"], "Berlin Carrier", "{row}");
 }
+
+/// `exitvoice labels` and `exitvoice dashboard` with `--geoip`: exits audited without geo
+/// databases are placed by their egress addresses when shown (an IPinfo Lite file here), the
+/// pool counted by country and the database named; the stored labels stay as they were.
+#[test]
+fn labels_and_the_dashboard_place_exits_audited_without_geo() {
+    let work = tempfile::tempdir().unwrap();
+    let geo = work.path().join("ipinfo_lite.mmdb");
+    write_mmdb(
+        &geo,
+        "ipinfo",
+        &[
+            "127.0.0.2/32=DE,64501,Berlin Carrier",
+            "127.0.0.3/32=FR,64502,Paris Carrier",
+        ],
+    );
+    let echo = EchoServer::start();
+    let berlin = BoundExit::start(&[ip(2)]);
+    let paris = BoundExit::start(&[ip(3)]);
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("berlin", berlin.port, ""), ("paris", paris.port, "")],
+    );
+    let db = work.path().join("audit.db");
+    let run = audit(&exits, &db, &["--samples", "2", "--no-quic"]);
+    assert_eq!(
+        run.exit("berlin")["geo"],
+        Value::Null,
+        "audited without --geoip"
+    );
+
+    let labels = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+            .args(["labels", "--db"])
+            .arg(&db)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let placed = labels(&["--geoip", geo.to_str().unwrap()]);
+    assert!(placed.status.success(), "{placed:?}");
+    let doc: Value = serde_json::from_slice(&placed.stdout).unwrap();
+    let exit = |doc: &Value, name: &str| {
+        doc["exits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    for (name, address) in [("berlin", "127.0.0.2"), ("paris", "127.0.0.3")] {
+        let label = exit(&doc, name);
+        let country = mmdblookup(&geo, address, &["country_code"]);
+        assert_eq!(label["geo"]["countries"], json!([country]), "{label}");
+        assert_eq!(
+            label["geo"]["newest"]["organization"],
+            mmdblookup(&geo, address, &["as_name"]),
+            "{label}"
+        );
+        assert_eq!(doc["pool"]["by_country"][country.as_str().unwrap()], 1);
+    }
+    assert_eq!(doc["pool"]["geo_sources"][0]["file"], "ipinfo_lite.mmdb");
+    // Without the flag the snapshot is printed as stored.
+    let stored: Value = serde_json::from_slice(&labels(&[]).stdout).unwrap();
+    assert_eq!(exit(&stored, "berlin")["geo"], Value::Null);
+    // A file that is not there stops the command, named.
+    let missing = work.path().join("nowhere.mmdb");
+    let failed = labels(&["--geoip", missing.to_str().unwrap()]);
+    assert!(!failed.status.success());
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("nowhere.mmdb"),
+        "{failed:?}"
+    );
+
+    // The dashboard's export, likewise.
+    let token = "geo-dashboard-token-0123456789";
+    let mut dashboard = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .args(["dashboard", "--listen", "127.0.0.1:0", "--database"])
+        .arg(&db)
+        .arg("--geoip")
+        .arg(&geo)
+        .env("EXITVOICE_DASHBOARD_TOKEN", token)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let line = {
+        use std::io::BufRead as _;
+        std::io::BufReader::new(dashboard.stdout.take().unwrap())
+            .lines()
+            .map_while(Result::ok)
+            .find(|line| line.contains("listening on"))
+            .expect("the dashboard printed its address")
+    };
+    let url = line
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let export = Command::new("curl")
+        .args(["-sf", "-H", &format!("Authorization: Bearer {token}")])
+        .arg(format!("{url}.json"))
+        .output()
+        .unwrap();
+    let _ = dashboard.kill();
+    let _ = dashboard.wait();
+    assert!(export.status.success(), "{export:?}");
+    let shown: Value = serde_json::from_slice(&export.stdout).unwrap();
+    assert_eq!(
+        exit(&shown, "paris")["geo"]["countries"],
+        json!([mmdblookup(&geo, "127.0.0.3", &["country_code"])])
+    );
+    assert_eq!(shown["pool"]["geo_sources"][0]["file"], "ipinfo_lite.mmdb");
+}

@@ -2,7 +2,8 @@
 //! from tinyproxy to mitmproxy between two `exitvoice audit --once` runs) stops being leased
 //! within one labels refresh, and its live lease is revoked. And its egress check names the
 //! address an exit leaves from, as the echo server saw it, where the echo's geo databases place
-//! it, and tells a task when it changed or left the exit's country.
+//! it, and tells a task when it changed or left the exit's country. A lease may ask for a
+//! country: the exit's in the exits file, else the one the audit's geo databases saw.
 
 mod geo_support;
 mod support;
@@ -13,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::bound_exit::BoundExit;
-use support::broker::{audit, Broker};
+use support::broker::{audit, audit_with, Broker};
 use support::{exits_file, EchoServer, Proxy};
 
 const TOKEN: &str = "labels-test-token-0123456789";
@@ -197,6 +198,131 @@ fn the_egress_check_tells_a_task_its_address_changed() {
         "the lease is in --store"
     );
     assert_eq!(leases(&database), 0, "and not in --database");
+}
+
+/// A lease may ask for a country: the exit's in the exits file, else where the labels placed
+/// it (`audit --geoip`), else where the broker's own databases place it (`broker --geoip`).
+#[test]
+fn a_lease_that_asks_for_a_country_gets_an_exit_of_that_country_or_none() {
+    let work = tempfile::tempdir().unwrap();
+    let geo = work.path().join("country.mmdb");
+    geo_support::write_mmdb(
+        &geo,
+        "maxmind-country",
+        &[
+            "127.0.0.2/32=DE,64501,Berlin Carrier",
+            "127.0.0.3/32=FR,64502,Paris Carrier",
+        ],
+    );
+    assert_eq!(
+        geo_support::mmdblookup(&geo, "127.0.0.2", &["country", "iso_code"]),
+        serde_json::json!("DE"),
+        "the independent reader places Berlin's address in DE"
+    );
+    // The echo has no geo database: only the broker's can place the addresses.
+    let echo = EchoServer::start();
+    let berlin = BoundExit::start(&["127.0.0.2".parse().unwrap()]);
+    let paris = BoundExit::start(&["127.0.0.3".parse().unwrap()]);
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[
+            ("berlin", format!("http://127.0.0.1:{}", berlin.port)),
+            ("paris", format!("http://127.0.0.1:{}", paris.port)),
+        ],
+    );
+    // Paris's country is in the exits file (lower case, as users write it); Berlin's is not.
+    let mut text = std::fs::read_to_string(&exits).unwrap();
+    text.push_str("country = \"fr\"\n");
+    std::fs::write(&exits, text).unwrap();
+    let database = work.path().join("audit.db").to_string_lossy().into_owned();
+    audit(&exits, &database);
+    let state = |name: &str| work.path().join(name).to_string_lossy().into_owned();
+
+    let broker = Broker::start(
+        &exits,
+        &database,
+        TOKEN,
+        &["--store", &state("a.db"), "--geoip", geo.to_str().unwrap()],
+    );
+    let ask = |url: &str, holder: &str, country: &str, extra: &[&str]| {
+        let mut args = vec![
+            "acquire",
+            "--class",
+            "anonymous",
+            "--holder",
+            holder,
+            "--country",
+            country,
+        ];
+        args.extend_from_slice(extra);
+        lease(url, &args)
+    };
+    let (code, de) = ask(&broker.url, "w1", "de", &["--egress"]);
+    assert_eq!(
+        (code, &de["exit"]),
+        (0, &serde_json::json!("berlin")),
+        "{de}"
+    );
+    assert_eq!(
+        de["egress"]["country"], "DE",
+        "placed by the broker's database: {de}"
+    );
+    // The only German exit is held: no other exit stands in for it.
+    let (code, none) = ask(&broker.url, "w2", "DE", &[]);
+    assert_eq!(
+        (code, &none["error"]),
+        (
+            3,
+            &serde_json::json!("no exit of class anonymous in DE is free")
+        ),
+        "{none}"
+    );
+    let (code, fr) = ask(&broker.url, "w3", "FR", &[]);
+    assert_eq!(
+        (code, &fr["exit"]),
+        (0, &serde_json::json!("paris")),
+        "{fr}"
+    );
+    let (code, bad) = ask(&broker.url, "w4", "DEU", &[]);
+    assert_eq!(code, 1, "{bad}");
+    assert!(
+        bad["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("two letters")),
+        "{bad}"
+    );
+    // Berlin is free again once released, for a lease of its country.
+    let fence = de["fence"].to_string();
+    let (code, released) = lease(
+        &broker.url,
+        &[
+            "release",
+            de["lease_id"].as_str().unwrap(),
+            "--fence",
+            &fence,
+            "--outcome",
+            "ok",
+        ],
+    );
+    assert_eq!(code, 0, "{released}");
+    let (code, again) = ask(&broker.url, "w2", "DE", &[]);
+    assert_eq!(
+        (code, &again["exit"]),
+        (0, &serde_json::json!("berlin")),
+        "{again}"
+    );
+    drop(broker);
+
+    // Audited with the database, the labels place Berlin: a broker without one finds it.
+    audit_with(&exits, &database, &["--geoip", geo.to_str().unwrap()]);
+    let broker = Broker::start(&exits, &database, TOKEN, &["--store", &state("b.db")]);
+    let (code, de) = ask(&broker.url, "w5", "DE", &[]);
+    assert_eq!(
+        (code, &de["exit"]),
+        (0, &serde_json::json!("berlin")),
+        "{de}"
+    );
 }
 
 /// Two exits that leave from one address are one exit: an exclusive lease whose egress check

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use exitvoice_schema::{ExitCoherence, ExitLabel, Family, Place, Pool};
+use exitvoice_geo::GeoIp;
+use exitvoice_schema::{ExitCoherence, ExitGeo, ExitLabel, Family, LabelsDoc, Place, Pool};
 
 /// The pool summary of `labels`.
 pub fn summary(labels: &[ExitLabel]) -> Pool {
@@ -76,6 +77,55 @@ fn by_place(pool: &mut Pool, labels: &[ExitLabel]) {
         .map(|(_, &count)| count)
         .max();
     pool.largest_asn_share = largest.map(|n| f64::from(n) / f64::from(with_asn));
+}
+
+/// Places the exits of `doc` whose labels have none (audited without `--geoip`) by their
+/// egress addresses in `geo`, looked up now (`labels`, `dashboard` and `broker --geoip`), and
+/// counts the pool by country and network again; labels placed when their samples were
+/// recorded keep those places. The newest place is the last egress address's (first seen
+/// first). How many exits it placed.
+pub fn place_unplaced(doc: &mut LabelsDoc, geo: &GeoIp) -> usize {
+    let mut placed = 0;
+    for label in doc.exits.iter_mut().filter(|l| l.geo.is_none()) {
+        let places: Vec<Place> = label
+            .egress_ips
+            .iter()
+            .filter_map(|ip| ip.parse().ok())
+            .map(|ip| geo.place(ip))
+            .collect();
+        let Some(newest) = places.last().cloned() else {
+            continue;
+        };
+        let mut exit = ExitGeo {
+            newest,
+            countries: Vec::new(),
+            asns: Vec::new(),
+        };
+        for place in places {
+            if let Some(country) = place.country.filter(|c| !exit.countries.contains(c)) {
+                exit.countries.push(country);
+            }
+            if let Some(asn) = place.asn.filter(|n| !exit.asns.contains(n)) {
+                exit.asns.push(asn);
+            }
+        }
+        label.geo = Some(exit);
+        placed += 1;
+    }
+    if placed > 0 {
+        if let Some(pool) = doc.pool.as_mut() {
+            pool.by_country.clear();
+            pool.by_asn.clear();
+            pool.largest_asn_share = None;
+            by_place(pool, &doc.exits);
+            for source in geo.sources() {
+                if !pool.geo_sources.contains(&source) {
+                    pool.geo_sources.push(source);
+                }
+            }
+        }
+    }
+    placed
 }
 
 /// An exit's families as `tls+http` (`-` for an unknown side), `none` without a coherence.

@@ -1,6 +1,7 @@
 //! The broker's HTTP/JSON API (`GET /v1/openapi.json` describes it):
-//! - `POST /v1/leases` `{class, holder, task?, origin?, ttl_ms?, wait_ms?, egress?}` → `201` a
-//!   lease (with `egress: true`, the address it leaves from, checked at the echo server), or
+//! - `POST /v1/leases` `{class, holder, task?, origin?, ttl_ms?, wait_ms?, egress?, country?}` →
+//!   `201` a lease (on an exit of `country` when given; with `egress: true`, the address it
+//!   leaves from, checked at the echo server), or
 //!   `503` with `retry_after_ms` when nothing is free within `wait_ms`;
 //! - `POST /v1/leases/{id}/renew` `{fence, ttl_ms?}` → `200 {expires_at, ttl_ms}`;
 //! - `DELETE /v1/leases/{id}?fence=…&outcome=…&latency_ms=…` → `200`;
@@ -147,6 +148,7 @@ struct AcquireBody {
     wait_ms: Option<u64>,
     #[serde(default)]
     egress: bool,
+    country: Option<String>,
 }
 
 async fn acquire<S: LeaseStore>(
@@ -164,6 +166,7 @@ async fn acquire<S: LeaseStore>(
             ttl_ms: request.ttl_ms,
             wait_ms: request.wait_ms,
             egress: request.egress,
+            country: request.country,
         })
         .await?;
     let granted = &lease.granted;

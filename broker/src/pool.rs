@@ -6,11 +6,18 @@
 //! age, admits nothing. A gateway's slots (`gw#1`, `gw#2`, …) are judged together: each admits
 //! only what every audited slot's label admits, since the broker mints a fresh session for
 //! each lease and cannot pick the session the auditor saw.
+//!
+//! A unit's country, which a lease may ask for, is its exit's `country` in the exits file (what
+//! the provider was asked for; an exit that leaves elsewhere is quarantined by `geo_mismatch`
+//! unless the auditor's `[route]` says otherwise), else the country its label saw last, else
+//! (`broker --geoip`, for labels audited without geo databases) where the broker's databases
+//! place the label's last egress address.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use exitvoice_exits::{Exit, Secret, SESSION_PLACEHOLDER};
+use exitvoice_geo::GeoIp;
 use exitvoice_schema::{LabelsDoc, Route};
 use exitvoice_store::{LeaseClass, UnitSpec};
 use time::format_description::well_known::Rfc3339;
@@ -63,7 +70,8 @@ impl Pool {
 
     /// The units with what `labels` admit at `now` (labels whose newest probe is older than
     /// `max_age` admit nothing), `capacity` stateless leases each unless their exit says
-    /// otherwise, and lives of at most `max_life` ([`life`]).
+    /// otherwise, lives of at most `max_life` ([`life`]), and their countries (see the module
+    /// docs; `geo`: the broker's own databases).
     pub fn units(
         &self,
         labels: Option<&LabelsDoc>,
@@ -71,6 +79,7 @@ impl Pool {
         max_age: Duration,
         capacity: u32,
         max_life: Duration,
+        geo: Option<&GeoIp>,
     ) -> Vec<UnitSpec> {
         let fresh: HashMap<&str, Option<LeaseClass>> = labels
             .map(|doc| {
@@ -88,6 +97,24 @@ impl Pool {
             })
             .unwrap_or_default();
         let admitted = |name: &str| fresh.get(name).copied().flatten();
+        let seen_in: HashMap<&str, String> = labels
+            .map(|doc| {
+                doc.exits
+                    .iter()
+                    .filter_map(|label| {
+                        let country = match (&label.geo, geo) {
+                            (Some(placed), _) => placed.newest.country.clone(),
+                            (None, Some(geo)) => {
+                                let ip = label.egress_ips.last()?.parse().ok()?;
+                                geo.place(ip).country
+                            }
+                            (None, None) => None,
+                        };
+                        Some((label.name.as_str(), country?))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         // A gateway admits the least any of its slots admits.
         let mut gateways: HashMap<&str, Option<LeaseClass>> = HashMap::new();
         for exit in self.order.iter().filter_map(|name| self.exits.get(name)) {
@@ -116,6 +143,11 @@ impl Pool {
                     gateway,
                     life_ms: i64::try_from(life(exit, max_life).as_millis()).unwrap_or(i64::MAX),
                     draining: false,
+                    country: exit
+                        .country
+                        .as_deref()
+                        .or_else(|| seen_in.get(exit.name.as_str()).map(String::as_str))
+                        .map(str::to_ascii_uppercase),
                 }
             })
             .collect()
@@ -220,7 +252,7 @@ stateless_per_exit = 5
             ("gw#1", "identity", "2026-12-02T09:30:00Z"),
             ("gw#2", "stateless", "2026-12-02T09:30:00Z"),
         ]);
-        let units = pool.units(Some(&doc), now, Duration::from_secs(7200), 2, HOUR);
+        let units = pool.units(Some(&doc), now, Duration::from_secs(7200), 2, HOUR, None);
         let admits: Vec<_> = units
             .iter()
             .map(|u| {
@@ -243,16 +275,70 @@ stateless_per_exit = 5
             ]
         );
         // Too old, or no label at all: nothing.
-        let stale = pool.units(Some(&doc), now, Duration::from_secs(600), 2, HOUR);
+        let stale = pool.units(Some(&doc), now, Duration::from_secs(600), 2, HOUR, None);
         assert!(stale.iter().all(|u| u.admits.is_none()));
         assert!(pool
-            .units(None, now, Duration::from_secs(7200), 2, HOUR)
+            .units(None, now, Duration::from_secs(7200), 2, HOUR, None)
             .iter()
             .all(|u| u.admits.is_none()));
         let quarantined = labels(&[("dc", "quarantine", "2026-12-02T09:30:00Z")]);
         assert_eq!(
-            pool.units(Some(&quarantined), now, Duration::from_secs(7200), 2, HOUR)[0].admits,
+            pool.units(
+                Some(&quarantined),
+                now,
+                Duration::from_secs(7200),
+                2,
+                HOUR,
+                None
+            )[0]
+            .admits,
             None
+        );
+    }
+
+    #[test]
+    fn a_units_country_is_its_exits_else_the_one_its_label_saw() {
+        let pool = pool(
+            r#"
+[[exits]]
+name = "filed"
+url = "http://u:p@127.0.0.1:1"
+country = "de"
+[[exits]]
+name = "seen"
+url = "http://u:p@127.0.0.1:2"
+[[exits]]
+name = "unknown"
+url = "http://u:p@127.0.0.1:3"
+"#,
+        );
+        let at = "2026-12-02T09:30:00Z";
+        let mut doc = labels(&[
+            ("filed", "identity", at),
+            ("seen", "identity", at),
+            ("unknown", "identity", at),
+        ]);
+        let place = |country: &str| exitvoice_schema::ExitGeo {
+            newest: exitvoice_schema::Place {
+                country: Some(country.to_owned()),
+                asn: None,
+                organization: None,
+            },
+            countries: vec![country.to_owned()],
+            asns: Vec::new(),
+        };
+        // The file's country wins over what the label saw (a mismatch is the auditor's to judge).
+        doc.exits[0].geo = Some(place("FR"));
+        doc.exits[1].geo = Some(place("ch"));
+        let now = OffsetDateTime::parse("2026-12-02T10:00:00Z", &Rfc3339).unwrap();
+        let countries: Vec<_> = pool
+            .units(Some(&doc), now, HOUR, 2, HOUR, None)
+            .into_iter()
+            .map(|u| u.country)
+            .collect();
+        assert_eq!(
+            countries,
+            [Some("DE".to_owned()), Some("CH".to_owned()), None]
         );
     }
 

@@ -297,6 +297,7 @@ impl Reserve {
                     session_nonce: &nonce,
                     stateless_per_origin: None,
                     fences: FENCES,
+                    country: None,
                 })
                 .await?;
             let Some(lease) = granted else {
@@ -658,6 +659,7 @@ mod tests {
                 gateway: false,
                 life_ms: 3_600_000,
                 draining: false,
+                country: None,
             })
             .collect();
         store.sync_units(&units, true).await.unwrap();
@@ -677,6 +679,7 @@ mod tests {
             session_nonce: "n",
             stateless_per_origin: None,
             fences: 1,
+            country: None,
         };
         let other = store.acquire(&ask("w1")).await.unwrap().unwrap();
         let sub = reserve

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use exitvoice_exits::dial::Timeouts;
 use exitvoice_exits::{EchoTarget, Exit, Secret};
+use exitvoice_geo::GeoIp;
 use exitvoice_schema::LabelsDoc;
 use exitvoice_store::{Acquire, Effect, Granted, LeaseClass, Refusal, Released, Store, UnitSpec};
 use rand::Rng;
@@ -73,6 +74,9 @@ pub struct BrokerConfig {
     pub reserve: usize,
     /// How long the reserve's leases run between renewals: the longest outage it bridges.
     pub reserve_ttl: Duration,
+    /// The broker's own geo databases (`--geoip`): they place the egress check's address, and
+    /// the units of exits whose labels have no places ([`crate::pool`]).
+    pub geo: Option<Arc<GeoIp>>,
 }
 
 impl Default for BrokerConfig {
@@ -94,6 +98,7 @@ impl Default for BrokerConfig {
             retain: Duration::from_secs(24 * 3600),
             reserve: 0,
             reserve_ttl: Duration::from_secs(60),
+            geo: None,
         }
     }
 }
@@ -115,6 +120,9 @@ pub struct LeaseRequest {
     pub wait_ms: Option<u64>,
     /// Check the lease's egress address through the exit ([`crate::egress`]).
     pub egress: bool,
+    /// The country the exit must leave from (ISO 3166-1 alpha-2, any case): only units of
+    /// that country serve it ([`crate::pool`] says where a unit's country comes from).
+    pub country: Option<String>,
 }
 
 /// How a release ended.
@@ -163,10 +171,12 @@ pub enum BrokerError {
     #[error("{0}")]
     BadRequest(String),
     /// Nothing free within the wait.
-    #[error("no exit of class {class} is free")]
+    #[error("no exit of class {class}{} is free", .country.as_ref().map(|c| format!(" in {c}")).unwrap_or_default())]
     Unavailable {
         /// The class asked for.
         class: &'static str,
+        /// The country asked for, if any.
+        country: Option<String>,
         /// When to try again, ms.
         retry_after_ms: u64,
     },
@@ -187,8 +197,21 @@ impl From<BadOutcome> for BrokerError {
 /// The longest holder, task or origin accepted, in bytes.
 const MAX_NAME: usize = 256;
 
-/// A request counted in its class's queue until it leaves, however it leaves (a client that
-/// hangs up drops it mid-wait).
+/// The waiters for one class in one country (or in any): served in arrival order (tokio's
+/// semaphore is fair). A request for a country no unit is free in waits behind others of its
+/// own kind only.
+struct Queue {
+    turn: Semaphore,
+    /// Requests in the queue: while there are any, a new request queues behind them instead of
+    /// asking the store first.
+    queued: AtomicUsize,
+}
+
+/// A queue's class and country (`None`: any).
+type QueueKey = (LeaseClass, Option<String>);
+
+/// A request counted in its queue until it leaves, however it leaves (a client that hangs up
+/// drops it mid-wait).
 struct InQueue<'a>(&'a AtomicUsize);
 
 impl<'a> InQueue<'a> {
@@ -210,11 +233,9 @@ pub struct Broker<S> {
     labels: Store,
     pool: RwLock<Arc<Pool>>,
     config: BrokerConfig,
-    /// One queue per class: waiters are served in arrival order (tokio's semaphore is fair).
-    queues: [Semaphore; 3],
-    /// Requests of each class in its queue: while there are any, a new request queues behind
-    /// them instead of asking the store first.
-    queued: [AtomicUsize; 3],
+    /// One queue per class and country asked for (at most 3 × 26², as countries are two
+    /// letters).
+    queues: std::sync::Mutex<HashMap<QueueKey, Arc<Queue>>>,
     released: Notify,
     metrics: Metrics,
     /// One refresh at a time (the timer's and a SIGHUP's): each writes what changed since
@@ -238,8 +259,7 @@ impl<S: LeaseStore> Broker<S> {
             labels,
             pool: RwLock::new(Arc::new(pool)),
             config,
-            queues: [Semaphore::new(1), Semaphore::new(1), Semaphore::new(1)],
-            queued: Default::default(),
+            queues: std::sync::Mutex::default(),
             released: Notify::new(),
             metrics,
             refreshing: tokio::sync::Mutex::new(()),
@@ -287,6 +307,7 @@ impl<S: LeaseStore> Broker<S> {
             self.config.labels_max_age,
             self.config.stateless_per_exit,
             self.config.max_life,
+            self.config.geo.as_deref(),
         );
         // The first refresh writes the whole pool; later ones only what changed (at 10,000 exits,
         // a refresh that wrote every unit would cost seconds of the store's time every time).
@@ -523,16 +544,18 @@ impl<S: LeaseStore> Broker<S> {
             Some(ms) => Duration::from_millis(ms),
             None => Duration::ZERO,
         };
+        let country = request.country.as_deref().map(country_code).transpose()?;
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + wait;
-        let index = usize::try_from(class as i64 - 1).unwrap_or(0);
-        let queue = (&self.queues[index], &self.queued[index]);
+        let queue = self.queue(class, country.as_deref());
         // An exclusive lease whose egress check finds another live lease on the same address was
         // not an exit of its own (two sessions the provider put on one address): it is ended,
         // its session retired, and another one taken.
         for _ in 0..EGRESS_TRIES {
             self.metrics.waiting().inc();
-            let granted = self.wait_for(class, request, ttl, queue, deadline).await;
+            let granted = self
+                .wait_for(class, request, country.as_deref(), ttl, &queue, deadline)
+                .await;
             self.metrics.waiting().dec();
             let Some(granted) = granted? else {
                 break;
@@ -574,8 +597,26 @@ impl<S: LeaseStore> Broker<S> {
         self.metrics.unavailable(class.as_str());
         Err(BrokerError::Unavailable {
             class: class.as_str(),
+            country,
             retry_after_ms: u64::try_from(POLL.as_millis() * 20).unwrap_or(1000),
         })
+    }
+
+    /// The queue of requests for `class` in `country`.
+    fn queue(&self, class: LeaseClass, country: Option<&str>) -> Arc<Queue> {
+        let mut queues = self
+            .queues
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        queues
+            .entry((class, country.map(str::to_owned)))
+            .or_insert_with(|| {
+                Arc::new(Queue {
+                    turn: Semaphore::new(1),
+                    queued: AtomicUsize::new(0),
+                })
+            })
+            .clone()
     }
 
     /// The egress check of a granted lease on `exit`: through the lease's own session.
@@ -589,9 +630,13 @@ impl<S: LeaseStore> Broker<S> {
         if let (Some(session), Some(id)) = (exit.session.as_mut(), &granted.session) {
             session.id.clone_from(id);
         }
-        let seen = egress::check(&exit, echo, &Timeouts::default())
+        let mut seen = egress::check(&exit, echo, &Timeouts::default())
             .await
             .map_err(|error| error.to_string())?;
+        // The broker's own databases, when given, place the address rather than the echo's.
+        if let (Some(geo), Ok(ip)) = (&self.config.geo, seen.ip.parse()) {
+            seen.place = Some(geo.place(ip));
+        }
         let record = self
             .leases
             .record_egress(&granted.lease_id, &seen.ip)
@@ -613,32 +658,33 @@ impl<S: LeaseStore> Broker<S> {
         })
     }
 
-    /// Asks the store at once when no request of this class is queued (requests that find a
-    /// unit free run side by side); else, or when nothing was free, takes this class's turn
-    /// (arrival order) and asks until the store grants or `deadline` passes. A release on this
+    /// Asks the store at once when no request is in `queue` (requests that find a unit free
+    /// run side by side); else, or when nothing was free, takes the queue's turn (arrival
+    /// order) and asks until the store grants or `deadline` passes. A release on this
     /// instance wakes the queue at once, other instances' at the next poll.
     async fn wait_for(
         &self,
         class: LeaseClass,
         request: &LeaseRequest,
+        country: Option<&str>,
         ttl: Duration,
-        (queue, queued): (&Semaphore, &AtomicUsize),
+        queue: &Queue,
         deadline: tokio::time::Instant,
     ) -> Result<Option<Granted>, BrokerError> {
-        if queued.load(Ordering::Acquire) == 0 {
-            if let Some(granted) = self.try_acquire(class, request, ttl).await? {
+        if queue.queued.load(Ordering::Acquire) == 0 {
+            if let Some(granted) = self.try_acquire(class, request, country, ttl).await? {
                 return Ok(Some(granted));
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(None);
             }
         }
-        let _in_queue = InQueue::join(queued);
+        let _in_queue = InQueue::join(&queue.queued);
         // An uncontended turn is ready at once, even with no time to wait.
-        let Ok(Ok(_turn)) = tokio::time::timeout_at(deadline, queue.acquire()).await else {
+        let Ok(Ok(_turn)) = tokio::time::timeout_at(deadline, queue.turn.acquire()).await else {
             return Ok(None);
         };
-        self.ask_until(class, request, ttl, deadline).await
+        self.ask_until(class, request, country, ttl, deadline).await
     }
 
     /// Asks the store until it grants or `deadline` passes, woken by releases and the poll.
@@ -646,11 +692,12 @@ impl<S: LeaseStore> Broker<S> {
         &self,
         class: LeaseClass,
         request: &LeaseRequest,
+        country: Option<&str>,
         ttl: Duration,
         deadline: tokio::time::Instant,
     ) -> Result<Option<Granted>, BrokerError> {
         loop {
-            if let Some(granted) = self.try_acquire(class, request, ttl).await? {
+            if let Some(granted) = self.try_acquire(class, request, country, ttl).await? {
                 return Ok(Some(granted));
             }
             let now = tokio::time::Instant::now();
@@ -668,6 +715,7 @@ impl<S: LeaseStore> Broker<S> {
         &self,
         class: LeaseClass,
         request: &LeaseRequest,
+        country: Option<&str>,
         ttl: Duration,
     ) -> Result<Option<Granted>, BrokerError> {
         let (lease_id, nonce) = {
@@ -678,7 +726,7 @@ impl<S: LeaseStore> Broker<S> {
             )
         };
         if self.reserve.in_outage() {
-            return Ok(self.grant_from_reserve(class, ttl));
+            return Ok(self.grant_from_reserve(class, country, ttl));
         }
         let asked = Acquire {
             lease_id: &lease_id,
@@ -691,6 +739,7 @@ impl<S: LeaseStore> Broker<S> {
             session_nonce: &nonce,
             stateless_per_origin: self.config.stateless_per_origin,
             fences: 1,
+            country,
         };
         match self.ask_store(self.leases.acquire(&asked)).await {
             Ok(granted) => Ok(granted),
@@ -701,7 +750,7 @@ impl<S: LeaseStore> Broker<S> {
                 }
                 tracing::debug!(%error, "acquire failed at the store");
                 self.store_answered(false).await;
-                Ok(self.grant_from_reserve(class, ttl))
+                Ok(self.grant_from_reserve(class, country, ttl))
             }
         }
     }
@@ -732,8 +781,14 @@ impl<S: LeaseStore> Broker<S> {
             .clone()
     }
 
-    /// A sub-lease from the reserve, on a unit whose label (as last read) admits `class`.
-    fn grant_from_reserve(&self, class: LeaseClass, ttl: Duration) -> Option<Granted> {
+    /// A sub-lease from the reserve, on a unit whose label (as last read) admits `class`, in
+    /// `country` if one is asked for.
+    fn grant_from_reserve(
+        &self,
+        class: LeaseClass,
+        country: Option<&str>,
+        ttl: Duration,
+    ) -> Option<Granted> {
         let synced = self.synced();
         let granted = self.reserve.grant(
             class,
@@ -743,7 +798,10 @@ impl<S: LeaseStore> Broker<S> {
                 synced
                     .as_ref()
                     .and_then(|units| units.get(unit))
-                    .filter(|spec| !spec.draining)
+                    .filter(|spec| {
+                        !spec.draining
+                            && country.is_none_or(|want| spec.country.as_deref() == Some(want))
+                    })
                     .and_then(|spec| spec.admits)
             },
             Instant::now(),
@@ -889,4 +947,16 @@ fn millis(duration: Duration) -> i64 {
 /// At most 40 characters of `text`, for error messages.
 fn truncated(text: &str) -> String {
     text.chars().take(40).collect()
+}
+
+/// `text` as a country code (ISO 3166-1 alpha-2: two ASCII letters), upper case.
+fn country_code(text: &str) -> Result<String, BrokerError> {
+    if text.len() == 2 && text.bytes().all(|b| b.is_ascii_alphabetic()) {
+        Ok(text.to_ascii_uppercase())
+    } else {
+        Err(BrokerError::BadRequest(format!(
+            "country must be two letters (ISO 3166-1 alpha-2), not {:?}",
+            truncated(text)
+        )))
+    }
 }

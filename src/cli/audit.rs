@@ -173,6 +173,11 @@ pub struct LabelsArgs {
     /// with formula-like cells made text by a leading `'`.
     #[arg(long, value_enum, default_value_t = LabelsFormat::Json)]
     format: LabelsFormat,
+    /// A MaxMind DB file, as `audit --geoip` takes (repeat for several): exits whose labels
+    /// have no places (audited without `--geoip`) are placed by their egress addresses now,
+    /// and the pool counted by country and network. Routes and `geo_changed` stay the audit's.
+    #[arg(long, value_name = "FILE")]
+    geoip: Vec<PathBuf>,
 }
 
 /// How `labels` prints the snapshot.
@@ -491,11 +496,18 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
 
 /// Runs `exitvoice labels`.
 pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
+    // A database that does not read stops the command before the store is opened.
+    let geo = (!args.geoip.is_empty())
+        .then(|| GeoIp::open(&args.geoip))
+        .transpose()?;
     let store = args.database.open().await?;
-    let doc = store
+    let mut doc = store
         .latest_labels()
         .await?
         .context("no labels yet: run `exitvoice audit` first")?;
+    if let Some(geo) = &geo {
+        exitvoice_auditor::pool::place_unplaced(&mut doc, geo);
+    }
     let csv = match args.format {
         LabelsFormat::Json => None,
         LabelsFormat::Csv => Some(exitvoice_schema::labels_csv(&doc)?),
@@ -522,7 +534,7 @@ pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
 
 /// The `--geoip` databases (a file that does not read is an error naming it), read again every
 /// minute when they change.
-fn open_geo(paths: &[PathBuf]) -> anyhow::Result<Option<Arc<GeoIp>>> {
+pub(crate) fn open_geo(paths: &[PathBuf]) -> anyhow::Result<Option<Arc<GeoIp>>> {
     if paths.is_empty() {
         return Ok(None);
     }

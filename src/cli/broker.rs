@@ -129,6 +129,11 @@ pub struct Args {
     /// bridges (its sub-leases end a second before).
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     reserve_ttl: Duration,
+    /// A MaxMind DB file, as `audit --geoip` takes (repeat for several): it places the egress
+    /// check's address (instead of the echo's databases), and gives a country to the exits
+    /// whose labels have none, for leases that ask for one. A replaced file is read again.
+    #[arg(long, value_name = "FILE")]
+    geoip: Vec<std::path::PathBuf>,
 }
 
 /// Runs `exitvoice broker` until interrupted.
@@ -198,6 +203,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         reserve_ttl: args.reserve_ttl,
         instance,
         echo: file.echo.clone(),
+        geo: super::audit::open_geo(&args.geoip)?,
     };
     let exits = file.exits.len();
     let pool = Pool::new(file.exits);

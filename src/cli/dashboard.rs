@@ -27,6 +27,11 @@ pub struct Args {
         hide_env_values = true
     )]
     dashboard_token: String,
+    /// A MaxMind DB file, as `audit --geoip` takes (repeat for several): exits whose labels
+    /// have no places (audited without `--geoip`) are shown placed by their egress addresses,
+    /// looked up when the page is drawn. A replaced file is read again.
+    #[arg(long, value_name = "FILE")]
+    geoip: Vec<std::path::PathBuf>,
 }
 
 /// Runs `exitvoice dashboard` until interrupted.
@@ -45,13 +50,18 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             path.display()
         );
     }
+    let place = super::audit::open_geo(&args.geoip)?.map(|geo| -> dashboard::Placer {
+        std::sync::Arc::new(move |doc| {
+            exitvoice_auditor::pool::place_unplaced(doc, &geo);
+        })
+    });
     let store = super::database::open(&database).await?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr()?;
     println!("exitvoice dashboard: listening on http://{addr}/exits");
-    axum::serve(listener, dashboard::router(store, token))
+    axum::serve(listener, dashboard::router(store, token, place))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
         })

@@ -68,6 +68,9 @@ enum LeaseCommand {
         /// Check the address the exit leaves from, at the exits file's echo server.
         #[arg(long)]
         egress: bool,
+        /// Only an exit of this country (two letters, e.g. `DE`).
+        #[arg(long)]
+        country: Option<String>,
     },
     /// Extend a lease.
     Renew {
@@ -111,12 +114,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             ttl,
             wait,
             egress,
+            country,
         } => (
             Method::POST,
             "/v1/leases".to_owned(),
             Some(json!({
                 "class": class, "holder": holder, "task": task, "origin": origin,
                 "ttl_ms": ttl.map(millis), "wait_ms": wait.map(millis), "egress": egress,
+                "country": country,
             })),
         ),
         LeaseCommand::Renew { id, fence, ttl } => (

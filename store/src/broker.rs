@@ -90,6 +90,9 @@ pub struct UnitSpec {
     /// It left the pool (the exits file no longer names it): it takes no new lease, and its
     /// live ones run out rather than being revoked.
     pub draining: bool,
+    /// The country it leaves from (ISO 3166-1 alpha-2, upper case), when known: a lease that
+    /// asks for a country gets only a unit of that country.
+    pub country: Option<String>,
 }
 
 impl UnitSpec {
@@ -131,6 +134,8 @@ pub struct Acquire<'a> {
     /// exit reuses (a broker's reserve hands them to its sub-leases while the store is out of
     /// reach). 1 for a plain lease.
     pub fences: i64,
+    /// The country the unit must leave from (upper case), if the lease asks for one.
+    pub country: Option<&'a str>,
 }
 
 /// A granted (or, for a sticky task, found) lease.
@@ -279,11 +284,11 @@ impl Store {
         for spec in units {
             let rank = spec.rank();
             sqlx::query(
-                "INSERT INTO broker_units (unit, exit_name, rank, capacity, gateway, life_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (unit) DO UPDATE SET \
+                "INSERT INTO broker_units (unit, exit_name, rank, capacity, gateway, life_ms, \
+                 country) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (unit) DO UPDATE SET \
                  exit_name = excluded.exit_name, rank = excluded.rank, \
                  capacity = excluded.capacity, gateway = excluded.gateway, \
-                 life_ms = excluded.life_ms",
+                 life_ms = excluded.life_ms, country = excluded.country",
             )
             .bind(&spec.unit)
             .bind(&spec.exit_name)
@@ -291,6 +296,7 @@ impl Store {
             .bind(i64::from(spec.capacity))
             .bind(i64::from(spec.gateway))
             .bind(spec.life_ms)
+            .bind(spec.country.as_deref().unwrap_or(""))
             .execute(&mut *tx)
             .await?;
             sqlx::query(
@@ -416,13 +422,18 @@ impl Store {
         } else {
             ""
         };
+        let in_country = match (request.country, cap) {
+            (None, _) => String::new(),
+            (Some(_), None) => " AND country = $4".to_owned(),
+            (Some(_), Some(_)) => " AND country = $5".to_owned(),
+        };
         let lock = match self.engine() {
             Engine::Sqlite => "",
             Engine::Postgres => " FOR UPDATE SKIP LOCKED",
         };
         let sql = format!(
             "SELECT unit, exit_name, gateway, life_ms FROM broker_units u \
-             WHERE rank > 0 AND rank >= $1 AND {free}{per_origin} \
+             WHERE rank > 0 AND rank >= $1 AND {free}{per_origin}{in_country} \
              AND NOT EXISTS (SELECT 1 FROM broker_bans b \
              WHERE b.exit_name = u.exit_name AND b.origin IN ('', $3) AND b.until_ms > $2) \
              ORDER BY free_at LIMIT 4{lock}"
@@ -433,6 +444,9 @@ impl Store {
             .bind(request.origin.unwrap_or(""));
         if let Some(cap) = cap {
             query = query.bind(i64::from(cap));
+        }
+        if let Some(country) = request.country {
+            query = query.bind(country);
         }
         let rows = query.fetch_all(&mut **tx).await?;
         for row in rows {

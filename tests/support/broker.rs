@@ -105,7 +105,13 @@ impl Drop for Auditor {
 
 /// A quick real audit of `exits` into `database`: the labels a broker on that database obeys.
 pub fn audit(exits: &Path, database: &str) {
+    audit_with(exits, database, &[]);
+}
+
+/// [`audit`] with `extra` flags (`--geoip FILE`).
+pub fn audit_with(exits: &Path, database: &str, extra: &[&str]) {
     let output = audit_command(exits, database, &["--once"])
+        .args(extra)
         .output()
         .expect("run exitvoice audit");
     assert!(

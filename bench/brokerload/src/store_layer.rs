@@ -59,6 +59,7 @@ fn request(id: &str, ttl_ms: i64) -> Acquire<'_> {
         session_nonce: "s",
         stateless_per_origin: None,
         fences: 1,
+        country: None,
     }
 }
 
@@ -82,6 +83,7 @@ pub async fn prepare<S: LeaseStore>(
             gateway: false,
             life_ms: 3_600_000,
             draining: false,
+            country: None,
         })
         .collect();
     store.sync_units(&specs, true).await?;

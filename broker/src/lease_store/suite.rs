@@ -85,6 +85,7 @@ fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {
         gateway: name.contains('#'),
         life_ms: 3_600_000,
         draining: false,
+        country: None,
     }
 }
 
@@ -100,6 +101,7 @@ fn ask<'a>(id: &'a str, class: LeaseClass, origin: Option<&'a str>) -> Acquire<'
         session_nonce: "n",
         stateless_per_origin: None,
         fences: 1,
+        country: None,
     }
 }
 
@@ -571,6 +573,71 @@ on_every_store! {
                 shared: true
             }
         );
+    }
+
+    async fn a_lease_that_asks_for_a_country_gets_a_unit_of_it(store: Store) {
+        let in_country = |name, country: Option<&str>| UnitSpec {
+            country: country.map(str::to_owned),
+            ..unit(name, Some(LeaseClass::Identity))
+        };
+        store
+            .sync_units(
+                &[
+                    in_country("de", Some("DE")),
+                    in_country("fr", Some("FR")),
+                    in_country("gw#1", Some("FR")),
+                    in_country("unknown", None),
+                ],
+                true,
+            )
+            .await
+            .unwrap();
+        let ask_in = |id, class, country| Acquire {
+            country,
+            ..ask(id, class, None)
+        };
+        let de = take(&store, &ask_in("l1", LeaseClass::Identity, Some("DE")))
+            .await
+            .unwrap();
+        assert_eq!(de.unit, "de");
+        assert!(
+            take(&store, &ask_in("l2", LeaseClass::Anonymous, Some("DE")))
+                .await
+                .is_none(),
+            "no unit of another country stands in"
+        );
+        let mut french: Vec<String> = Vec::new();
+        for id in ["l3", "l4"] {
+            let granted = take(&store, &ask_in(id, LeaseClass::Stateless, Some("FR")))
+                .await
+                .unwrap();
+            french.push(granted.unit);
+        }
+        french.sort();
+        assert_eq!(french, ["fr", "gw#1"], "stateless leases spread over FR's units");
+        assert!(take(&store, &ask_in("l5", LeaseClass::Identity, Some("CH")))
+            .await
+            .is_none());
+        // Without a country any free unit serves, the one of no known country included.
+        let any = take(&store, &ask("l6", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        assert_eq!(any.unit, "unknown");
+        // A unit whose country changes serves the new one only, once it is free.
+        store
+            .sync_units(&[in_country("de", Some("CH"))], false)
+            .await
+            .unwrap();
+        end(&store, "l1", de.fence, "ok", None, Effect::Success)
+            .await
+            .unwrap();
+        assert!(take(&store, &ask_in("l7", LeaseClass::Identity, Some("DE")))
+            .await
+            .is_none());
+        let moved = take(&store, &ask_in("l8", LeaseClass::Identity, Some("CH")))
+            .await
+            .unwrap();
+        assert_eq!(moved.unit, "de");
     }
 
     async fn a_stateless_cap_per_origin_holds_per_unit(store: Store) {

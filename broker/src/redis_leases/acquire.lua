@@ -1,10 +1,11 @@
 -- Grants a lease on a free unit, or returns a task's live lease of the class.
 -- ARGV: lease id, class, holder, task (''), origin (''), ttl ms, life ms, session nonce,
--- stateless leases per (unit, origin) (0: no cap), fences the grant takes (its own first).
+-- stateless leases per (unit, origin) (0: no cap), fences the grant takes (its own first),
+-- the country the unit must leave from ('': any).
 -- Returns {id, unit, exit, fence, expires, life_ends, session|false, now, sticky} or false.
 local id, class, holder, task, origin = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ttl, life, nonce, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
-local fences = tonumber(ARGV[10])
+local fences, country = tonumber(ARGV[10]), ARGV[11]
 local rank = CLASSES[class]
 local epoch, hold_until = pool_state()
 if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
@@ -22,8 +23,8 @@ if task ~= '' then
 end
 
 -- Candidates: the least recently changed units of every rank that admits the class, from the
--- sets that hold exactly the units free for it (nothing live; or, for stateless, room left),
--- a few at a time: the first is taken unless banned for the origin or at its cap.
+-- sets that hold exactly the units free for it (nothing live; or, for stateless, room left;
+-- only those of the country asked for, if any), a few at a time: the first is taken unless banned for the origin or at its cap.
 local exclusive = class ~= 'stateless'
 
 -- The unit `name` if it may take this lease now.
@@ -45,7 +46,7 @@ local from, window = 0, 4
 while not chosen and from < WALK_MOST do
   local candidates = {}
   for r = rank, 3 do
-    local key = exclusive and free_key(r) or open_key(r)
+    local key = in_country(exclusive and free_key(r) or open_key(r), country)
     local found = redis.call('ZRANGE', key, from, math.min(from + window, WALK_MOST) - 1,
       'WITHSCORES')
     for i = 1, #found, 2 do

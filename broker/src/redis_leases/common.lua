@@ -25,6 +25,11 @@ local function live_key(unit) return P .. 'ul:' .. unit end            -- set: l
 local function origins_key(unit) return P .. 'uo:' .. unit end         -- hash: stateless per origin
 local function free_key(rank) return P .. 'free:' .. rank end          -- zset: nothing live
 local function open_key(rank) return P .. 'open:' .. rank end          -- zset: room for stateless
+-- The part of a free or open set whose units leave from country `cc` (the whole set for '').
+local function in_country(key, cc)
+  if cc == '' then return key end
+  return key .. ':' .. cc
+end
 local function exit_key(exit) return P .. 'exit:' .. exit end          -- hash: served, streak
 local function ban_until_key(exit) return P .. 'banu:' .. exit end     -- hash: origin -> until
 local function ban_strikes_key(exit) return P .. 'bans:' .. exit end   -- hash: origin -> strikes
@@ -68,27 +73,30 @@ local function int(n) return string.format('%d', n) end
 -- A unit's hash as a table.
 local function read_unit(unit)
   local f = redis.call('HMGET', unit_key(unit), 'exit', 'rank', 'cap', 'gw', 'life', 'excl',
-    'shared', 'lease')
+    'shared', 'lease', 'cc')
   if not f[1] then return nil end
   return { name = unit, exit = f[1], rank = num(f[2]), cap = num(f[3]), gw = f[4] == '1',
-    life = num(f[5]), excl = num(f[6]), shared = num(f[7]), lease = f[8] }
+    life = num(f[5]), excl = num(f[6]), shared = num(f[7]), lease = f[8], cc = f[9] or '' }
 end
 
--- Puts `u` in (or takes it out of) its rank's free and open sets as its counts call for, at
--- `now`. (A unit whose rank changes leaves the old rank's sets first: see sync.lua.)
+-- Puts unit `u` in set `key` (and its part for the unit's country) at `now` when `member`,
+-- else takes it out.
+local function keep_in(key, member, u, now)
+  local command = member and 'ZADD' or 'ZREM'
+  local function apply(k)
+    if member then redis.call(command, k, int(now), u.name) else redis.call(command, k, u.name) end
+  end
+  apply(key)
+  if u.cc ~= '' then apply(in_country(key, u.cc)) end
+end
+
+-- Puts `u` in (or takes it out of) its rank's free and open sets, and their parts for its
+-- country, as its counts call for, at `now`. (A unit whose rank or country changes leaves the
+-- old sets first: see sync.lua.)
 local function place(u, now)
   if u.rank <= 0 then return end
-  local free, open = free_key(u.rank), open_key(u.rank)
-  if u.excl == 0 and u.shared == 0 then
-    redis.call('ZADD', free, int(now), u.name)
-  else
-    redis.call('ZREM', free, u.name)
-  end
-  if u.excl == 0 and u.shared < u.cap then
-    redis.call('ZADD', open, int(now), u.name)
-  else
-    redis.call('ZREM', open, u.name)
-  end
+  keep_in(free_key(u.rank), u.excl == 0 and u.shared == 0, u, now)
+  keep_in(open_key(u.rank), u.excl == 0 and u.shared < u.cap, u, now)
 end
 
 local function ban_member(exit, origin) return #exit .. ':' .. exit .. origin end

@@ -107,6 +107,7 @@ mod tests {
             gateway: false,
             life_ms: 3_600_000,
             draining: false,
+            country: None,
         }
     }
 
@@ -122,6 +123,7 @@ mod tests {
             session_nonce: "n",
             stateless_per_origin: None,
             fences: 1,
+            country: None,
         }
     }
 

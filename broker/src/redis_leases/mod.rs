@@ -298,6 +298,7 @@ impl RedisLeases {
                     spec.capacity.to_string(),
                     u8::from(spec.gateway).to_string(),
                     spec.life_ms.to_string(),
+                    spec.country.clone().unwrap_or_default(),
                 ]);
             }
             revoked += self.run_once::<u64>(Step::Sync, &args).await?;
@@ -417,6 +418,7 @@ impl LeaseStore for RedisLeases {
             request.session_nonce.to_owned(),
             cap.to_string(),
             request.fences.max(1).to_string(),
+            request.country.unwrap_or("").to_owned(),
         ];
         let answer: Option<Vec<Value>> = self.run(Step::Acquire, &args).await?;
         let Some(fields) = answer else {

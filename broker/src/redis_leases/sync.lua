@@ -1,7 +1,7 @@
 -- Writes units: new ones are added, known ones get their label's class, capacity and life
 -- cap, and the stamp of this write. A live lease whose class its unit no longer admits is
 -- revoked; a draining unit's (rank -1) run out. ARGV: stamp, then per unit: unit, exit, rank,
--- capacity, gateway (0/1), life ms. Returns how many leases were revoked.
+-- capacity, gateway (0/1), life ms, country ('' unknown). Returns how many leases were revoked.
 local stamp = ARGV[1]
 local epoch, hold_until = pool_state()
 if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
@@ -9,18 +9,20 @@ local now = clock()
 reap(now, REAP_MOST)
 local revoked = 0
 
--- Gives unit `name` rank `rank` (and the other fields), revoking what it no longer admits.
-local function write(name, exit, rank, cap, gw, life)
-  local was = num(redis.call('HGET', unit_key(name), 'rank'))
-  if was > 0 and was ~= rank then
-    redis.call('ZREM', free_key(was), name)
-    redis.call('ZREM', open_key(was), name)
+-- Gives unit `name` rank `rank` (and the other fields; a drain passes only the rank), revoking
+-- what it no longer admits.
+local function write(name, exit, rank, cap, gw, life, cc)
+  local old = read_unit(name)
+  if old and old.rank > 0 and (old.rank ~= rank or (cc and cc ~= old.cc)) then
+    keep_in(free_key(old.rank), false, old, now)
+    keep_in(open_key(old.rank), false, old, now)
   end
   local fields = { 'exit', exit, 'rank', rank, 'stamp', stamp }
   if cap then
     fields[#fields + 1] = 'cap'; fields[#fields + 1] = cap
     fields[#fields + 1] = 'gw'; fields[#fields + 1] = gw
     fields[#fields + 1] = 'life'; fields[#fields + 1] = life
+    fields[#fields + 1] = 'cc'; fields[#fields + 1] = cc
   end
   redis.call('HSET', unit_key(name), unpack(fields))
   redis.call('SADD', UNITS, name)
@@ -47,7 +49,8 @@ if ARGV[2] == 'sweep' then
   end
   return revoked
 end
-for i = 2, #ARGV, 6 do
-  write(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+for i = 2, #ARGV, 7 do
+  write(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
+    ARGV[i + 6])
 end
 return revoked

@@ -35,18 +35,25 @@ pub use auth::{DashboardToken, MIN_TOKEN_CHARS};
 
 use crate::layout::document;
 
+/// What the dashboard does to each labels snapshot it reads before showing it: `exitvoice
+/// dashboard --geoip` places the exits audited without geo databases.
+pub type Placer = Arc<dyn Fn(&mut LabelsDoc) + Send + Sync>;
+
 /// What the handlers share.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct DashboardState {
     store: Store,
     token: Arc<DashboardToken>,
+    place: Option<Placer>,
 }
 
-/// The dashboard's routes over `store`, behind `token`.
-pub fn router(store: Store, token: DashboardToken) -> Router {
+/// The dashboard's routes over `store`, behind `token`; `place`, if any, sees every snapshot
+/// before it is shown.
+pub fn router(store: Store, token: DashboardToken, place: Option<Placer>) -> Router {
     let state = DashboardState {
         store,
         token: Arc::new(token),
+        place,
     };
     let guarded = Router::new()
         .route("/", get(|| async { Redirect::to("/exits") }))
@@ -116,11 +123,15 @@ impl IntoResponse for DashboardError {
 
 /// The latest labels snapshot, or [`DashboardError::NoLabels`].
 async fn latest(state: &DashboardState) -> Result<LabelsDoc, DashboardError> {
-    state
+    let mut doc = state
         .store
         .latest_labels()
         .await?
-        .ok_or(DashboardError::NoLabels)
+        .ok_or(DashboardError::NoLabels)?;
+    if let Some(place) = &state.place {
+        place(&mut doc);
+    }
+    Ok(doc)
 }
 
 /// `/exits.json`: the labels export, the document `exitvoice labels` prints.

@@ -42,12 +42,18 @@ impl Store {
                  shared_until = GREATEST(broker_units.shared_until, l.expires_ms)",
             )
         };
+        // `$12` is '' for a lease that asks for no country.
+        let in_country = if request.country.is_some() {
+            " AND u.country = $12"
+        } else {
+            " AND $12 = ''"
+        };
         let sql = format!(
             "WITH n AS (SELECT {now} AS ms), \
              c AS (SELECT u.unit, u.exit_name, u.gateway, n.ms AS now_ms, \
                n.ms + GREATEST(LEAST($1, u.life_ms), 1) AS life_ends \
                FROM broker_units u, n \
-               WHERE u.rank > 0 AND u.rank >= $2 AND {free} \
+               WHERE u.rank > 0 AND u.rank >= $2 AND {free}{in_country} \
                AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
                  AND b.origin IN ('', $3) AND b.until_ms > n.ms) \
                ORDER BY u.free_at LIMIT 1 FOR UPDATE OF u SKIP LOCKED), \
@@ -78,6 +84,7 @@ impl Store {
             .bind(request.session_nonce)
             .bind(request.ttl_ms.max(1))
             .bind(request.fences.max(1))
+            .bind(request.country.unwrap_or(""))
             .fetch_optional(conn)
             .await?;
         Ok(row.map(|row| granted(&row, false)).transpose()?)

@@ -1,0 +1,5 @@
+-- A unit's country (ISO 3166-1 alpha-2, upper case; '' when unknown): a lease may ask for one
+-- (`"country": "DE"`). The index lets such an acquire walk only that country's units,
+-- least recently touched first, as `broker_units_free` does for the whole pool.
+ALTER TABLE broker_units ADD COLUMN country TEXT NOT NULL DEFAULT '';
+CREATE INDEX IF NOT EXISTS broker_units_country ON broker_units (country, free_at) WHERE rank > 0;
