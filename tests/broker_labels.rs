@@ -179,6 +179,7 @@ fn the_egress_check_tells_a_task_its_address_changed() {
             answer["egress"]["organization"],
             geo_support::mmdblookup(&geo, ip, &["as_name"])
         );
+        assert_eq!(answer["egress"]["geo_sources"][0]["file"], "country.mmdb");
     }
     let leases = |path: &str| {
         tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -267,6 +268,10 @@ fn a_lease_that_asks_for_a_country_gets_an_exit_of_that_country_or_none() {
     assert_eq!(
         de["egress"]["country"], "DE",
         "placed by the broker's database: {de}"
+    );
+    assert_eq!(
+        de["egress"]["geo_sources"][0]["file"], "country.mmdb",
+        "{de}"
     );
     // The only German exit is held: no other exit stands in for it.
     let (code, none) = ask(&broker.url, "w2", "DE", &[]);

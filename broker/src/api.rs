@@ -189,7 +189,8 @@ async fn acquire<S: LeaseStore>(
             "sticky": granted.sticky,
             "egress": lease.egress.as_ref().map(|egress| match egress {
                 Ok(seen) => {
-                    let place = seen.egress.place.as_ref();
+                    let geo = seen.egress.geo.as_ref();
+                    let place = geo.map(|g| &g.place);
                     json!({
                         "ip": seen.egress.ip, "tls_intercepted": seen.egress.intercepted,
                         "changed": seen.changed, "shared": seen.shared,
@@ -197,6 +198,7 @@ async fn acquire<S: LeaseStore>(
                         "asn": place.and_then(|p| p.asn),
                         "organization": place.and_then(|p| p.organization.as_deref()),
                         "country_mismatch": seen.country_mismatch,
+                        "geo_sources": geo.map(|g| &g.sources),
                     })
                 }
                 Err(error) => json!({ "error": error }),

@@ -9,7 +9,7 @@
 use exitvoice_exits::dial::{dial, Timeouts};
 use exitvoice_exits::error::{within, Phase, ProbeError};
 use exitvoice_exits::{EchoTarget, Exit};
-use exitvoice_schema::Place;
+use exitvoice_schema::EchoGeo;
 use http_body_util::{BodyExt as _, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
@@ -24,8 +24,9 @@ pub struct Egress {
     pub ip: String,
     /// The certificate was not the echo's pinned one.
     pub intercepted: bool,
-    /// Where the echo placed that address (its `geo`), when it has geo databases.
-    pub place: Option<Place>,
+    /// Where the echo placed that address (its `geo`, with the databases it read), when it has
+    /// geo databases.
+    pub geo: Option<EchoGeo>,
 }
 
 /// Checks the egress of `exit` (its session, if any, already the lease's).
@@ -71,6 +72,6 @@ pub async fn check(
     Ok(Egress {
         ip: ip.to_owned(),
         intercepted: !handshake.cert.pinned,
-        place: serde_json::from_value(echo["geo"].clone()).ok(),
+        geo: serde_json::from_value(echo["geo"].clone()).ok(),
     })
 }

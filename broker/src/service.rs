@@ -635,7 +635,7 @@ impl<S: LeaseStore> Broker<S> {
             .map_err(|error| error.to_string())?;
         // The broker's own databases, when given, place the address rather than the echo's.
         if let (Some(geo), Ok(ip)) = (&self.config.geo, seen.ip.parse()) {
-            seen.place = Some(geo.place(ip));
+            seen.geo = Some(geo.echo(ip));
         }
         let record = self
             .leases
@@ -645,7 +645,7 @@ impl<S: LeaseStore> Broker<S> {
                 self.metrics.store_error();
                 error.to_string()
             })?;
-        let seen_country = seen.place.as_ref().and_then(|p| p.country.as_deref());
+        let seen_country = seen.geo.as_ref().and_then(|g| g.place.country.as_deref());
         Ok(EgressSeen {
             changed: record.previous.is_some_and(|before| before != seen.ip),
             shared: record.shared,
