@@ -2,7 +2,7 @@
 //! from tinyproxy to mitmproxy between two `exitvoice audit --once` runs) stops being leased
 //! within one labels refresh, and its live lease is revoked. And its egress check names the
 //! address an exit leaves from, as the echo server saw it, where the echo's geo databases place
-//! it, and tells a task when it changed or left the exit's country. A lease may ask for a
+//! it, and tells a task when it changed, left its country, or left the exit's country. A lease may ask for a
 //! country: the exit's in the exits file, else the one the audit's geo databases saw.
 
 mod geo_support;
@@ -166,6 +166,13 @@ fn the_egress_check_tells_a_task_its_address_changed() {
     assert_eq!(again["lease_id"], first["lease_id"], "{again}");
     assert_ne!(again["egress"]["ip"], first["egress"]["ip"], "{again}");
     assert_eq!(again["egress"]["changed"], true, "{again}");
+    // The two addresses are in two countries: the task is told it left its country.
+    assert_eq!(
+        first["egress"]["country_changed"],
+        serde_json::Value::Null,
+        "{first}"
+    );
+    assert_eq!(again["egress"]["country_changed"], true, "{again}");
     for answer in [&first, &again] {
         let ip = answer["egress"]["ip"].as_str().unwrap();
         let country = geo_support::mmdblookup(&geo, ip, &["country_code"]);

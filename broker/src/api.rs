@@ -198,6 +198,7 @@ async fn acquire<S: LeaseStore>(
                         "asn": place.and_then(|p| p.asn),
                         "organization": place.and_then(|p| p.organization.as_deref()),
                         "country_mismatch": seen.country_mismatch,
+                        "country_changed": seen.country_changed,
                         "geo_sources": geo.map(|g| &g.sources),
                     })
                 }

@@ -69,6 +69,7 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
         &self,
         lease_id: &str,
         ip: &str,
+        country: Option<&str>,
     ) -> impl Future<Output = Result<EgressRecord, StoreFailure>> + Send;
     /// Every exit with its live leases, bans and the outcomes since `since_ms` of the newest
     /// `most` ended leases.
@@ -123,8 +124,13 @@ impl LeaseStore for Store {
             .await?)
     }
 
-    async fn record_egress(&self, lease_id: &str, ip: &str) -> Result<EgressRecord, StoreFailure> {
-        Ok(self.broker_record_egress(lease_id, ip).await?)
+    async fn record_egress(
+        &self,
+        lease_id: &str,
+        ip: &str,
+        country: Option<&str>,
+    ) -> Result<EgressRecord, StoreFailure> {
+        Ok(self.broker_record_egress(lease_id, ip, country).await?)
     }
 
     async fn exit_reports(

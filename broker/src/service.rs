@@ -159,9 +159,12 @@ pub struct EgressSeen {
     pub changed: bool,
     /// Another live exclusive lease leaves from the same address.
     pub shared: bool,
-    /// The echo placed the address in another country than the exit's `country` (exits
-    /// file); `None` when either is unknown.
+    /// The address is placed in another country than the one the lease asked for, else the
+    /// exit's `country` (exits file); `None` when either is unknown.
     pub country_mismatch: Option<bool>,
+    /// The task (or the lease) was last seen leaving from another country; `None` when either
+    /// check could not place its address.
+    pub country_changed: Option<bool>,
 }
 
 /// Why a request was not served.
@@ -567,7 +570,7 @@ impl<S: LeaseStore> Broker<S> {
                 BrokerError::BadRequest(format!("unit {} is not in the exits file", granted.unit))
             })?;
             let egress = if request.egress {
-                Some(self.egress(exit, &granted).await)
+                Some(self.egress(exit, &granted, country.as_deref()).await)
             } else {
                 None
             };
@@ -619,8 +622,14 @@ impl<S: LeaseStore> Broker<S> {
             .clone()
     }
 
-    /// The egress check of a granted lease on `exit`: through the lease's own session.
-    async fn egress(&self, exit: &Exit, granted: &Granted) -> Result<EgressSeen, String> {
+    /// The egress check of a granted lease on `exit`: through the lease's own session; judged
+    /// against the country `asked` for, else the exit's.
+    async fn egress(
+        &self,
+        exit: &Exit,
+        granted: &Granted,
+        asked: Option<&str>,
+    ) -> Result<EgressSeen, String> {
         let echo = self
             .config
             .echo
@@ -637,23 +646,29 @@ impl<S: LeaseStore> Broker<S> {
         if let (Some(geo), Ok(ip)) = (&self.config.geo, seen.ip.parse()) {
             seen.geo = Some(geo.echo(ip));
         }
+        let seen_country = seen
+            .geo
+            .as_ref()
+            .and_then(|g| g.place.country.as_deref())
+            .map(str::to_ascii_uppercase);
         let record = self
             .leases
-            .record_egress(&granted.lease_id, &seen.ip)
+            .record_egress(&granted.lease_id, &seen.ip, seen_country.as_deref())
             .await
             .map_err(|error| {
                 self.metrics.store_error();
                 error.to_string()
             })?;
-        let seen_country = seen.geo.as_ref().and_then(|g| g.place.country.as_deref());
+        let differs = |other: Option<&str>| {
+            other
+                .zip(seen_country.as_deref())
+                .map(|(other, seen)| !other.eq_ignore_ascii_case(seen))
+        };
         Ok(EgressSeen {
             changed: record.previous.is_some_and(|before| before != seen.ip),
             shared: record.shared,
-            country_mismatch: exit
-                .country
-                .as_deref()
-                .zip(seen_country)
-                .map(|(want, got)| !want.eq_ignore_ascii_case(got)),
+            country_mismatch: differs(asked.or(exit.country.as_deref())),
+            country_changed: differs(record.previous_country.as_deref()),
             egress: seen,
         })
     }

@@ -629,8 +629,9 @@ impl Store {
 }
 
 impl Store {
-    /// Notes the egress address `ip` a check saw through lease `lease_id`: the address its task
-    /// (or, without a task, the lease itself) was last seen leaving from before, if any, and
+    /// Notes the egress address `ip` a check saw through lease `lease_id` (and the `country` it
+    /// was placed in, if known): the address and country its task (or, without a task, the
+    /// lease itself) was last seen leaving from before, if any, and
     /// whether another live exclusive lease leaves from `ip` too (two sessions a provider put on
     /// one address: one exit, really). Checks of one address are serialized (PostgreSQL: an
     /// advisory lock on it; SQLite: its write lock), so of two such leases only the later one
@@ -642,6 +643,7 @@ impl Store {
         &self,
         lease_id: &str,
         ip: &str,
+        country: Option<&str>,
     ) -> Result<EgressRecord, StoreError> {
         let mut tx = self.broker_transaction().await?;
         if self.engine() == Engine::Postgres {
@@ -651,9 +653,9 @@ impl Store {
                 .await?;
         }
         let now = clock(&mut tx, self.engine()).await?;
-        let previous: Option<String> = sqlx::query_scalar(
-            "SELECT egress FROM broker_leases WHERE egress IS NOT NULL AND (lease_id = $1 OR \
-             task = (SELECT task FROM broker_leases WHERE lease_id = $1)) \
+        let previous: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT egress, egress_country FROM broker_leases WHERE egress IS NOT NULL AND \
+             (lease_id = $1 OR task = (SELECT task FROM broker_leases WHERE lease_id = $1)) \
              ORDER BY granted_ms DESC LIMIT 1",
         )
         .bind(lease_id)
@@ -668,14 +670,19 @@ impl Store {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
-        sqlx::query("UPDATE broker_leases SET egress = $1 WHERE lease_id = $2")
-            .bind(ip)
-            .bind(lease_id)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "UPDATE broker_leases SET egress = $1, egress_country = $3 WHERE lease_id = $2",
+        )
+        .bind(ip)
+        .bind(lease_id)
+        .bind(country)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
+        let (previous, previous_country) = previous.unzip();
         Ok(EgressRecord {
             previous,
+            previous_country: previous_country.flatten(),
             shared: others > 0,
         })
     }
@@ -686,6 +693,8 @@ impl Store {
 pub struct EgressRecord {
     /// The address the task (or the lease) was last seen leaving from.
     pub previous: Option<String>,
+    /// The country that address was placed in, when that check knew it.
+    pub previous_country: Option<String>,
     /// Another live exclusive lease leaves from the same address.
     pub shared: bool,
 }

@@ -545,6 +545,7 @@ on_every_store! {
         let units = [
             unit("a", Some(LeaseClass::Identity)),
             unit("b", Some(LeaseClass::Identity)),
+            unit("c", Some(LeaseClass::Identity)),
         ];
         store.sync_units(&units, true).await.unwrap();
         let first = Acquire {
@@ -552,24 +553,48 @@ on_every_store! {
             ..ask("l1", LeaseClass::Identity, None)
         };
         take(&store, &first).await.unwrap();
-        let noted = store.record_egress("l1", "192.0.2.1").await.unwrap();
+        let noted = store
+            .record_egress("l1", "192.0.2.1", Some("DE"))
+            .await
+            .unwrap();
         assert_eq!(
             noted,
             EgressRecord {
                 previous: None,
+                previous_country: None,
                 shared: false
             }
         );
-        let noted = store.record_egress("l1", "192.0.2.2").await.unwrap();
-        assert_eq!(noted.previous.as_deref(), Some("192.0.2.1"));
+        let noted = store.record_egress("l1", "192.0.2.2", None).await.unwrap();
+        assert_eq!(
+            (noted.previous.as_deref(), noted.previous_country.as_deref()),
+            (Some("192.0.2.1"), Some("DE")),
+            "the task's last address and where it was placed"
+        );
+        // A task's next lease hears where the task last left from.
+        let next = Acquire {
+            task: Some("t"),
+            ..ask("l3", LeaseClass::Stateless, None)
+        };
+        take(&store, &next).await.unwrap();
+        let noted = store
+            .record_egress("l3", "192.0.2.3", Some("FR"))
+            .await
+            .unwrap();
+        assert_eq!(
+            (noted.previous.as_deref(), noted.previous_country),
+            (Some("192.0.2.2"), None),
+            "the last check knew no country"
+        );
         take(&store, &ask("l2", LeaseClass::Identity, None))
             .await
             .unwrap();
-        let noted = store.record_egress("l2", "192.0.2.2").await.unwrap();
+        let noted = store.record_egress("l2", "192.0.2.2", None).await.unwrap();
         assert_eq!(
             noted,
             EgressRecord {
                 previous: None,
+                previous_country: None,
                 shared: true
             }
         );

@@ -490,11 +490,21 @@ impl LeaseStore for RedisLeases {
         released.map(Ok).ok_or_else(|| shape("a release"))
     }
 
-    async fn record_egress(&self, lease_id: &str, ip: &str) -> Result<EgressRecord, StoreFailure> {
-        let args = [lease_id.to_owned(), ip.to_owned()];
+    async fn record_egress(
+        &self,
+        lease_id: &str,
+        ip: &str,
+        country: Option<&str>,
+    ) -> Result<EgressRecord, StoreFailure> {
+        let args = [
+            lease_id.to_owned(),
+            ip.to_owned(),
+            country.unwrap_or("").to_owned(),
+        ];
         let answer: Vec<Value> = self.run(Step::Egress, &args).await?;
         Ok(EgressRecord {
             previous: answer.first().and_then(text),
+            previous_country: answer.get(2).and_then(text).filter(|c| !c.is_empty()),
             shared: answer
                 .get(1)
                 .and_then(int)

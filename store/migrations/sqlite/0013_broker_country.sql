@@ -3,3 +3,7 @@
 -- least recently touched first, as `broker_units_free` does for the whole pool.
 ALTER TABLE broker_units ADD COLUMN country TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS broker_units_country ON broker_units (country, free_at) WHERE rank > 0;
+
+-- The country its last egress check placed a lease's address in (NULL: unknown), so that a
+-- task's next check can tell it left the country.
+ALTER TABLE broker_leases ADD COLUMN egress_country TEXT;
