@@ -422,10 +422,11 @@ impl Store {
         } else {
             ""
         };
+        // `country <> ''` lets the planner use the partial index of the units with a country.
         let in_country = match (request.country, cap) {
-            (None, _) => String::new(),
-            (Some(_), None) => " AND country = $4".to_owned(),
-            (Some(_), Some(_)) => " AND country = $5".to_owned(),
+            (None, _) => "",
+            (Some(_), None) => " AND country = $4 AND country <> ''",
+            (Some(_), Some(_)) => " AND country = $5 AND country <> ''",
         };
         let lock = match self.engine() {
             Engine::Sqlite => "",

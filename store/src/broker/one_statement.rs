@@ -42,9 +42,10 @@ impl Store {
                  shared_until = GREATEST(broker_units.shared_until, l.expires_ms)",
             )
         };
-        // `$12` is '' for a lease that asks for no country.
+        // `$12` is '' for a lease that asks for no country; `u.country <> ''` lets the planner
+        // use the partial index of the units with a country.
         let in_country = if request.country.is_some() {
-            " AND u.country = $12"
+            " AND u.country = $12 AND u.country <> ''"
         } else {
             " AND $12 = ''"
         };
