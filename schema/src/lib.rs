@@ -14,6 +14,7 @@ mod label_csv;
 pub mod observation;
 pub mod probe;
 pub mod raw_json;
+pub mod tcp;
 pub mod voice;
 
 pub use coherence::{Coherence, Families, Family};
@@ -36,4 +37,5 @@ pub use probe::{
     H3Probe, LedgerVerdict, ProbeFailure, ProbeRecord, Sample, UdpPath, PROBE_SCHEMA_VERSION,
 };
 pub use raw_json::RawJson;
+pub use tcp::{TcpAbsence, TcpAbsent, TcpEcho};
 pub use voice::{Bucket, VoiceId};
