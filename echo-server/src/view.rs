@@ -6,7 +6,7 @@ use exitvoice_protocol::analysis::{Analysis, EchoJson};
 use exitvoice_schema::coherence;
 use exitvoice_schema::{
     rfc3339_ms, Alpn, Bucket, Coherence, EchoGeo, Families, Http1Echo, Peer, RawJson,
-    RequestPosition, RequestRecord, VoiceId, ECHO_SCHEMA_VERSION,
+    RequestPosition, RequestRecord, TcpAbsent, TcpEcho, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -32,6 +32,10 @@ pub struct EchoView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Part<&'a str>,
     alpn: &'a Alpn,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tcp: Part<Option<&'a TcpEcho>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tcp_absent: Option<&'a TcpAbsent>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tls: Part<Option<&'a RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,6 +94,8 @@ impl<'a> EchoView<'a> {
             method: Some(&record.method),
             path: Some(&record.path),
             alpn: &facts.alpn,
+            tcp: Some(facts.tcp.as_ref()),
+            tcp_absent: facts.tcp_absent.as_ref().filter(|_| facts.tcp.is_none()),
             tls: Some(json.tls.as_ref().map(RawJson::as_raw)),
             http2: Some(facts.http2.as_ref().map(|h2| Http2View {
                 akamai_fingerprint: &h2.akamai_fingerprint,
@@ -128,6 +134,8 @@ impl<'a> EchoView<'a> {
     /// `/api/tls`: the TLS layer.
     pub fn tls_only(self) -> Self {
         Self {
+            tcp: None,
+            tcp_absent: None,
             token: None,
             method: None,
             path: None,
@@ -158,9 +166,12 @@ impl<'a> EchoView<'a> {
         }
     }
 
-    /// Without the request's own words and the TLS layer, which no HTTP layer answer carries.
+    /// Without the request's own words and the TCP and TLS layers, which no HTTP layer answer
+    /// carries.
     fn layer_only(self) -> Self {
         Self {
+            tcp: None,
+            tcp_absent: None,
             token: None,
             method: None,
             path: None,
@@ -234,6 +245,7 @@ mod tests {
             HELLO,
             &PREFIX[..analysis.prefix_len],
             stored.alpn.spoken,
+            None,
         ));
         assert_eq!(
             echo,
@@ -294,6 +306,8 @@ mod tests {
             "method",
             "path",
             "alpn",
+            "tcp",
+            "tcp_absent",
             "tls",
             "http2",
             "http1",

@@ -80,6 +80,30 @@ impl TcpAbsence {
             Self::NotCaptured => "not_captured",
         }
     }
+
+    /// What the reason means, as the echo explains it.
+    pub fn detail(self) -> &'static str {
+        match self {
+            Self::Unsupported => "the server's kernel keeps no SYNs (TCP_SAVE_SYN is Linux's)",
+            Self::NotSaved => {
+                "the kernel kept no SYN for this connection (SYN cookies were in use)"
+            }
+            Self::ProxyProtocol => {
+                "a PROXY protocol connection: its SYN is the load balancer's, not the client's"
+            }
+            Self::Malformed => "the SYN the kernel kept did not parse",
+            Self::NotCaptured => "no SYN was read for this connection",
+        }
+    }
+}
+
+impl From<TcpAbsence> for TcpAbsent {
+    fn from(reason: TcpAbsence) -> Self {
+        Self {
+            reason,
+            detail: reason.detail().to_owned(),
+        }
+    }
 }
 
 /// [`TcpAbsence`] with the detail the server or the parser gave.

@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use exitvoice_echo::view::EchoView;
-use exitvoice_protocol::analysis::{self, Analysis, ConnectionInput, Follower};
+use exitvoice_protocol::analysis::{self, Analysis, ConnectionInput, Follower, SynSource};
 use exitvoice_protocol::classify;
 use exitvoice_protocol::pcap::{self, ClientData, PcapConnection, QuicConnection};
 use exitvoice_protocol::{h1, quic, tls};
@@ -294,6 +294,7 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
     let server_alpn = server_alpn.map(String::from_utf8_lossy);
     let inferred_alpn = (spoken == Spoken::H2).then_some("h2");
     let analysis = analysis::analyse(&ConnectionInput {
+        syn: SynSource::default(),
         hello: hello.unwrap_or_default(),
         prefix: prefix.unwrap_or_default(),
         alpn_negotiated: server_alpn.as_deref().or(inferred_alpn),

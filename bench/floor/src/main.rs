@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use clap::Parser;
 use exitvoice_baseline::{json, tls_config, Serving, OK};
-use exitvoice_protocol::analysis::{self, analyse, Analysis, ConnectionInput, Follower};
+use exitvoice_protocol::analysis::{self, analyse, Analysis, ConnectionInput, Follower, SynSource};
 use exitvoice_protocol::tls::{CipherSuite, ProtocolVersion};
 use exitvoice_schema::{CleanEcho, ConnectionRow, PeerPolicy, RequestRecord};
 use exitvoice_store::{Batch, Store};
@@ -207,6 +207,7 @@ fn answer(
     let mut stream = conn.stream.lock().unwrap_or_else(PoisonError::into_inner);
     let analysis = conn.analysis.get_or_init(|| {
         analyse(&ConnectionInput {
+            syn: SynSource::default(),
             hello: &conn.hello,
             prefix: &stream.bytes,
             alpn_negotiated: conn.alpn.as_deref(),
@@ -237,6 +238,7 @@ fn answer(
             analysed_prefix_len: Some(analysis.prefix_len),
             hello: conn.hello.clone(),
             prefix: stream.bytes.clone(),
+            syn: Vec::new(),
         };
         let _ = queue.try_send(Job::Connection(Box::new(row)));
     }
