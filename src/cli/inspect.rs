@@ -2,7 +2,8 @@
 //!
 //! What an input is, is told by its content, never by its file name:
 //! - a pcap or pcapng capture (magic number): one JSON object per TCP connection that carried a
-//!   ClientHello or plain HTTP, with the client's HTTP/2 or HTTP/1 bytes when the capture is
+//!   ClientHello or plain HTTP, with its client's SYN (`tcp`, as the echo reads it from the
+//!   kernel) when captured, and the client's HTTP/2 or HTTP/1 bytes when the capture is
 //!   cleartext or carries TLS keys (pcapng Decryption Secrets Block, or `--keylog`); then one
 //!   per QUIC client whose Initials were found in UDP (`"transport": "quic"`), its ClientHello
 //!   through the same TLS analysis (JA4 `q…`) and a `quic` object (version, Initial packets,
@@ -85,7 +86,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let output = match inputs.as_slice() {
         [(_, Input::Hello(hello)), (_, Input::Prefix(prefix))] => {
             let negotiated = args.negotiated.as_deref().map(str::as_bytes);
-            let mut out = connection(Some(hello), Some(prefix), negotiated);
+            let mut out = connection(SynSource::default(), Some(hello), Some(prefix), negotiated);
             check_single(&out)?;
             strip_errors_if_empty(&mut out);
             out
@@ -140,7 +141,12 @@ pub(crate) fn connection_of_files(names: &[&str]) -> anyhow::Result<Value> {
             Input::Prefix(bytes) => prefix = Some(bytes),
         }
     }
-    let out = connection(hello.as_deref(), prefix.as_deref(), None);
+    let out = connection(
+        SynSource::default(),
+        hello.as_deref(),
+        prefix.as_deref(),
+        None,
+    );
     check_single(&out)?;
     Ok(out)
 }
@@ -232,13 +238,13 @@ fn analyse(
     match input {
         Input::Capture(bytes) => capture(name, bytes, keylog, extract),
         Input::Hello(hello) => {
-            let mut out = connection(Some(hello), None, None);
+            let mut out = connection(SynSource::default(), Some(hello), None, None);
             check_single(&out).with_context(|| name.to_owned())?;
             strip_errors_if_empty(&mut out);
             Ok(out)
         }
         Input::Prefix(prefix) => {
-            let mut out = connection(None, Some(prefix), None);
+            let mut out = connection(SynSource::default(), None, Some(prefix), None);
             check_single(&out).with_context(|| name.to_owned())?;
             strip_errors_if_empty(&mut out);
             Ok(out)
@@ -287,14 +293,19 @@ fn strip_errors_if_empty(out: &mut Value) {
 /// one, it is taken from what the client spoke. Negotiated is the server's choice when known,
 /// else what the client spoke (TLS 1.3 encrypts the server's choice, and a prefix file does not
 /// carry it), so a silent downgrade (bucket D) is only seen when the ServerHello shows `h2`.
-fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&[u8]>) -> Value {
+fn connection(
+    syn: SynSource<'_>,
+    hello: Option<&[u8]>,
+    prefix: Option<&[u8]>,
+    server_alpn: Option<&[u8]>,
+) -> Value {
     let spoken = prefix.map_or(Spoken::Unknown, |p| {
         classify::sniff(p).unwrap_or(Spoken::Unknown)
     });
     let server_alpn = server_alpn.map(String::from_utf8_lossy);
     let inferred_alpn = (spoken == Spoken::H2).then_some("h2");
     let analysis = analysis::analyse(&ConnectionInput {
-        syn: SynSource::default(),
+        syn,
         hello: hello.unwrap_or_default(),
         prefix: prefix.unwrap_or_default(),
         alpn_negotiated: server_alpn.as_deref().or(inferred_alpn),
@@ -314,6 +325,8 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         _ => Map::new(),
     };
     let mut layer = |name: &str| echo.remove(name).unwrap_or(Value::Null);
+    let tcp = layer("tcp");
+    let tcp_absent = layer("tcp_absent");
     let mut tls = layer("tls");
     if let Value::Object(map) = &mut tls {
         map.insert("sni".into(), json!(facts.sni));
@@ -331,6 +344,10 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         }
     }
     let mut out = Map::new();
+    out.insert("tcp".into(), tcp);
+    if !tcp_absent.is_null() {
+        out.insert("tcp_absent".into(), tcp_absent);
+    }
     out.insert("tls".into(), tls);
     out.insert("http2".into(), http2);
     out.insert("http1".into(), http1);
@@ -447,7 +464,12 @@ fn write_extract(
 }
 
 fn capture_connection(conn: &PcapConnection) -> Value {
+    let syn = conn
+        .syn
+        .as_deref()
+        .map_or_else(SynSource::default, SynSource::Saved);
     let mut value = connection(
+        syn,
         conn.client_hellos.first().map(Vec::as_slice),
         conn.client_data.bytes(),
         conn.server_hello.as_ref().and_then(|s| s.alpn.as_deref()),
@@ -502,7 +524,7 @@ fn capture_connection(conn: &PcapConnection) -> Value {
 /// one, and what its Initials looked like.
 fn quic_connection(conn: &QuicConnection) -> Value {
     let hello = conn.client_hello.as_deref();
-    let mut value = connection(hello, None, None);
+    let mut value = connection(SynSource::default(), hello, None, None);
     let Value::Object(map) = &mut value else {
         return value;
     };

@@ -106,7 +106,9 @@ pub struct TsharkSyn {
     pub mss: Option<u16>,
     /// `tcp.options.wscale.shift`.
     pub window_scale: Option<u8>,
-    /// `tcp.option_kind`, every option in order.
+    /// `tcp.option_kind`, every option in order, up to the first end-of-options (tshark
+    /// dissects each zero byte of the padding after it as one more: RFC 9293 section 3.2 makes
+    /// them padding, and p0f counts them as `eol+n`).
     pub option_kinds: Vec<u8>,
 }
 
@@ -158,13 +160,22 @@ pub fn tshark_syns(file: &Path) -> Vec<TsharkSyn> {
                     .unwrap_or(0),
                 mss: number(cell(5)).and_then(|n| u16::try_from(n).ok()),
                 window_scale: number(cell(6)).and_then(|n| u8::try_from(n).ok()),
-                option_kinds: cell(7)
-                    .split(',')
-                    .filter_map(|kind| kind.parse().ok())
-                    .collect(),
+                option_kinds: up_to_eol(cell(7).split(',').filter_map(|kind| kind.parse().ok())),
             }
         })
         .collect()
+}
+
+/// The kinds up to and with the first end-of-options (kind 0).
+fn up_to_eol(kinds: impl Iterator<Item = u8>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for kind in kinds {
+        out.push(kind);
+        if kind == 0 {
+            break;
+        }
+    }
+    out
 }
 
 /// `p0f -r file`'s `raw_sig` of every client SYN, by the client's port.
