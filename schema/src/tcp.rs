@@ -43,7 +43,7 @@ pub struct TcpEcho {
     /// The p0f v3 signature, as `p0f -r` prints it in `raw_sig`
     /// (`ver:ttl+dist:olen:mss:wsize,scale:olayout:quirks:pclass`).
     pub p0f: String,
-    /// The normalized TCP voice (what stays when the path changes: see `docs/voice-tcp.md`).
+    /// The normalized TCP voice (what stays when the path changes: `protocol/src/tcp/voice.rs`).
     pub voice_id: VoiceId,
     /// The operating system a p0f signature database names for the signature
     /// (`--p0f-db`), when it names one.
