@@ -71,10 +71,11 @@ impl VoiceView {
             echo.http2.as_ref(),
             echo.http1.as_ref(),
         )
-        .with_tcp(echo.tcp.as_ref())
     }
 
-    /// The view with the SYN's fields in front, when there was a SYN: from its p0f signature
+    /// The view with the SYN's fields in front, when there was a SYN (`exitvoice diff`; the
+    /// labels' changes do not carry layer `tcp` yet: their schema lists the layers): from its
+    /// p0f signature
     /// (`ver:ttl+dist:olen:mss:wsize,scale:olayout:quirks:pclass`), whose window form and
     /// option names are p0f's.
     pub fn with_tcp(self, tcp: Option<&TcpEcho>) -> Self {
