@@ -19,7 +19,7 @@ use rustls::pki_types::ServerName;
 use serde_json::Value;
 use socket2::{Domain, Protocol, Socket, Type};
 use support::Proxy;
-use syn_support::{p0f_signatures, tshark_syns, Capture, TsharkSyn};
+use syn_support::{p0f_os_names, p0f_signatures, tshark_syns, Capture, TsharkSyn};
 use tokio::net::TcpStream;
 
 /// The TTL the IPv4 client sets (`IP_TTL`), an initial TTL no stack uses by default.
@@ -78,7 +78,13 @@ fn assert_agrees_with_tshark(tcp: &Value, syn: &TsharkSyn) {
 
 #[tokio::test]
 async fn the_syn_of_a_tuned_client_socket_is_echoed_as_tshark_and_p0f_read_it() {
-    let server = EchoServer::start(&["--listen", "[::1]:0", "--no-quic"]);
+    let server = EchoServer::start(&[
+        "--listen",
+        "[::1]:0",
+        "--no-quic",
+        "--p0f-db",
+        "/etc/p0f/p0f.fp",
+    ]);
     let v4 = server.addrs[0];
     let v6 = *server.addrs.get(1).expect("the [::1] listener");
     let capture = Capture::start(&[v4.port(), v6.port()]);
@@ -88,6 +94,7 @@ async fn the_syn_of_a_tuned_client_socket_is_echoed_as_tshark_and_p0f_read_it() 
 
     let tshark = tshark_syns(&capture.file);
     let p0f = p0f_signatures(&capture.file);
+    let os_names = p0f_os_names(&capture.file);
     for (port, echo, version, ttl) in [
         (port4, &echo4, 4, CLIENT_TTL),
         (port6, &echo6, 6, CLIENT_HOPS),
@@ -108,6 +115,13 @@ async fn the_syn_of_a_tuned_client_socket_is_echoed_as_tshark_and_p0f_read_it() 
             .get(&port)
             .unwrap_or_else(|| panic!("p0f saw the SYN from port {port}: {p0f:?}"));
         assert_eq!(tcp["p0f"], signature.as_str(), "{echo}");
+        // The OS Debian's p0f database names, as p0f names it from the same database.
+        let os = os_names.get(&port).cloned().flatten();
+        assert_eq!(
+            tcp.get("os").cloned().unwrap_or_default(),
+            serde_json::json!(os),
+            "{echo}"
+        );
         assert!(
             tcp["voice_id"]
                 .as_str()
@@ -119,7 +133,8 @@ async fn the_syn_of_a_tuned_client_socket_is_echoed_as_tshark_and_p0f_read_it() 
     // form) differ only in what the voice leaves out.
     assert_eq!(echo4["tcp"]["voice_id"], echo6["tcp"]["voice_id"]);
 
-    // Stored with the connection, derived again from the kept bytes on read.
+    // Stored with the connection, derived again from the kept bytes on read (the OS name is
+    // the live answer's: --p0f-db is the server's, not the row's).
     let token = format!("syn-{port4}");
     let rows = server
         .rows_until(|rows| rows.iter().any(|row| row.token.as_deref() == Some(&token)))
@@ -128,7 +143,9 @@ async fn the_syn_of_a_tuned_client_socket_is_echoed_as_tshark_and_p0f_read_it() 
         .iter()
         .find(|row| row.token.as_deref() == Some(&token))
         .expect("the request was stored");
-    assert_eq!(row.summary["tcp"], echo4["tcp"], "stored: {}", row.summary);
+    let mut live = echo4["tcp"].clone();
+    live.as_object_mut().expect("tcp").remove("os");
+    assert_eq!(row.summary["tcp"], live, "stored: {}", row.summary);
 }
 
 #[tokio::test]

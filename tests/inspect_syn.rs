@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::{json, Value};
-use syn_support::{p0f_signatures, tshark_syns};
+use syn_support::{p0f_os_names, p0f_signatures, tshark_syns};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -156,4 +156,38 @@ fn diff_names_the_tcp_fields_p0f_sees_differ() {
     assert_eq!(tcp("window_scale")["after"], scale(&after));
     assert_eq!(tcp("options")["before"], field(&before, 5));
     assert_eq!(tcp("options")["after"], field(&after, 5));
+}
+
+/// With Debian's p0f database (`--p0f-db /etc/p0f/p0f.fp`), each SYN's `tcp.os` is the OS
+/// `p0f -r` names with the same database (`null` where p0f says `???`).
+#[test]
+fn os_names_from_the_p0f_database_are_p0f_s() {
+    for file in [
+        "macos_tcp_flags.pcap",
+        "latest.pcapng",
+        "tls3.pcapng",
+        "ipv6.pcapng",
+    ] {
+        let path = data(file);
+        let names = p0f_os_names(&path);
+        let output = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+            .args(["inspect", "--p0f-db", "/etc/p0f/p0f.fp"])
+            .arg(&path)
+            .output()
+            .expect("the binary runs");
+        assert!(output.status.success(), "{output:?}");
+        let connections: Vec<Value> = serde_json::from_slice(&output.stdout).expect("JSON");
+        let mut named = 0;
+        for connection in connections.iter().filter(|c| !c["tcp"].is_null()) {
+            let port = client_port(connection);
+            let want = names
+                .get(&port)
+                .unwrap_or_else(|| panic!("{file}: p0f saw {port}"));
+            assert_eq!(connection["tcp"]["os"], json!(want), "{file}: port {port}");
+            named += usize::from(want.is_some());
+        }
+        if file != "ipv6.pcapng" {
+            assert!(named > 0, "{file}: p0f named no OS: {names:?}");
+        }
+    }
 }

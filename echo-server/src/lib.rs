@@ -19,6 +19,7 @@ mod server;
 pub mod view;
 mod writer;
 
+pub use capture::saved_syn;
 pub use config::Config;
 
 /// The server software as it names itself in records and on `/healthz`.

@@ -18,6 +18,7 @@ use exitvoice_schema::{
 };
 
 use crate::classify::{self, BucketInput, BucketRule};
+use crate::tcp::P0fDb;
 use crate::{h1, h2, tcp, tls};
 
 /// A connection's SYN: its IP and TCP headers, or why there are none.
@@ -36,18 +37,19 @@ impl Default for SynSource<'_> {
 }
 
 impl SynSource<'_> {
-    /// The SYN's facts, or why there are none (a SYN that did not parse: `malformed`, with the
-    /// parser's error).
-    pub fn facts(self) -> Result<TcpEcho, TcpAbsent> {
+    /// The SYN's facts, with the OS `db` names for it, or why there are none (a SYN that did
+    /// not parse: `malformed`, with the parser's error).
+    pub fn facts(self, db: Option<&P0fDb>) -> Result<TcpEcho, TcpAbsent> {
         match self {
-            Self::Saved(bytes) => {
-                tcp::parse_syn(bytes)
-                    .map(|syn| tcp::echo(&syn))
-                    .map_err(|error| TcpAbsent {
-                        reason: TcpAbsence::Malformed,
-                        detail: error.to_string(),
-                    })
-            }
+            Self::Saved(bytes) => tcp::parse_syn(bytes)
+                .map(|syn| TcpEcho {
+                    os: db.and_then(|db| db.os(&syn)).map(str::to_owned),
+                    ..tcp::echo(&syn)
+                })
+                .map_err(|error| TcpAbsent {
+                    reason: TcpAbsence::Malformed,
+                    detail: error.to_string(),
+                }),
             Self::Absent(reason) => Err(reason.into()),
         }
     }
@@ -58,6 +60,8 @@ impl SynSource<'_> {
 pub struct ConnectionInput<'a> {
     /// The connection's SYN, or why there is none.
     pub syn: SynSource<'a>,
+    /// The p0f signature database that names the SYN's OS (`--p0f-db`), if any.
+    pub p0f_db: Option<&'a P0fDb>,
     /// The ClientHello records as received (empty when there were none).
     pub hello: &'a [u8],
     /// The client's decrypted bytes from the first one on (empty when it sent none).
@@ -229,7 +233,7 @@ fn analyse_with(input: &ConnectionInput<'_>, detail: bool) -> Analysis {
         cipher: input.cipher.map(str::to_owned),
         ..ConnectionFacts::default()
     };
-    match input.syn.facts() {
+    match input.syn.facts(input.p0f_db) {
         Ok(echo) => facts.tcp = Some(echo),
         Err(absent) => {
             if absent.reason == TcpAbsence::Malformed {

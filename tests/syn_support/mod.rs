@@ -180,6 +180,19 @@ fn up_to_eol(kinds: impl Iterator<Item = u8>) -> Vec<u8> {
 
 /// `p0f -r file`'s `raw_sig` of every client SYN, by the client's port.
 pub fn p0f_signatures(file: &Path) -> HashMap<u16, String> {
+    p0f_field(file, "raw_sig")
+}
+
+/// `p0f -r file`'s `os` of every client SYN, by the client's port (`None` for p0f's `???`).
+pub fn p0f_os_names(file: &Path) -> HashMap<u16, Option<String>> {
+    p0f_field(file, "os")
+        .into_iter()
+        .map(|(port, os)| (port, (os != "???").then_some(os)))
+        .collect()
+}
+
+/// One field of p0f's report of every client SYN in `file`, by the client's port.
+fn p0f_field(file: &Path, field: &str) -> HashMap<u16, String> {
     let output = Command::new("p0f")
         .arg("-r")
         .arg(file)
@@ -199,9 +212,13 @@ pub fn p0f_signatures(file: &Path) -> HashMap<u16, String> {
                 .and_then(|client| client.rsplit('/').next())
                 .and_then(|port| port.parse::<u16>().ok());
         }
-        if let (Some(client), Some(sig)) = (port, line.strip_prefix("| raw_sig  = ")) {
-            signatures.insert(client, sig.to_owned());
-            port = None;
+        // `| os       = Linux 3.11 and newer`: the name padded to nine columns.
+        let value = line
+            .strip_prefix("| ")
+            .and_then(|rest| rest.split_once(" = "))
+            .filter(|(name, _)| name.trim_end() == field);
+        if let (Some(client), Some((_, value))) = (port, value) {
+            signatures.insert(client, value.to_owned());
         }
     }
     signatures

@@ -101,6 +101,7 @@ pub(crate) async fn serve_relayed(
         (SavedSyn::Absent(TcpAbsence::ProxyProtocol), raw.into()),
         None,
         tap,
+        shared.p0f_db.clone(),
     );
     shared.sink.closed(Arc::new(conn), Some((reason, detail)));
 }
@@ -144,6 +145,7 @@ async fn serve_tls(
             (syn.clone(), hello),
             None,
             Arc::clone(&tap),
+            shared.p0f_db.clone(),
         ));
         shared.sink.closed(conn, Some((reason, detail)));
     };
@@ -239,6 +241,7 @@ async fn serve_tls(
         (syn, hello),
         Some(session),
         Arc::clone(&tap),
+        shared.p0f_db.clone(),
     ));
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
     if conn.tap.truncated() {

@@ -32,7 +32,7 @@ pub(crate) mod quic;
 mod record;
 mod replay;
 #[allow(unsafe_code)]
-mod saved_syn;
+pub mod saved_syn;
 mod shared;
 mod sink;
 mod strike;

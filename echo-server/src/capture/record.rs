@@ -11,6 +11,7 @@ use bytes::Bytes;
 use exitvoice_protocol::analysis::{
     self, Analysis, ConnectionInput, EchoJson, Follower, LayerError, RequestHead,
 };
+use exitvoice_protocol::tcp::P0fDb;
 use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
 use time::OffsetDateTime;
 
@@ -48,6 +49,8 @@ pub struct Connection {
     pub accepted: OffsetDateTime,
     /// The SYN the kernel kept, or why there is none.
     pub(crate) syn: SavedSyn,
+    /// The p0f database that names the SYN's OS (`--p0f-db`).
+    p0f_db: Option<Arc<P0fDb>>,
     /// The ClientHello records as received (a partial hello when reading it failed).
     pub hello: Bytes,
     /// The negotiated session, when the handshake completed.
@@ -91,6 +94,7 @@ impl Connection {
         (syn, hello): (SavedSyn, Bytes),
         session: Option<Session>,
         tap: Arc<TapBuffer>,
+        p0f_db: Option<Arc<P0fDb>>,
     ) -> Self {
         let (peers, stored_peer) = peers;
         Self {
@@ -100,6 +104,7 @@ impl Connection {
             stored_peer,
             accepted,
             syn,
+            p0f_db,
             hello,
             session,
             tap,
@@ -181,6 +186,7 @@ impl Connection {
             let session = self.session.as_ref();
             let analysis = analysis::analyse(&ConnectionInput {
                 syn: self.syn.source(),
+                p0f_db: self.p0f_db.as_deref(),
                 hello: &self.hello,
                 // A connection that got no request through (a flood, a scanner, a broken client)
                 // is stored with its raw prefix for `exitvoice inspect`, but its HTTP layer is

@@ -6,6 +6,8 @@
 //! socket, which frees them (Linux commit cd8ae85299d5, "tcp: provide SYN headers for passive
 //! connections"; `tcp(7)`). No maintained crate wraps either option (socket2, rustix and nix
 //! have typed calls for other options only), so the two calls go through `libc` here.
+//!
+//! Public for `bench/floor`, whose floor reads the SYN with these same calls.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -20,7 +22,7 @@ const SAVED_SYN_CAP: usize = 512;
 
 /// What a connection's SYN is to the analysis: its headers, or why there are none.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum SavedSyn {
+pub enum SavedSyn {
     /// The network and TCP headers, as the kernel kept them.
     Saved(Vec<u8>),
     /// Why there is no SYN to read.
@@ -29,7 +31,7 @@ pub(crate) enum SavedSyn {
 
 impl SavedSyn {
     /// The SYN as the analysis reads it.
-    pub(crate) fn source(&self) -> SynSource<'_> {
+    pub fn source(&self) -> SynSource<'_> {
         match self {
             Self::Saved(bytes) => SynSource::Saved(bytes),
             Self::Absent(reason) => SynSource::Absent(*reason),
@@ -42,7 +44,7 @@ impl SavedSyn {
 /// # Errors
 /// The kernel's, on a system without `TCP_SAVE_SYN` (not Linux, or before Linux 4.2).
 #[cfg(target_os = "linux")]
-pub(crate) fn keep(listener: &impl AsRawFd) -> io::Result<()> {
+pub fn keep(listener: &impl AsRawFd) -> io::Result<()> {
     let on: libc::c_int = 1;
     let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `listener` owns an open socket for the duration of the call; the value pointer
@@ -67,7 +69,7 @@ pub(crate) fn keep(listener: &impl AsRawFd) -> io::Result<()> {
 /// it). `Absent(NotSaved)` when it kept none: SYN cookies were in use, or the listener did not
 /// ask.
 #[cfg(target_os = "linux")]
-pub(crate) fn take(stream: &impl AsRawFd) -> SavedSyn {
+pub fn take(stream: &impl AsRawFd) -> SavedSyn {
     let mut buf = vec![0_u8; SAVED_SYN_CAP];
     let mut len = SAVED_SYN_CAP as libc::socklen_t;
     // SAFETY: `stream` owns an open socket for the duration of the call; the value pointer and
@@ -93,13 +95,13 @@ pub(crate) fn take(stream: &impl AsRawFd) -> SavedSyn {
 
 /// Without Linux's `TCP_SAVE_SYN` there is no SYN to keep.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn keep(_listener: &impl AsRawFd) -> io::Result<()> {
+pub fn keep(_listener: &impl AsRawFd) -> io::Result<()> {
     Err(io::Error::from(io::ErrorKind::Unsupported))
 }
 
 /// Without Linux's `TCP_SAVE_SYN` there is no SYN to take.
 #[cfg(not(target_os = "linux"))]
-pub(crate) fn take(_stream: &impl AsRawFd) -> SavedSyn {
+pub fn take(_stream: &impl AsRawFd) -> SavedSyn {
     SavedSyn::Absent(TcpAbsence::Unsupported)
 }
 

@@ -13,6 +13,7 @@
 mod error;
 mod ip;
 mod options;
+mod p0f_db;
 mod quirks;
 mod signature;
 mod syn;
@@ -20,6 +21,7 @@ mod voice;
 
 pub use error::SynError;
 pub use options::{OptionError, OptionKind};
+pub use p0f_db::{P0fDb, P0fDbError};
 pub use quirks::Quirks;
 pub use syn::{parse_syn, Syn};
 pub use voice::{voice_id, VOICE_PREFIX};

@@ -66,6 +66,14 @@ impl Quirks {
         (Self::BAD_OPTIONS, "bad"),
     ];
 
+    /// The quirk p0f calls `name`.
+    pub fn named(name: &str) -> Option<Self> {
+        Self::NAMES
+            .into_iter()
+            .find(|(_, known)| *known == name)
+            .map(|(quirk, _)| quirk)
+    }
+
     /// Adds `quirk`.
     pub fn set(&mut self, quirk: Self) {
         self.0 |= quirk.0;
