@@ -70,7 +70,8 @@ pub fn keep(listener: &impl AsRawFd) -> io::Result<()> {
 /// ask.
 #[cfg(target_os = "linux")]
 pub fn take(stream: &impl AsRawFd) -> SavedSyn {
-    let mut buf = vec![0_u8; SAVED_SYN_CAP];
+    // On the stack: the connection keeps only the bytes the kernel wrote (~60 to 120).
+    let mut buf = [0_u8; SAVED_SYN_CAP];
     let mut len = SAVED_SYN_CAP as libc::socklen_t;
     // SAFETY: `stream` owns an open socket for the duration of the call; the value pointer and
     // `len` describe `buf`, which lives across the call, and the kernel writes at most `len`
@@ -84,11 +85,9 @@ pub fn take(stream: &impl AsRawFd) -> SavedSyn {
             &mut len,
         )
     };
-    match usize::try_from(len) {
-        Ok(len) if result == 0 && len > 0 && len <= SAVED_SYN_CAP => {
-            buf.truncate(len);
-            SavedSyn::Saved(buf)
-        }
+    let written = usize::try_from(len).ok().filter(|len| *len > 0);
+    match written.and_then(|len| buf.get(..len)) {
+        Some(bytes) if result == 0 => SavedSyn::Saved(bytes.to_vec()),
         _ => SavedSyn::Absent(TcpAbsence::NotSaved),
     }
 }
