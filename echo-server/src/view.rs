@@ -118,10 +118,12 @@ impl<'a> EchoView<'a> {
     }
 
     /// The echo with its coherence judged from the `families` its connection and request look
-    /// like: `/api/all`'s answer.
-    pub fn judged(self, families: Families) -> Self {
+    /// like, the operating system its User-Agent claims (`ua_os`) and the one its SYN shows:
+    /// `/api/all`'s answer.
+    pub fn judged(self, families: Families, ua_os: Option<&str>) -> Self {
+        let tcp_os = self.tcp.flatten().and_then(|tcp| tcp.os.as_deref());
         Self {
-            coherence: Some(coherence::judge(self.alpn, families)),
+            coherence: Some(coherence::judge(self.alpn, families).with_os(ua_os, tcp_os)),
             ..self
         }
     }
@@ -319,7 +321,7 @@ mod tests {
         let families = Families::default();
         let mut judged = full.to_vec();
         judged.push("coherence");
-        assert_eq!(keys(&view().judged(families)), judged);
+        assert_eq!(keys(&view().judged(families, None)), judged);
         let tls = ["schema_version", "time", "peer", "alpn", "tls", "request"];
         assert_eq!(keys(&view().tls_only()), tls);
         let http2 = [

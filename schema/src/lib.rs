@@ -24,8 +24,8 @@ pub use echo::{
 };
 pub use geo::{EchoGeo, GeoSource, Place};
 pub use label::{
-    Baseline, Change, DriftState, Egress, ExitCoherence, ExitGeo, ExitLabel, Flags, H3Label,
-    HistoryEntry, LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
+    Baseline, Change, DriftState, Egress, ExitCoherence, ExitGeo, ExitLabel, ExitStack, Flags,
+    H3Label, HistoryEntry, LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
 pub use label_csv::{labels_csv, CSV_COLUMNS};
 pub use observation::{
