@@ -4,9 +4,7 @@
 //! TTL, window, window scale, option layout and quirks (the TCP voice's fields), cipher suites,
 //! extensions, groups, signature algorithms, ALPN, versions (every list extension of the
 //! ClientHello), SETTINGS ids, values and order, WINDOW_UPDATE, PRIORITY, pseudo-header and
-//! header order, the HTTP/1 header order, ALPN offered / negotiated / spoken, and the SYN's
-//! TCP fields the TCP voice keeps (initial TTL, window form, scale, MSS sent, option layout,
-//! the TCP quirks: p0f v3's fields, read from the echo's `tcp.p0f`). It reads the
+//! header order, the HTTP/1 header order, and ALPN offered / negotiated / spoken. It reads the
 //! echo's JSON (the fingerprints and the parsed ClientHello's `detail`), the same for a probe's
 //! echo, a stored observation and `exitvoice inspect`'s analysis of a capture file.
 //!
@@ -76,20 +74,10 @@ impl VoiceView {
         .with_tcp(echo.tcp.as_ref())
     }
 
-    /// This view with the TCP fields of the connection's SYN, when there was one.
+    /// The view with the SYN's fields in front, when there was a SYN: from its p0f signature
+    /// (`ver:ttl+dist:olen:mss:wsize,scale:olayout:quirks:pclass`, p0f's README section 5),
+    /// whose window form and option names are p0f's.
     #[must_use]
-    pub fn with_tcp(mut self, tcp: Option<&TcpEcho>) -> Self {
-        if let Some(tcp) = tcp {
-            self.tcp(tcp);
-        }
-        self
-    }
-
-    /// The view with the SYN's fields in front, when there was a SYN (`exitvoice diff`; the
-    /// labels' changes do not carry layer `tcp` yet: their schema lists the layers): from its
-    /// p0f signature
-    /// (`ver:ttl+dist:olen:mss:wsize,scale:olayout:quirks:pclass`), whose window form and
-    /// option names are p0f's.
     pub fn with_tcp(self, tcp: Option<&TcpEcho>) -> Self {
         let Some(tcp) = tcp else {
             return self;
@@ -213,38 +201,6 @@ impl VoiceView {
             "extensions",
             Field::Set(set.into_iter().map(|(_, name)| name).collect()),
         );
-    }
-
-    /// The SYN's fields that its TCP voice keeps, from its p0f v3 signature
-    /// (`ver:ittl:olen:mss:wsize,scale:olayout:quirks:pclass`, p0f's README section 5): what
-    /// the path changes (the TTL that arrived, the MSS's value) and the IP layer's quirks
-    /// (`df`, `id+`, `id-`, `0+`, `flow`, which IPv6 cannot have) are left out, as the voice
-    /// leaves them out.
-    fn tcp(&mut self, tcp: &TcpEcho) {
-        const IP_QUIRKS: [&str; 5] = ["df", "id+", "id-", "0+", "flow"];
-        let fields: Vec<&str> = tcp.p0f.split(':').collect();
-        let field = |i: usize| fields.get(i).copied().unwrap_or_default();
-        let (window, scale) = field(4).split_once(',').unwrap_or((field(4), ""));
-        let list = |text: &str| -> Vec<String> {
-            text.split(',')
-                .filter(|item| !item.is_empty())
-                .map(str::to_owned)
-                .collect()
-        };
-        self.push(
-            "tcp",
-            "initial_ttl",
-            Field::Value(tcp.initial_ttl.to_string()),
-        );
-        self.push("tcp", "ip_options_len", Field::Value(field(2).to_owned()));
-        self.push("tcp", "mss", Field::Value(present(tcp.mss.is_some())));
-        self.push("tcp", "window", Field::Value(window.to_owned()));
-        self.push("tcp", "window_scale", Field::Value(scale.to_owned()));
-        self.push("tcp", "options", Field::Ordered(list(field(5))));
-        let mut quirks = list(field(6));
-        quirks.retain(|q| !IP_QUIRKS.contains(&q.as_str()));
-        self.push("tcp", "quirks", Field::Set(quirks));
-        self.push("tcp", "payload", Field::Value(field(7).to_owned()));
     }
 
     /// The HTTP/2 fields: the Akamai string's parts (SETTINGS in wire order as `id:value`,

@@ -86,7 +86,7 @@ async fn view(operand: &str, args: &Args) -> anyhow::Result<VoiceView> {
             let sample = record
                 .sample
                 .with_context(|| format!("probe {operand} failed: it has no echo"))?;
-            return Ok(VoiceView::of_echo(&sample.echo).with_tcp(sample.echo.tcp.as_ref()));
+            return Ok(VoiceView::of_echo(&sample.echo));
         }
     }
     if let Some(echo_db) = &args.echo_db {
@@ -101,7 +101,7 @@ async fn view(operand: &str, args: &Args) -> anyhow::Result<VoiceView> {
             .await?;
         if let Some(stored) = listed.into_iter().next() {
             if let Summary::Request(echo) = stored.observation.summary {
-                return Ok(VoiceView::of_echo(&echo).with_tcp(echo.tcp.as_ref()));
+                return Ok(VoiceView::of_echo(&echo));
             }
         }
     }
