@@ -6,18 +6,25 @@
 //! The expected values are the kernels' settings: the stock namespace's own `sysctl` readings,
 //! and the other's as the test set them (`ip_default_ttl=128`, no timestamps, no SACK, no
 //! window scaling). The labels must carry each stack's TTL and options in their p0f signature
-//! and tell the two apart. Needs root (`ip netns`), as the test command runs.
+//! and tell the two apart. The echo names each stack's operating system with Debian's p0f
+//! database (`--p0f-db`), checked against `p0f -r` on a capture of the same SYNs, and a
+//! preflight that expects Linux passes only the exits whose stack p0f calls Linux. Needs root
+//! (`ip netns`, dumpcap), as the test command runs.
 
 mod support;
+mod syn_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use syn_support::Capture;
 
 /// The echo server's address, on the core namespace's loopback.
 const ECHO_IP: &str = "10.99.0.1";
+/// Debian's p0f signature database (package p0f).
+const P0F_DB: &str = "/etc/p0f/p0f.fp";
 
 /// Runs `ip ARGS`; panics with its stderr when it fails.
 fn ip(args: &[&str]) {
@@ -167,7 +174,14 @@ fn echo(spaces: &mut Namespaces, ns: &str, dir: &Path) -> (u16, String) {
     let mut command = in_ns(ns, env!("CARGO_BIN_EXE_exitvoice"));
     command
         .current_dir(dir)
-        .args(["serve", "--listen", &format!("{ECHO_IP}:0"), "--db"])
+        .args([
+            "serve",
+            "--listen",
+            &format!("{ECHO_IP}:0"),
+            "--p0f-db",
+            P0F_DB,
+            "--db",
+        ])
         .arg(dir.join("echo.db"))
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(dir.join("serve.log")).expect("log file"));
@@ -244,6 +258,9 @@ fn exits_on_other_kernels_settings_get_their_own_stack() {
     tinyproxy(&mut spaces, &stock, "10.99.1.2", work.path());
     tinyproxy(&mut spaces, &tuned, "10.99.2.2", work.path());
     let (port, pin) = echo(&mut spaces, &core, work.path());
+    // The SYNs each exit sends the echo, as they cross into the core namespace.
+    let captures = [&stock, &tuned]
+        .map(|exit| Capture::start_on(Some(core.as_str()), &format!("{exit}c"), &[port]));
 
     let exits = work.path().join("exits.toml");
     std::fs::write(
@@ -256,23 +273,28 @@ fn exits_on_other_kernels_settings_get_their_own_stack() {
     )
     .unwrap();
     let labels_path = work.path().join("labels.json");
-    let out = in_ns(&core, env!("CARGO_BIN_EXE_exitvoice"))
-        .arg("audit")
-        .arg("--exits")
-        .arg(&exits)
-        .arg("--db")
-        .arg(work.path().join("audit.db"))
-        .arg("--labels-out")
-        .arg(&labels_path)
-        .args(["--once", "--samples", "2", "--no-quic", "--spacing", "50ms"])
-        .output()
-        .unwrap();
+    let audit = |extra: &[&str]| {
+        in_ns(&core, env!("CARGO_BIN_EXE_exitvoice"))
+            .arg("audit")
+            .arg("--exits")
+            .arg(&exits)
+            .arg("--db")
+            .arg(work.path().join("audit.db"))
+            .arg("--labels-out")
+            .arg(&labels_path)
+            .args(["--once", "--samples", "2", "--no-quic", "--spacing", "50ms"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = audit(&[]);
     assert!(
         out.status.success(),
         "audit: {}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let [stock_capture, tuned_capture] = captures.map(Capture::stop);
     let labels: Value = serde_json::from_slice(&std::fs::read(&labels_path).unwrap()).unwrap();
     support::assert_valid_labels(&labels);
     let exit = |name: &str| {
@@ -320,4 +342,51 @@ fn exits_on_other_kernels_settings_get_their_own_stack() {
     }
     let by_stack = labels["pool"]["by_stack"].as_object().unwrap();
     assert_eq!(by_stack.len(), 2, "{by_stack:?}");
+
+    // The operating system each stack shows: the one `p0f -r` names for the same SYNs (one
+    // name per exit: every SYN of a stack is alike).
+    let p0f_os = |file: &Path| {
+        let mut names: Vec<Option<String>> =
+            syn_support::p0f_os_names(file).into_values().collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 1, "one stack, one name: {names:?}");
+        names.remove(0)
+    };
+    let stock_os = p0f_os(&stock_capture.file);
+    let tuned_os = p0f_os(&tuned_capture.file);
+    assert!(stock_os.is_some(), "p0f knows the stock Linux stack");
+    assert_eq!(
+        stock_label["stack"]["os"].as_str(),
+        stock_os.as_deref(),
+        "{stock_label}"
+    );
+    assert_eq!(
+        tuned_label["stack"]["os"].as_str(),
+        tuned_os.as_deref(),
+        "{tuned_label}"
+    );
+
+    // A preflight that expects Linux: the stock stack passes; the tuned one fails, named.
+    let preflight = audit(&["--preflight", "--min-pass", "0", "--expect-os", "linux"]);
+    let table = String::from_utf8_lossy(&preflight.stdout).into_owned();
+    let row = |name: &str| {
+        table
+            .lines()
+            .find(|line| {
+                let mut words = line.split_whitespace();
+                words.next() == Some(name) && matches!(words.next(), Some("pass" | "FAIL"))
+            })
+            .unwrap_or_else(|| panic!("no row for {name}:\n{table}"))
+            .to_owned()
+    };
+    assert!(!row("stock").contains("expected linux"), "{table}");
+    let tuned_linux = tuned_os
+        .as_deref()
+        .is_some_and(|os| os.to_ascii_lowercase().contains("linux"));
+    assert_eq!(
+        row("tuned").contains("expected linux"),
+        !tuned_linux,
+        "{table}"
+    );
 }

@@ -21,6 +21,11 @@ pub struct Capture {
 impl Capture {
     /// Starts dumpcap on `lo` for TCP to or from `ports`, and waits until it captures.
     pub fn start(ports: &[u16]) -> Self {
+        Self::start_on(None, "lo", ports)
+    }
+
+    /// [`Capture::start`] on `interface`, in network namespace `netns` when given.
+    pub fn start_on(netns: Option<&str>, interface: &str, ports: &[u16]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("syn.pcapng");
         let filter = ports
@@ -28,8 +33,16 @@ impl Capture {
             .map(|port| format!("tcp port {port}"))
             .collect::<Vec<_>>()
             .join(" or ");
-        let mut child = Command::new("dumpcap")
-            .args(["-q", "-i", "lo", "-f", &filter, "-w"])
+        let mut command = match netns {
+            Some(ns) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", ns, "dumpcap"]);
+                command
+            }
+            None => Command::new("dumpcap"),
+        };
+        let mut child = command
+            .args(["-q", "-i", interface, "-f", &filter, "-w"])
             .arg(&file)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
