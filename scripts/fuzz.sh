@@ -20,7 +20,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-ALL_TARGETS=(client_hello h2_prefix h1_head pcap quic_initials h3_streams connect_reply socks5_reply exits_file)
+ALL_TARGETS=(client_hello h2_prefix h1_head pcap quic_initials h3_streams connect_reply socks5_reply exits_file tcp_syn)
 RUNS=${FUZZ_RUNS:-10000000}
 SECONDS_CAP=${FUZZ_SECONDS:-1800}
 SANITIZER=${FUZZ_SANITIZER:-none}
@@ -29,7 +29,7 @@ LOG_DIR=${FUZZ_LOG_DIR:-fuzz/target/logs}
 # Longest input per target: above the largest seed, small enough to keep executions fast.
 declare -A MAX_LEN=(
   [client_hello]=8192 [h2_prefix]=8192 [h1_head]=4096 [pcap]=16384 [quic_initials]=4096 [h3_streams]=4096
-  [connect_reply]=17000 [socks5_reply]=512 [exits_file]=4096
+  [connect_reply]=17000 [socks5_reply]=512 [exits_file]=4096 [tcp_syn]=256
 )
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then

@@ -5,7 +5,8 @@
 #     packaged service is not started: the tests run their own instance), systemd (its
 #     systemd-analyze checks the deploy/ units), pebble (a throwaway ACME CA), redis-server
 #     (store/redistest runs its own servers from its binary; the packaged daemon is stopped),
-#     mmdblookup (mmdb-bin: the independent reader of the geo tests);
+#     mmdblookup (mmdb-bin: the independent reader of the geo tests), p0f (the independent
+#     reader of SYNs: `p0f -r` on the SYN tests' captures);
 #   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients
 #     (aioquic: the independent QUIC/HTTP/3 client of tests/echo_quic.rs), and mmdb-writer (the
 #     geo tests' MaxMind DB files, written at test time);
@@ -31,7 +32,7 @@ APT_PACKAGES=(
   chromium firefox-esr nghttp2-client golang-go
   squid apache2-utils tinyproxy dante-server haproxy
   prometheus systemd pebble postgresql redis-server
-  mmdb-bin
+  mmdb-bin p0f
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

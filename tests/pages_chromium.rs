@@ -108,6 +108,10 @@ fn the_fingerprint_page_shows_what_api_all_says_to_the_same_browser() {
     assert_eq!(shown("http2_voice_id"), http2.voice_id.0);
     assert_eq!(Some(shown("profile")), api.profile);
     assert_eq!(shown("alpn_offered"), api.alpn.offered.join(","));
+    // The TCP layer: the SYN of the browser's host, alike on each of its connections.
+    let tcp = api.tcp.as_ref().expect("the SYN of Chromium's connection");
+    assert_eq!(shown("tcp_voice"), tcp.voice_id.0);
+    assert_eq!(shown("tcp_p0f"), tcp.p0f);
     // The page's own request: the JSON it embeds is the echo it was rendered from.
     let embedded: Echo = serde_json::from_str(&shown("echo-json")).expect("embedded echo");
     let own = embedded.tls.as_ref().expect("tls");

@@ -1,6 +1,7 @@
 //! Say what changed: two observations' voices, field by field.
 //!
-//! A voice id says *that* a layer differs; [`between`] says *which* fields: cipher suites,
+//! A voice id says *that* a layer differs; [`between`] says *which* fields: the SYN's initial
+//! TTL, window, window scale, option layout and quirks (the TCP voice's fields), cipher suites,
 //! extensions, groups, signature algorithms, ALPN, versions (every list extension of the
 //! ClientHello), SETTINGS ids, values and order, WINDOW_UPDATE, PRIORITY, pseudo-header and
 //! header order, the HTTP/1 header order, and ALPN offered / negotiated / spoken. It reads the
@@ -11,9 +12,10 @@
 //! extension set is compared as a set (Chrome permutes its extension order on every
 //! connection), and the extensions that come and go with resumption or the hello's size
 //! (padding, session_ticket, pre_shared_key, early_data) and the server name (the target, not
-//! the stack) are left out. Unknown JSON shapes are read as text, never a panic.
+//! the stack) are left out; so are what the path changes in a SYN (TTL as received, MSS value,
+//! the IP layer's quirks). Unknown JSON shapes are read as text, never a panic.
 
-use exitvoice_schema::{Alpn, Change, Echo, Http1Echo, Http2Echo, Spoken, TlsEcho};
+use exitvoice_schema::{Alpn, Change, Echo, Http1Echo, Http2Echo, Spoken, TcpEcho, TlsEcho};
 use serde_json::Value;
 
 /// Extension bodies (the echo's `kind` names) that come and go with resumption or the hello's
@@ -22,6 +24,10 @@ const VOLATILE: [&str; 4] = ["padding", "session_ticket", "pre_shared_key", "ear
 /// Extension bodies in the set but not compared as fields: the server name is the target, not
 /// the stack; GREASE and unknown bodies are opaque bytes.
 const NOT_FIELDS: [&str; 3] = ["server_name", "grease", "unknown"];
+
+/// p0f's quirks of the IP layer, which an IPv6 SYN of the same stack cannot have: left out, as
+/// the TCP voice leaves them out.
+const IP_QUIRKS: [&str; 5] = ["df", "id+", "id-", "0+", "flow"];
 
 /// One comparable field of a voice.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,6 +71,42 @@ impl VoiceView {
             echo.http2.as_ref(),
             echo.http1.as_ref(),
         )
+        .with_tcp(echo.tcp.as_ref())
+    }
+
+    /// The view with the SYN's fields in front, when there was a SYN: from its p0f signature
+    /// (`ver:ttl+dist:olen:mss:wsize,scale:olayout:quirks:pclass`, p0f's README section 5),
+    /// whose window form and option names are p0f's.
+    #[must_use]
+    pub fn with_tcp(self, tcp: Option<&TcpEcho>) -> Self {
+        let Some(tcp) = tcp else {
+            return self;
+        };
+        let parts: Vec<&str> = tcp.p0f.split(':').collect();
+        let part = |i: usize| parts.get(i).copied().unwrap_or_default();
+        let (window, scale) = part(4).split_once(',').unwrap_or((part(4), ""));
+        let list = |text: &str| -> Vec<String> {
+            text.split(',')
+                .filter(|item| !item.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let quirks = list(part(6))
+            .into_iter()
+            .filter(|quirk| !IP_QUIRKS.contains(&quirk.as_str()))
+            .collect();
+        let mut view = Self::default();
+        view.push(
+            "tcp",
+            "initial_ttl",
+            Field::Value(tcp.initial_ttl.to_string()),
+        );
+        view.push("tcp", "window", Field::Value(window.to_owned()));
+        view.push("tcp", "window_scale", Field::Value(scale.to_owned()));
+        view.push("tcp", "options", Field::Ordered(list(part(5))));
+        view.push("tcp", "quirks", Field::Set(quirks));
+        view.fields.extend(self.fields);
+        view
     }
 
     /// The voice fields of a connection's parts: its ClientHello fingerprints, ALPN, and the

@@ -44,7 +44,23 @@ pub fn summary(labels: &[ExitLabel]) -> Pool {
     pool.unique_egress = u32::try_from(egress.len()).unwrap_or(u32::MAX);
     pool.collapsed_egress = answering >= 2 && egress.len() == 1;
     by_place(&mut pool, labels);
+    by_stack(&mut pool, labels);
     pool
+}
+
+/// The pool by the TCP voice of each exit's newest SYN (`unknown` for an exit without one);
+/// nothing when no exit has one.
+fn by_stack(pool: &mut Pool, labels: &[ExitLabel]) {
+    if labels.iter().all(|l| l.stack.is_none()) {
+        return;
+    }
+    for label in labels {
+        let stack = label
+            .stack
+            .as_ref()
+            .map_or_else(|| "unknown".to_owned(), |s| s.voice.clone());
+        *pool.by_stack.entry(stack).or_default() += 1;
+    }
 }
 
 /// The pool by country and by network of each exit's newest placed sample, and the share of
@@ -175,6 +191,8 @@ mod tests {
                 tls_family: Some(family(tls)),
                 http_family: http.map(family),
                 ua_family: None,
+                ua_os: None,
+                tcp_os: None,
             },
             baseline_score: None,
             kept: true,

@@ -5,10 +5,13 @@
 //! exit rotated, and its p95 latency is within `max_p95_ms`. The pool passes when the share of
 //! passing exits is at least `min_pass`, it leaves from at least `min_unique_egress` addresses,
 //! and, when asked, its `h2_health` (the share of bucket A among the exits whose newest sample
-//! had an HTTP/2 bucket) is at least `min_h2_health`.
+//! had an HTTP/2 bucket) is at least `min_h2_health`. With `expect_os`, an exit passes only when
+//! its host's TCP stack is known and of that operating system's kin (`exitvoice_schema::
+//! coherence::os_kin`: Android's stack is Linux's).
 
 use std::collections::BTreeMap;
 
+use exitvoice_schema::coherence::os_kin;
 use exitvoice_schema::LabelsDoc;
 
 /// What a pool must reach.
@@ -22,6 +25,8 @@ pub struct Thresholds {
     pub max_p95_ms: Option<u64>,
     /// Least share of bucket A among h2 exits.
     pub min_h2_health: Option<f64>,
+    /// The operating system every exit host's TCP stack must show (`linux`, `windows`, …).
+    pub expect_os: Option<String>,
 }
 
 impl Default for Thresholds {
@@ -31,6 +36,7 @@ impl Default for Thresholds {
             min_unique_egress: 1,
             max_p95_ms: None,
             min_h2_health: None,
+            expect_os: None,
         }
     }
 }
@@ -102,6 +108,16 @@ pub fn judge(doc: &LabelsDoc, thresholds: &Thresholds) -> Verdict {
         }
         if label.egress.rotating == Some(false) {
             reasons.push("not_rotating: one egress".to_owned());
+        }
+        if let Some(expected) = &thresholds.expect_os {
+            let shown = label.stack.as_ref().and_then(|s| s.os.as_deref());
+            match shown {
+                None => reasons.push(format!("stack os unknown (expected {expected})")),
+                Some(os) if os_kin(os).is_none() || os_kin(os) != os_kin(expected) => {
+                    reasons.push(format!("stack os {os} (expected {expected})"));
+                }
+                Some(_) => {}
+            }
         }
         if let (Some(max), Some(p95)) = (thresholds.max_p95_ms, label.latency.p95_ms) {
             if p95 > max {
@@ -237,5 +253,33 @@ mod tests {
             ["no successful probe", "1 probe(s) failed: proxy_auth"]
         );
         assert!(!judge(&doc(vec![]), &Thresholds::default()).passed());
+
+        // An expected operating system: the stack must show one of its kin.
+        let mut stacks = good.clone();
+        let stack = |os: Option<&str>| exitvoice_schema::ExitStack {
+            voice: "tcpv1_00".into(),
+            p0f: "4:64+0:0:*:mss*44,7:mss,sok,ts,nop,ws:df,id+:0".into(),
+            os: os.map(str::to_owned),
+            hops: 0,
+            voices: vec!["tcpv1_00".into()],
+        };
+        stacks.exits[0].stack = Some(stack(Some("Linux 3.11 and newer")));
+        stacks.exits[1].stack = Some(stack(Some("Windows 7 or 8")));
+        stacks.exits[2].stack = Some(stack(None));
+        let linux = Thresholds {
+            expect_os: Some("android".into()),
+            min_pass: 0.0,
+            ..Thresholds::default()
+        };
+        let verdict = judge(&stacks, &linux);
+        let reasons: Vec<_> = verdict.exits.iter().map(|e| e.reasons.clone()).collect();
+        assert_eq!(
+            reasons,
+            [
+                vec![],
+                vec!["stack os Windows 7 or 8 (expected android)".to_owned()],
+                vec!["stack os unknown (expected android)".to_owned()],
+            ]
+        );
     }
 }

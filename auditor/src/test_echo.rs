@@ -22,6 +22,8 @@ pub(crate) fn echo(detail: &serde_json::Value) -> Echo {
             negotiated: Some("h2".into()),
             spoken: Spoken::H2,
         },
+        tcp: None,
+        tcp_absent: None,
         tls: Some(TlsEcho {
             ja3: String::new(),
             ja3_hash: String::new(),

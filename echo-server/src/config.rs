@@ -104,6 +104,9 @@ pub struct Config {
     /// MaxMind DB files (a country or city database, an ASN one, or one with both) whose
     /// country and network of the visitor `/api/all` shows; none by default.
     pub geoip: Vec<PathBuf>,
+    /// A p0f v3 signature database (`p0f.fp`) whose OS names `/api/all`'s `tcp.os` shows;
+    /// none by default.
+    pub p0f_db: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -125,6 +128,7 @@ impl Default for Config {
             writer: WriterConfig::default(),
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
             geoip: Vec::new(),
+            p0f_db: None,
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
+use exitvoice_protocol::tcp::P0fDb;
 use exitvoice_store::{Store, StoreError};
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
@@ -62,6 +63,14 @@ pub enum ServerError {
     /// A `--geoip` database could not be read.
     #[error(transparent)]
     Geo(#[from] exitvoice_geo::GeoError),
+    /// The `--p0f-db` file could not be read.
+    #[error("cannot read the p0f database {path}: {reason}")]
+    P0fDb {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// A bound, ready-to-run echo server.
@@ -129,6 +138,18 @@ impl Server {
         let acceptor = TlsAcceptor::from(Arc::new(tls));
         let metrics = Arc::new(Metrics::default());
         let geo = geo::open(&config.geoip, &metrics)?;
+        let p0f_db = match &config.p0f_db {
+            Some(path) => {
+                let failed = |reason: String| ServerError::P0fDb {
+                    path: path.clone(),
+                    reason,
+                };
+                let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
+                let db = P0fDb::parse(&text).map_err(|e| failed(e.to_string()))?;
+                Some(Arc::new(db))
+            }
+            None => None,
+        };
         if let Some(dir) = &config.record_dir {
             std::fs::create_dir_all(dir).map_err(ServerError::RecordDir)?;
         }
@@ -219,6 +240,7 @@ impl Server {
             boot_id: boot_ms.to_string(),
             store_peer_ip: config.store_peer_ip,
             proxy_from: config.proxy_protocol_from,
+            p0f_db,
             next_connection: AtomicU64::new(0),
         });
         let mut quic = Vec::with_capacity(udp_sockets.len());

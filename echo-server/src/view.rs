@@ -6,7 +6,7 @@ use exitvoice_protocol::analysis::{Analysis, EchoJson};
 use exitvoice_schema::coherence;
 use exitvoice_schema::{
     rfc3339_ms, Alpn, Bucket, Coherence, EchoGeo, Families, Http1Echo, Peer, RawJson,
-    RequestPosition, RequestRecord, VoiceId, ECHO_SCHEMA_VERSION,
+    RequestPosition, RequestRecord, TcpAbsent, TcpEcho, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -32,6 +32,10 @@ pub struct EchoView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     path: Part<&'a str>,
     alpn: &'a Alpn,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tcp: Part<Option<&'a TcpEcho>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tcp_absent: Option<&'a TcpAbsent>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tls: Part<Option<&'a RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,6 +94,8 @@ impl<'a> EchoView<'a> {
             method: Some(&record.method),
             path: Some(&record.path),
             alpn: &facts.alpn,
+            tcp: Some(facts.tcp.as_ref()),
+            tcp_absent: facts.tcp_absent.as_ref().filter(|_| facts.tcp.is_none()),
             tls: Some(json.tls.as_ref().map(RawJson::as_raw)),
             http2: Some(facts.http2.as_ref().map(|h2| Http2View {
                 akamai_fingerprint: &h2.akamai_fingerprint,
@@ -112,10 +118,12 @@ impl<'a> EchoView<'a> {
     }
 
     /// The echo with its coherence judged from the `families` its connection and request look
-    /// like: `/api/all`'s answer.
-    pub fn judged(self, families: Families) -> Self {
+    /// like, the operating system its User-Agent claims (`ua_os`) and the one its SYN shows:
+    /// `/api/all`'s answer.
+    pub fn judged(self, families: Families, ua_os: Option<&str>) -> Self {
+        let tcp_os = self.tcp.flatten().and_then(|tcp| tcp.os.as_deref());
         Self {
-            coherence: Some(coherence::judge(self.alpn, families)),
+            coherence: Some(coherence::judge(self.alpn, families).with_os(ua_os, tcp_os)),
             ..self
         }
     }
@@ -128,6 +136,8 @@ impl<'a> EchoView<'a> {
     /// `/api/tls`: the TLS layer.
     pub fn tls_only(self) -> Self {
         Self {
+            tcp: None,
+            tcp_absent: None,
             token: None,
             method: None,
             path: None,
@@ -158,9 +168,12 @@ impl<'a> EchoView<'a> {
         }
     }
 
-    /// Without the request's own words and the TLS layer, which no HTTP layer answer carries.
+    /// Without the request's own words and the TCP and TLS layers, which no HTTP layer answer
+    /// carries.
     fn layer_only(self) -> Self {
         Self {
+            tcp: None,
+            tcp_absent: None,
             token: None,
             method: None,
             path: None,
@@ -234,6 +247,7 @@ mod tests {
             HELLO,
             &PREFIX[..analysis.prefix_len],
             stored.alpn.spoken,
+            None,
         ));
         assert_eq!(
             echo,
@@ -294,6 +308,8 @@ mod tests {
             "method",
             "path",
             "alpn",
+            "tcp",
+            "tcp_absent",
             "tls",
             "http2",
             "http1",
@@ -305,7 +321,7 @@ mod tests {
         let families = Families::default();
         let mut judged = full.to_vec();
         judged.push("coherence");
-        assert_eq!(keys(&view().judged(families)), judged);
+        assert_eq!(keys(&view().judged(families, None)), judged);
         let tls = ["schema_version", "time", "peer", "alpn", "tls", "request"];
         assert_eq!(keys(&view().tls_only()), tls);
         let http2 = [

@@ -472,6 +472,7 @@ fn connection_row(conn: &Connection, failure: Option<Failed>, metrics: &Metrics)
         analysed_prefix_len: Some(analysis.prefix_len),
         hello: conn.hello.to_vec(),
         prefix,
+        syn: conn.syn_bytes().to_vec(),
     }
 }
 

@@ -1,7 +1,7 @@
 //! From captured bytes to facts: the one analysis of a connection, and the small per-request part.
 //!
-//! [`analyse`] turns a connection's ClientHello records and decrypted client prefix into its
-//! [`ConnectionFacts`] (TLS fingerprints and voice, ALPN offered / negotiated / spoken, the HTTP/2
+//! [`analyse`] turns a connection's SYN, ClientHello records and decrypted client prefix into its
+//! [`ConnectionFacts`] (the TCP voice and p0f signature, TLS fingerprints and voice, ALPN offered / negotiated / spoken, the HTTP/2
 //! frame log, Akamai string, voice and browser profile). The live server calls it at most once
 //! per connection, when the first request (or the connection's end) needs it, and every request
 //! on the connection shares the result; `exitvoice inspect` calls the same function on files.
@@ -13,15 +13,55 @@ use std::sync::{Arc, OnceLock};
 
 use exitvoice_schema::coherence::{self, HelloShape};
 use exitvoice_schema::{
-    Alpn, Bucket, ConnectionFacts, Families, Http1Echo, Layers, RawJson, Spoken, TlsEcho,
+    Alpn, Bucket, ConnectionFacts, Families, Http1Echo, Layers, RawJson, Spoken, TcpAbsence,
+    TcpAbsent, TcpEcho, TlsEcho,
 };
 
 use crate::classify::{self, BucketInput, BucketRule};
-use crate::{h1, h2, tls};
+use crate::tcp::P0fDb;
+use crate::{h1, h2, tcp, tls};
+
+/// A connection's SYN: its IP and TCP headers, or why there are none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynSource<'a> {
+    /// The IP header on, as the kernel kept it (`TCP_SAVED_SYN`) or a capture holds it.
+    Saved(&'a [u8]),
+    /// Why there is no SYN to read.
+    Absent(TcpAbsence),
+}
+
+impl Default for SynSource<'_> {
+    fn default() -> Self {
+        Self::Absent(TcpAbsence::NotCaptured)
+    }
+}
+
+impl SynSource<'_> {
+    /// The SYN's facts, with the OS `db` names for it, or why there are none (a SYN that did
+    /// not parse: `malformed`, with the parser's error).
+    pub fn facts(self, db: Option<&P0fDb>) -> Result<TcpEcho, TcpAbsent> {
+        match self {
+            Self::Saved(bytes) => tcp::parse_syn(bytes)
+                .map(|syn| TcpEcho {
+                    os: db.and_then(|db| db.os(&syn)).map(str::to_owned),
+                    ..tcp::echo(&syn)
+                })
+                .map_err(|error| TcpAbsent {
+                    reason: TcpAbsence::Malformed,
+                    detail: error.to_string(),
+                }),
+            Self::Absent(reason) => Err(reason.into()),
+        }
+    }
+}
 
 /// What [`analyse`] reads: one connection's bytes and what the handshake negotiated.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ConnectionInput<'a> {
+    /// The connection's SYN, or why there is none.
+    pub syn: SynSource<'a>,
+    /// The p0f signature database that names the SYN's OS (`--p0f-db`), if any.
+    pub p0f_db: Option<&'a P0fDb>,
     /// The ClientHello records as received (empty when there were none).
     pub hello: &'a [u8],
     /// The client's decrypted bytes from the first one on (empty when it sent none).
@@ -40,7 +80,7 @@ pub struct ConnectionInput<'a> {
 /// A layer that did not parse, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LayerError {
-    /// `tls`, `h2` or `h1` (the `/healthz` parse-error keys).
+    /// `tcp`, `tls`, `h2` or `h1` (the `/healthz` parse-error keys).
     pub layer: &'static str,
     /// What the parser said.
     pub message: String,
@@ -155,20 +195,28 @@ fn details(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Details {
 }
 
 /// A stored connection's parsed layers, derived again from its ClientHello, the part of its
-/// prefix its facts were read from, and what it spoke: the store keeps the bytes, and its reader
-/// asks this function for the rest ([`exitvoice_schema::LayersFn`]).
-pub fn layers(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers {
+/// prefix its facts were read from, what it spoke and its SYN's headers: the store keeps the
+/// bytes, and its reader asks this function for the rest ([`exitvoice_schema::LayersFn`]).
+/// Without stored SYN bytes the TCP layer is left out (the row's facts say why).
+pub fn layers(hello: &[u8], prefix: &[u8], spoken: Spoken, syn: Option<&[u8]>) -> Layers {
     let input = ConnectionInput {
         hello,
         prefix,
         spoken: Some(spoken),
+        syn: syn.map(SynSource::Saved).unwrap_or_default(),
         ..ConnectionInput::default()
     };
     let facts = Arc::unwrap_or_clone(analyse_with(&input, true).facts);
+    let (tcp, tcp_absent) = match syn {
+        Some(_) => (facts.tcp, facts.tcp_absent),
+        None => (None, None),
+    };
     Layers {
         tls: facts.tls,
         tls_error: facts.tls_error,
         http2: facts.http2,
+        tcp,
+        tcp_absent,
     }
 }
 
@@ -185,6 +233,18 @@ fn analyse_with(input: &ConnectionInput<'_>, detail: bool) -> Analysis {
         cipher: input.cipher.map(str::to_owned),
         ..ConnectionFacts::default()
     };
+    match input.syn.facts(input.p0f_db) {
+        Ok(echo) => facts.tcp = Some(echo),
+        Err(absent) => {
+            if absent.reason == TcpAbsence::Malformed {
+                errors.push(LayerError {
+                    layer: "tcp",
+                    message: absent.detail.clone(),
+                });
+            }
+            facts.tcp_absent = Some(absent);
+        }
+    }
     if !input.hello.is_empty() {
         match tls::parse_client_hello(input.hello) {
             Ok(parsed) => {

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::coherence::Coherence;
 use crate::raw_json::RawJson;
+use crate::tcp::{TcpAbsent, TcpEcho};
 use crate::voice::{Bucket, VoiceId};
 
 /// Version of the echo JSON shape. Bump when a field changes meaning or is removed.
@@ -32,6 +33,13 @@ pub struct Echo {
     pub path: String,
     /// ALPN offered by the client, chosen by the server, and the protocol the client spoke.
     pub alpn: Alpn,
+    /// What the SYN of the connection said (for a client behind a proxy exit: the exit host's
+    /// stack); `None` when there was none to read (absent in echoes of older servers).
+    #[serde(default)]
+    pub tcp: Option<TcpEcho>,
+    /// Why `tcp` is `None`, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_absent: Option<TcpAbsent>,
     /// The TLS layer; `None` only if the ClientHello could not be parsed.
     pub tls: Option<TlsEcho>,
     /// Present when the connection spoke HTTP/2.

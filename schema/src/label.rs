@@ -26,7 +26,11 @@ use crate::voice::Bucket;
 /// `flags.geo_changed`, the route reason `geo_mismatch` (a sample left from another country or
 /// network than the exits file's `country`/`asn`), the pool's `by_country`, `by_asn` and
 /// `largest_asn_share` and `geo_sources` (auditor/README.md, "Version 2 readers").
-pub const LABELS_SCHEMA_VERSION: u32 = 3;
+///
+/// 4: the exit host's TCP `stack` (from the SYNs the echo server kept), `flags.stack_changed`,
+/// the pool's `by_stack`, `changes` at layer `tcp`, and the coherence reason
+/// `ua_os_ne_tcp_os` (auditor/README.md, "Version 3 readers").
+pub const LABELS_SCHEMA_VERSION: u32 = 4;
 
 /// The labels document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -145,6 +149,10 @@ pub struct Flags {
     /// that should stay in one country did not.
     #[serde(default)]
     pub geo_changed: bool,
+    /// The window's samples arrived with more than one TCP voice: the exit's connections come
+    /// from more than one host stack (a pool rotating over different hosts).
+    #[serde(default)]
+    pub stack_changed: bool,
 }
 
 /// An exit and HTTP/3: whether its UDP reaches the echo, and whether QUIC through it is the
@@ -226,6 +234,10 @@ pub struct Pool {
     /// free databases require attribution); empty without `audit --geoip`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub geo_sources: Vec<GeoSource>,
+    /// Exits by the TCP voice of their newest sample (the exit host's stack; `unknown` when
+    /// the echo read no SYN): the pool's spread over host stacks. Empty when no sample had one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_stack: BTreeMap<String, u32>,
 }
 
 /// Latency percentiles over the successful samples of the window, milliseconds.
@@ -318,6 +330,11 @@ pub struct ExitLabel {
     /// Where the window's samples left from, with `audit --geoip`; `None` without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub geo: Option<ExitGeo>,
+    /// The exit host's TCP stack, from the SYNs of the window's samples as the echo server
+    /// kept them; `None` when the echo read none (not Linux, a PROXY-protocol front, an older
+    /// echo server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<ExitStack>,
     /// Successful samples in the window.
     pub samples: u32,
     /// Failed probes in the window by error class.
@@ -328,6 +345,22 @@ pub struct ExitLabel {
     pub last_probe_at: Option<String>,
     /// Most recent probes, oldest first.
     pub history: Vec<HistoryEntry>,
+}
+
+/// The TCP stack an exit's connections arrive with: the exit host's own, since the exit opens
+/// the connection the echo server accepts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitStack {
+    /// The newest sample's TCP voice.
+    pub voice: String,
+    /// Its p0f v3 signature.
+    pub p0f: String,
+    /// The operating system the echo's p0f database names for it, when it names one.
+    pub os: Option<String>,
+    /// Its likely hop distance from the echo server (initial TTL minus the TTL that arrived).
+    pub hops: u8,
+    /// The TCP voices the window's samples arrived with, first seen first.
+    pub voices: Vec<String>,
 }
 
 /// Where an exit's samples left from, as the auditor's geo databases say.
@@ -357,7 +390,7 @@ pub struct Transition {
 /// permutation normalised away (the same normalization as the voices).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
-    /// `tls`, `alpn`, `http2` or `http1`.
+    /// `tls`, `alpn`, `http2`, `http1` or `tcp`.
     pub layer: String,
     /// The field, e.g. `cipher_suites`, `settings`, `pseudo_header_order`.
     pub field: String,

@@ -14,6 +14,7 @@ mod label_csv;
 pub mod observation;
 pub mod probe;
 pub mod raw_json;
+pub mod tcp;
 pub mod voice;
 
 pub use coherence::{Coherence, Families, Family};
@@ -23,8 +24,8 @@ pub use echo::{
 };
 pub use geo::{EchoGeo, GeoSource, Place};
 pub use label::{
-    Baseline, Change, DriftState, Egress, ExitCoherence, ExitGeo, ExitLabel, Flags, H3Label,
-    HistoryEntry, LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
+    Baseline, Change, DriftState, Egress, ExitCoherence, ExitGeo, ExitLabel, ExitStack, Flags,
+    H3Label, HistoryEntry, LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
 pub use label_csv::{labels_csv, CSV_COLUMNS};
 pub use observation::{
@@ -36,4 +37,5 @@ pub use probe::{
     H3Probe, LedgerVerdict, ProbeFailure, ProbeRecord, Sample, UdpPath, PROBE_SCHEMA_VERSION,
 };
 pub use raw_json::RawJson;
+pub use tcp::{TcpAbsence, TcpAbsent, TcpEcho};
 pub use voice::{Bucket, VoiceId};

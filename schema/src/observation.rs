@@ -7,6 +7,7 @@ use crate::echo::{
     Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho,
     ECHO_SCHEMA_VERSION,
 };
+use crate::tcp::{TcpAbsence, TcpAbsent, TcpEcho};
 use crate::voice::{Bucket, VoiceId};
 
 /// Version of the observation JSON shape. Bump when a field changes meaning or is removed.
@@ -75,6 +76,12 @@ pub struct ConnectionFacts {
     pub tls_error: Option<String>,
     /// The HTTP/2 connection's fingerprints, when it spoke h2.
     pub http2: Option<Http2Connection>,
+    /// What the SYN of the connection said, when there was one to read.
+    #[serde(default)]
+    pub tcp: Option<TcpEcho>,
+    /// Why there is no `tcp`, when there is none.
+    #[serde(default)]
+    pub tcp_absent: Option<TcpAbsent>,
 }
 
 /// What the echo server saw on one connection as a whole: the summary of a connection that
@@ -142,6 +149,8 @@ pub struct ConnectionRow {
     pub hello: Vec<u8>,
     /// The decrypted client bytes kept by the tap, up to the capture cap.
     pub prefix: Vec<u8>,
+    /// The IP and TCP headers of the connection's SYN, as the kernel kept them (empty: none).
+    pub syn: Vec<u8>,
 }
 
 impl ConnectionRow {
@@ -260,6 +269,8 @@ pub fn compose_echo(facts: &ConnectionFacts, peer: Peer, request: &RequestRecord
         method: request.method.clone(),
         path: request.path.clone(),
         alpn: facts.alpn.clone(),
+        tcp: facts.tcp.clone(),
+        tcp_absent: facts.tcp_absence(),
         tls: facts.tls.clone(),
         http2,
         http1: request.http1.clone(),
@@ -445,12 +456,16 @@ pub struct Layers {
     pub tls_error: Option<String>,
     /// The HTTP/2 fingerprints and frame log, when the connection spoke h2.
     pub http2: Option<Http2Connection>,
+    /// What the SYN said, when its bytes were stored and parsed.
+    pub tcp: Option<TcpEcho>,
+    /// Why there is no `tcp`: the SYN did not parse (when its bytes were stored).
+    pub tcp_absent: Option<TcpAbsent>,
 }
 
 /// Derives [`Layers`] from a connection's ClientHello records, the prefix bytes its facts were
-/// read from, and what it spoke: the protocol crate's analysis
+/// read from, what it spoke and its SYN's headers (when stored): the protocol crate's analysis
 /// (`exitvoice_protocol::analysis::layers`), which this crate does not have.
-pub type LayersFn = fn(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers;
+pub type LayersFn = fn(hello: &[u8], prefix: &[u8], spoken: Spoken, syn: Option<&[u8]>) -> Layers;
 
 impl ConnectionFacts {
     /// The facts as a connection row stores them: only what the bytes cannot say again (the
@@ -461,14 +476,30 @@ impl ConnectionFacts {
             alpn: &self.alpn,
             tls_version: self.tls_version.as_deref(),
             cipher: self.cipher.as_deref(),
+            tcp_absent: self.tcp_absent.as_ref().filter(|_| self.tcp.is_none()),
         }
     }
 
-    /// Puts `layers` in.
+    /// Why there is no `tcp`: as recorded, or, on a row of a server that read no SYN, that
+    /// none was captured. `None` when there is a `tcp`.
+    pub fn tcp_absence(&self) -> Option<TcpAbsent> {
+        match (&self.tcp, &self.tcp_absent) {
+            (Some(_), _) => None,
+            (None, Some(absent)) => Some(absent.clone()),
+            (None, None) => Some(TcpAbsence::NotCaptured.into()),
+        }
+    }
+
+    /// Puts `layers` in. A SYN's layer replaces the stored absence only when the row kept the
+    /// SYN's bytes (`layers` then says `tcp` or why it did not parse).
     pub fn set_layers(&mut self, layers: Layers) {
         self.tls = layers.tls;
         self.tls_error = layers.tls_error;
         self.http2 = layers.http2;
+        if layers.tcp.is_some() || layers.tcp_absent.is_some() {
+            self.tcp = layers.tcp;
+            self.tcp_absent = layers.tcp_absent;
+        }
     }
 }
 
@@ -480,6 +511,9 @@ pub struct StoredFacts<'a> {
     alpn: &'a Alpn,
     tls_version: Option<&'a str>,
     cipher: Option<&'a str>,
+    /// Why the connection has no SYN stored (its bytes are, when it has one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tcp_absent: Option<&'a TcpAbsent>,
 }
 
 /// A query over stored observations.

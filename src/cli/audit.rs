@@ -154,6 +154,10 @@ pub struct Args {
     /// --preflight: least share of bucket A among the exits that spoke HTTP/2.
     #[arg(long, value_name = "SHARE", requires = "preflight")]
     min_h2_health: Option<f64>,
+    /// --preflight: the operating system every exit host's TCP stack must show (`linux`,
+    /// `windows`, `macos`, …), as the echo server's p0f database (`serve --p0f-db`) names it.
+    #[arg(long, value_name = "OS", requires = "preflight")]
+    expect_os: Option<String>,
 }
 
 /// Exit code of a preflight whose pool fails.
@@ -459,6 +463,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .max_p95
                     .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
                 min_h2_health: args.min_h2_health,
+                expect_os: args.expect_os.clone(),
             };
             let verdict = preflight::judge(&report.labels, &thresholds);
             print!("{}", preflight_table(&verdict));

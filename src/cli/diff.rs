@@ -19,7 +19,9 @@ use super::database::DatabaseArg;
 use anyhow::{bail, Context};
 use exitvoice_auditor::changes::{self, VoiceView};
 use exitvoice_schema::observation::Summary;
-use exitvoice_schema::{Alpn, Change, Http1Echo, Http2Echo, ObservationQuery, Spoken, TlsEcho};
+use exitvoice_schema::{
+    Alpn, Change, Http1Echo, Http2Echo, ObservationQuery, Spoken, TcpEcho, TlsEcho,
+};
 use serde_json::Value;
 
 /// Flags of `exitvoice diff`.
@@ -138,12 +140,11 @@ fn of_inspect(value: &Value) -> anyhow::Result<VoiceView> {
     };
     let http2: Option<Http2Echo> = part(value, "http2")?;
     let http1: Option<Http1Echo> = part(value, "http1")?;
-    Ok(VoiceView::of_parts(
-        tls.as_ref(),
-        &alpn,
-        http2.as_ref(),
-        http1.as_ref(),
-    ))
+    let tcp: Option<TcpEcho> = part(value, "tcp")?;
+    Ok(
+        VoiceView::of_parts(tls.as_ref(), &alpn, http2.as_ref(), http1.as_ref())
+            .with_tcp(tcp.as_ref()),
+    )
 }
 
 /// One block per change: what was added, removed or reordered, then both values.

@@ -2,7 +2,8 @@
 //!
 //! What an input is, is told by its content, never by its file name:
 //! - a pcap or pcapng capture (magic number): one JSON object per TCP connection that carried a
-//!   ClientHello or plain HTTP, with the client's HTTP/2 or HTTP/1 bytes when the capture is
+//!   ClientHello or plain HTTP, with its client's SYN (`tcp`, as the echo reads it from the
+//!   kernel) when captured, and the client's HTTP/2 or HTTP/1 bytes when the capture is
 //!   cleartext or carries TLS keys (pcapng Decryption Secrets Block, or `--keylog`); then one
 //!   per QUIC client whose Initials were found in UDP (`"transport": "quic"`), its ClientHello
 //!   through the same TLS analysis (JA4 `q…`) and a `quic` object (version, Initial packets,
@@ -22,9 +23,10 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use exitvoice_echo::view::EchoView;
-use exitvoice_protocol::analysis::{self, Analysis, ConnectionInput, Follower};
+use exitvoice_protocol::analysis::{self, Analysis, ConnectionInput, Follower, SynSource};
 use exitvoice_protocol::classify;
 use exitvoice_protocol::pcap::{self, ClientData, PcapConnection, QuicConnection};
+use exitvoice_protocol::tcp::P0fDb;
 use exitvoice_protocol::{h1, quic, tls};
 use exitvoice_schema::{ConnectionFacts, RequestRecord, Spoken};
 use serde_json::{json, Map, Value};
@@ -53,6 +55,10 @@ pub struct Args {
     /// client spoke stands for it, and a silent downgrade (bucket D) cannot be seen.
     #[arg(long, value_name = "PROTOCOL")]
     pub negotiated: Option<String>,
+    /// A p0f v3 signature database (`p0f.fp`, e.g. Debian's `/etc/p0f/p0f.fp`): each captured
+    /// SYN's `tcp.os` is the OS it names.
+    #[arg(long, value_name = "FILE")]
+    pub p0f_db: Option<PathBuf>,
     /// Print one line of JSON instead of indented JSON.
     #[arg(long)]
     pub compact: bool,
@@ -77,6 +83,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
+    let p0f_db = match &args.p0f_db {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read p0f database {}", path.display()))?;
+            Some(P0fDb::parse(&text).with_context(|| path.display().to_string())?)
+        }
+        None => None,
+    };
+    let files = (args.extract.as_deref(), p0f_db.as_ref());
     let mut inputs = Vec::with_capacity(args.inputs.len());
     for name in &args.inputs {
         let bytes = read_input(name)?;
@@ -85,16 +100,21 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let output = match inputs.as_slice() {
         [(_, Input::Hello(hello)), (_, Input::Prefix(prefix))] => {
             let negotiated = args.negotiated.as_deref().map(str::as_bytes);
-            let mut out = connection(Some(hello), Some(prefix), negotiated);
+            let mut out = connection(
+                (SynSource::default(), None),
+                Some(hello),
+                Some(prefix),
+                negotiated,
+            );
             check_single(&out)?;
             strip_errors_if_empty(&mut out);
             out
         }
-        [(name, input)] => analyse(name, input, keylog.as_deref(), args.extract.as_deref())?,
+        [(name, input)] => analyse(name, input, keylog.as_deref(), files)?,
         many => {
             let mut all = Vec::with_capacity(many.len());
             for (name, input) in many {
-                let value = analyse(name, input, keylog.as_deref(), args.extract.as_deref())?;
+                let value = analyse(name, input, keylog.as_deref(), files)?;
                 let mut map = match value {
                     Value::Object(map) => map,
                     connections => Map::from_iter([("connections".to_owned(), connections)]),
@@ -128,7 +148,10 @@ pub(crate) fn connection_of_files(names: &[&str]) -> anyhow::Result<Value> {
             Input::Capture(bytes) if names.len() == 1 => {
                 let capture = pcap::read(&bytes, None).with_context(|| (*name).to_owned())?;
                 // The first TCP connection with a layer, else the first QUIC client with a hello.
-                let tcp = capture.connections.iter().map(capture_connection);
+                let tcp = capture
+                    .connections
+                    .iter()
+                    .map(|c| capture_connection(c, None));
                 let quic = capture.quic.iter().map(quic_connection);
                 return tcp
                     .chain(quic)
@@ -140,7 +163,12 @@ pub(crate) fn connection_of_files(names: &[&str]) -> anyhow::Result<Value> {
             Input::Prefix(bytes) => prefix = Some(bytes),
         }
     }
-    let out = connection(hello.as_deref(), prefix.as_deref(), None);
+    let out = connection(
+        (SynSource::default(), None),
+        hello.as_deref(),
+        prefix.as_deref(),
+        None,
+    );
     check_single(&out)?;
     Ok(out)
 }
@@ -227,18 +255,18 @@ fn analyse(
     name: &str,
     input: &Input,
     keylog: Option<&str>,
-    extract: Option<&Path>,
+    files: (Option<&Path>, Option<&P0fDb>),
 ) -> anyhow::Result<Value> {
     match input {
-        Input::Capture(bytes) => capture(name, bytes, keylog, extract),
+        Input::Capture(bytes) => capture(name, bytes, keylog, files),
         Input::Hello(hello) => {
-            let mut out = connection(Some(hello), None, None);
+            let mut out = connection((SynSource::default(), None), Some(hello), None, None);
             check_single(&out).with_context(|| name.to_owned())?;
             strip_errors_if_empty(&mut out);
             Ok(out)
         }
         Input::Prefix(prefix) => {
-            let mut out = connection(None, Some(prefix), None);
+            let mut out = connection((SynSource::default(), None), None, Some(prefix), None);
             check_single(&out).with_context(|| name.to_owned())?;
             strip_errors_if_empty(&mut out);
             Ok(out)
@@ -287,13 +315,20 @@ fn strip_errors_if_empty(out: &mut Value) {
 /// one, it is taken from what the client spoke. Negotiated is the server's choice when known,
 /// else what the client spoke (TLS 1.3 encrypts the server's choice, and a prefix file does not
 /// carry it), so a silent downgrade (bucket D) is only seen when the ServerHello shows `h2`.
-fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&[u8]>) -> Value {
+fn connection(
+    (syn, p0f_db): (SynSource<'_>, Option<&P0fDb>),
+    hello: Option<&[u8]>,
+    prefix: Option<&[u8]>,
+    server_alpn: Option<&[u8]>,
+) -> Value {
     let spoken = prefix.map_or(Spoken::Unknown, |p| {
         classify::sniff(p).unwrap_or(Spoken::Unknown)
     });
     let server_alpn = server_alpn.map(String::from_utf8_lossy);
     let inferred_alpn = (spoken == Spoken::H2).then_some("h2");
     let analysis = analysis::analyse(&ConnectionInput {
+        syn,
+        p0f_db,
         hello: hello.unwrap_or_default(),
         prefix: prefix.unwrap_or_default(),
         alpn_negotiated: server_alpn.as_deref().or(inferred_alpn),
@@ -313,6 +348,8 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         _ => Map::new(),
     };
     let mut layer = |name: &str| echo.remove(name).unwrap_or(Value::Null);
+    let tcp = layer("tcp");
+    let tcp_absent = layer("tcp_absent");
     let mut tls = layer("tls");
     if let Value::Object(map) = &mut tls {
         map.insert("sni".into(), json!(facts.sni));
@@ -330,6 +367,10 @@ fn connection(hello: Option<&[u8]>, prefix: Option<&[u8]>, server_alpn: Option<&
         }
     }
     let mut out = Map::new();
+    out.insert("tcp".into(), tcp);
+    if !tcp_absent.is_null() {
+        out.insert("tcp_absent".into(), tcp_absent);
+    }
     out.insert("tls".into(), tls);
     out.insert("http2".into(), http2);
     out.insert("http1".into(), http1);
@@ -407,7 +448,7 @@ fn capture(
     name: &str,
     bytes: &[u8],
     keylog: Option<&str>,
-    extract: Option<&Path>,
+    (extract, p0f_db): (Option<&Path>, Option<&P0fDb>),
 ) -> anyhow::Result<Value> {
     let capture = pcap::read(bytes, keylog).with_context(|| format!("{name}: cannot read"))?;
     if let Some(stopped) = &capture.stopped {
@@ -421,7 +462,7 @@ fn capture(
         if let Some(dir) = extract {
             write_extract(dir, &stem, index, conn)?;
         }
-        all.push(capture_connection(conn));
+        all.push(capture_connection(conn, p0f_db));
     }
     all.extend(capture.quic.iter().map(quic_connection));
     Ok(Value::Array(all))
@@ -445,8 +486,13 @@ fn write_extract(
     Ok(())
 }
 
-fn capture_connection(conn: &PcapConnection) -> Value {
+fn capture_connection(conn: &PcapConnection, p0f_db: Option<&P0fDb>) -> Value {
+    let syn = conn
+        .syn
+        .as_deref()
+        .map_or_else(SynSource::default, SynSource::Saved);
     let mut value = connection(
+        (syn, p0f_db),
         conn.client_hellos.first().map(Vec::as_slice),
         conn.client_data.bytes(),
         conn.server_hello.as_ref().and_then(|s| s.alpn.as_deref()),
@@ -501,7 +547,7 @@ fn capture_connection(conn: &PcapConnection) -> Value {
 /// one, and what its Initials looked like.
 fn quic_connection(conn: &QuicConnection) -> Value {
     let hello = conn.client_hello.as_deref();
-    let mut value = connection(hello, None, None);
+    let mut value = connection((SynSource::default(), None), hello, None, None);
     let Value::Object(map) = &mut value else {
         return value;
     };

@@ -163,6 +163,11 @@ pub struct Args {
     /// echo answers, never stored; a file replaced or rewritten is read again without a restart.
     #[arg(long, value_name = "FILE")]
     geoip: Vec<PathBuf>,
+    /// A p0f v3 signature database (`p0f.fp`, e.g. Debian's `/etc/p0f/p0f.fp`; none is
+    /// shipped): `/api/all`'s `tcp.os` and the fingerprint page name the OS it gives each
+    /// connection's SYN. Named as the echo answers, never stored.
+    #[arg(long, value_name = "FILE")]
+    p0f_db: Option<PathBuf>,
     /// Time open connections get to finish after SIGINT/SIGTERM before the queue is drained.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
     shutdown_grace: Duration,
@@ -272,6 +277,7 @@ impl Args {
             },
             shutdown_grace: self.shutdown_grace,
             geoip: self.geoip,
+            p0f_db: self.p0f_db,
         })
     }
 }

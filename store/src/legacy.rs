@@ -152,6 +152,7 @@ impl OldRow {
             analysed_prefix_len: None,
             hello: self.hello,
             prefix: self.prefix,
+            syn: Vec::new(),
         });
         batch.requests.extend(request);
         Ok(())

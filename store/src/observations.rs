@@ -27,7 +27,7 @@ const REQUEST_COLUMNS: usize = 11;
 /// Connection rows per INSERT statement: 13 parameters each.
 const CONNECTIONS_PER_STATEMENT: usize = 64;
 /// Connection columns.
-const CONNECTION_COLUMNS: usize = 13;
+const CONNECTION_COLUMNS: usize = 14;
 
 /// What the writer commits in one transaction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -100,6 +100,7 @@ impl Store {
              CASE WHEN c.prefix_truncated THEN 1 ELSE 0 END AS prefix_truncated, \
              c.analysed_len, length(c.hello) AS hello_len, length(c.prefix) AS prefix_len, \
              c.hello AS d_hello, substr(c.prefix, 1, CAST(c.analysed_len AS INTEGER)) AS d_prefix, \
+             c.syn AS d_syn, \
              {raw}"
         );
         let mut filters = Filters::after_limit();
@@ -176,10 +177,12 @@ fn connection_facts(row: &AnyRow, layers: LayersFn) -> Result<ConnectionFacts, S
     if row.try_get::<Option<i64>, _>("analysed_len")?.is_some() {
         let hello: Option<Vec<u8>> = row.try_get("d_hello")?;
         let prefix: Option<Vec<u8>> = row.try_get("d_prefix")?;
+        let syn: Option<Vec<u8>> = row.try_get("d_syn")?;
         facts.set_layers(layers(
             hello.as_deref().unwrap_or_default(),
             prefix.as_deref().unwrap_or_default(),
             facts.alpn.spoken,
+            syn.as_deref(),
         ));
     }
     Ok(facts)
@@ -232,6 +235,9 @@ fn stored_observation(
                 .and_then(|n| usize::try_from(n).ok()),
             hello: hello.clone().unwrap_or_default(),
             prefix: prefix.clone().unwrap_or_default(),
+            syn: row
+                .try_get::<Option<Vec<u8>>, _>("d_syn")?
+                .unwrap_or_default(),
         })
     });
     let connection = connection.transpose()?;
@@ -362,7 +368,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
             .collect::<Result<Vec<_>, _>>()?;
         let sql = format!(
             "{} connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
-             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len) \
+             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len, syn) \
              VALUES {} ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
              failure_detail = excluded.failure_detail, requests = excluded.requests, \
              prefix_truncated = excluded.prefix_truncated, facts = excluded.facts, \
@@ -388,7 +394,8 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
                 .bind(
                     row.analysed_prefix_len
                         .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
-                );
+                )
+                .bind((!row.syn.is_empty()).then_some(row.syn.as_slice()));
         }
         insert.execute(&mut *conn).await?;
     }
@@ -458,10 +465,16 @@ mod tests {
     use exitvoice_schema::observation::Layers;
     use exitvoice_schema::raw_json::RawJson;
     use exitvoice_schema::voice::VoiceId;
+    use exitvoice_schema::{TcpAbsence, TcpAbsent};
 
     /// Stands in for the echo server's parsers: layers that say which bytes they were read from.
-    fn layers_of_bytes(hello: &[u8], prefix: &[u8], spoken: Spoken) -> Layers {
+    fn layers_of_bytes(hello: &[u8], prefix: &[u8], spoken: Spoken, syn: Option<&[u8]>) -> Layers {
         Layers {
+            tcp: None,
+            tcp_absent: syn.map(|syn| TcpAbsent {
+                reason: TcpAbsence::Malformed,
+                detail: format!("{} bytes of syn", syn.len()),
+            }),
             tls: None,
             tls_error: Some(format!("{} bytes of hello", hello.len())),
             http2: (spoken == Spoken::H2).then(|| Http2Connection {
@@ -479,6 +492,7 @@ mod tests {
     pub(super) fn connection(conn_id: &str, time_unix_ms: i64, requests: u32) -> ConnectionRow {
         let hello = vec![0x16, 0x03, 0x01];
         let prefix = b"PRI * HTTP/2.0\r\n".to_vec();
+        let syn = vec![0x45, 0x00, 0x00];
         let mut facts = ConnectionFacts {
             sni: Some("localhost".to_owned()),
             alpn: Alpn {
@@ -488,7 +502,7 @@ mod tests {
             },
             ..ConnectionFacts::default()
         };
-        facts.set_layers(layers_of_bytes(&hello, &prefix, Spoken::H2));
+        facts.set_layers(layers_of_bytes(&hello, &prefix, Spoken::H2, Some(&syn)));
         ConnectionRow {
             conn_id: conn_id.to_owned(),
             time_unix_ms,
@@ -504,6 +518,7 @@ mod tests {
             analysed_prefix_len: Some(prefix.len()),
             hello,
             prefix,
+            syn,
         }
     }
 

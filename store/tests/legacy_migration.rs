@@ -69,7 +69,7 @@ async fn old_observations_move_to_connections_and_requests_without_loss() {
                 raw: true,
                 ..ObservationQuery::default()
             },
-            |_, _, _| panic!("moved rows keep their layers: nothing is derived"),
+            |_, _, _, _| panic!("moved rows keep their layers: nothing is derived"),
         )
         .await
         .expect("list");

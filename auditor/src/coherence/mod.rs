@@ -13,10 +13,13 @@ use exitvoice_schema::coherence::{self, HelloShape};
 use exitvoice_schema::{Alpn, Coherence, Echo, Families, Family, Http2Echo, TlsEcho};
 use serde_json::Value;
 
-/// The coherence of one echo, with the User-Agent family the echo read from the request.
+/// The coherence of one echo, with the User-Agent family and operating system the echo read
+/// from the request, and the operating system its p0f database named for the SYN.
 pub fn of_echo(echo: &Echo) -> Coherence {
     let ua = echo.coherence.as_ref().and_then(|c| c.ua_family.clone());
-    of_parts(echo.tls.as_ref(), &echo.alpn, echo.http2.as_ref(), ua)
+    let ua_os = echo.coherence.as_ref().and_then(|c| c.ua_os.as_deref());
+    let tcp_os = echo.tcp.as_ref().and_then(|t| t.os.as_deref());
+    of_parts(echo.tls.as_ref(), &echo.alpn, echo.http2.as_ref(), ua).with_os(ua_os, tcp_os)
 }
 
 /// The coherence of a connection's parts: its ClientHello fingerprints, ALPN, HTTP/2 echo and

@@ -45,7 +45,9 @@
 //! - `tls_reoriginated`: at least one sample's TLS voice was not the baseline's (every persona's
 //!   voice is its own: a changed one was spoken by whoever terminated the client's TLS);
 //! - `not_proxied`: at least one sample left from the baseline's egress address;
-//! - `geo_changed`: the samples left from more than one country (`audit --geoip`).
+//! - `geo_changed`: the samples left from more than one country (`audit --geoip`);
+//! - `stack_changed`: the samples arrived with more than one TCP voice (the SYNs the echo kept:
+//!   the exit's connections come from more than one host stack).
 //!
 //! # Coherence
 //! `coherence` is the newest sample's ([`crate::coherence`]) with the baseline's score beside
@@ -140,7 +142,8 @@ pub fn label(
     let (egress_ips, egress) = window.egress(exit.rotate);
     let h3 = crate::h3_label::label(records, prior.baseline_h3);
     let geo = window.geo();
-    let flags = window.flags(prior.baseline, h3.as_ref(), geo.as_ref());
+    let stack = window.stack();
+    let flags = window.flags(prior.baseline, h3.as_ref(), geo.as_ref(), stack.as_ref());
     let bucket = newest.and_then(|s| s.bucket);
     let window_buckets = window.buckets();
     let inputs = RouteInputs {
@@ -182,6 +185,7 @@ pub fn label(
         coherence_dropped_at,
         h3,
         geo,
+        stack,
         samples: u32::try_from(window.samples.len()).unwrap_or(u32::MAX),
         errors: window.errors(),
         latency: window.latency(),

@@ -671,3 +671,106 @@ fn a_sample_from_another_country_or_network_is_a_geo_mismatch() {
     assert!(blind.geo.is_none());
     assert!(!blind.route_reasons.contains(&"geo_mismatch".to_owned()));
 }
+
+/// `ok(at)` whose connection arrived with a SYN of TCP voice `voice`, the stack p0f names `os`.
+fn with_syn(at: u32, voice: &str, os: Option<&str>) -> ProbeRecord {
+    let mut record = ok(at, "tlsv1_a", Bucket::A, true, false);
+    if let Some(sample) = &mut record.sample {
+        sample.echo.tcp = Some(exitvoice_schema::TcpEcho {
+            ip_version: 4,
+            ttl: 63,
+            initial_ttl: 64,
+            hops: 1,
+            df: true,
+            ip_id: Some(0),
+            window: 64240,
+            mss: Some(1460),
+            window_scale: Some(7),
+            sack_permitted: true,
+            timestamps: true,
+            options: vec![2, 4, 8, 1, 3],
+            quirks: vec!["df".into()],
+            options_error: None,
+            p0f: "4:63+1:0:1460:mss*44,7:mss,sok,ts,nop,ws:df:0".into(),
+            voice_id: VoiceId(voice.into()),
+            os: os.map(str::to_owned),
+        });
+    }
+    record
+}
+
+#[test]
+fn the_exit_hosts_stack_and_a_change_of_it() {
+    let rule = RouteRule::default();
+    let one: Vec<_> = (1..=4)
+        .map(|i| with_syn(i, "tcpv1_aaaa", Some("Linux 3.11 and newer")))
+        .collect();
+    let steady = label_with(&one, &rule, Prior::default());
+    let stack = steady.stack.as_ref().expect("a stack");
+    assert_eq!(stack.voice, "tcpv1_aaaa");
+    assert_eq!(stack.voices, ["tcpv1_aaaa"]);
+    assert_eq!(stack.os.as_deref(), Some("Linux 3.11 and newer"));
+    assert_eq!(stack.hops, 1);
+    assert!(!steady.flags.stack_changed);
+
+    let mut rotating = one.clone();
+    rotating[1] = with_syn(2, "tcpv1_bbbb", Some("Windows 7 or 8"));
+    let mixed = label_with(&rotating, &rule, Prior::default());
+    assert!(mixed.flags.stack_changed, "two host stacks in one window");
+    assert_eq!(
+        mixed.stack.as_ref().map(|s| s.voices.clone()),
+        Some(vec!["tcpv1_aaaa".to_owned(), "tcpv1_bbbb".to_owned()])
+    );
+    assert_eq!(
+        mixed.stack.as_ref().map(|s| s.voice.as_str()),
+        Some("tcpv1_aaaa"),
+        "the newest sample's"
+    );
+
+    // No SYN read: no stack, no flag; older records still load.
+    let without = label_with(
+        &[ok(1, "tlsv1_a", Bucket::A, true, false)],
+        &rule,
+        Prior::default(),
+    );
+    assert!(without.stack.is_none() && !without.flags.stack_changed);
+    let json = serde_json::to_value(&without).unwrap();
+    assert!(json.get("stack").is_none(), "absent, not null: {json}");
+
+    // The pool by stack.
+    let pool = crate::pool::summary(&[steady, mixed, without]);
+    assert_eq!(pool.by_stack.get("tcpv1_aaaa"), Some(&2));
+    assert_eq!(pool.by_stack.get("unknown"), Some(&1));
+}
+
+#[test]
+fn a_switch_of_stack_shows_at_layer_tcp() {
+    let before = with_syn(1, "tcpv1_aaaa", None);
+    let mut after = with_syn(2, "tcpv1_bbbb", None);
+    if let Some(tcp) = after.sample.as_mut().and_then(|s| s.echo.tcp.as_mut()) {
+        tcp.initial_ttl = 128;
+        tcp.p0f = "4:127+1:0:1460:mss*44,8:mss,nop,ws,nop,nop,sok:df,id+:0".into();
+    }
+    let changes = crate::changes::between(
+        &crate::changes::VoiceView::of_echo(&before.sample.as_ref().unwrap().echo),
+        &crate::changes::VoiceView::of_echo(&after.sample.as_ref().unwrap().echo),
+    );
+    let tcp: Vec<_> = changes
+        .iter()
+        .filter(|c| c.layer == "tcp")
+        .map(|c| (c.field.as_str(), c.before.as_str(), c.after.as_str()))
+        .collect();
+    assert!(tcp.contains(&("initial_ttl", "64", "128")), "{tcp:?}");
+    assert!(tcp.contains(&("window_scale", "7", "8")), "{tcp:?}");
+    assert!(
+        tcp.iter().any(|(field, _, _)| *field == "options"),
+        "{tcp:?}"
+    );
+    // `id+` is the IP layer's: not a TCP change; the rest stayed.
+    let fields: Vec<_> = tcp.iter().map(|(field, _, _)| *field).collect();
+    assert_eq!(
+        fields,
+        ["initial_ttl", "window_scale", "options"],
+        "{tcp:?}"
+    );
+}

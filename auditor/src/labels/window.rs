@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use exitvoice_schema::{
-    Bucket, Egress, ExitGeo, Flags, H3Label, Latency, Place, ProbeRecord, Sample,
+    Bucket, Egress, ExitGeo, ExitStack, Flags, H3Label, Latency, Place, ProbeRecord, Sample,
 };
 
 use crate::drift::{self, Drift, DriftConfig};
@@ -98,12 +98,14 @@ impl<'a> Window<'a> {
     }
 
     /// The samples' comparisons folded (see the module docs), against the direct `baseline`
-    /// for `not_proxied`, and the window's places ([`Window::geo`]) for `geo_changed`.
+    /// for `not_proxied`, the window's places ([`Window::geo`]) for `geo_changed` and its TCP
+    /// voices ([`Window::stack`]) for `stack_changed`.
     pub fn flags(
         &self,
         baseline: Option<&Sample>,
         h3: Option<&H3Label>,
         geo: Option<&ExitGeo>,
+        stack: Option<&ExitStack>,
     ) -> Flags {
         let samples = &self.samples;
         Flags {
@@ -120,7 +122,32 @@ impl<'a> Window<'a> {
             tls_reoriginated: samples.iter().any(|(_, s)| s.tls_preserved == Some(false)),
             h3_gap: crate::h3_label::gap(h3),
             geo_changed: geo.is_some_and(|geo| geo.countries.len() >= 2),
+            stack_changed: stack.is_some_and(|stack| stack.voices.len() >= 2),
         }
+    }
+
+    /// The exit host's TCP stack: the newest SYN the echo read, and every TCP voice of the
+    /// window; `None` when the echo read no SYN of any sample.
+    pub fn stack(&self) -> Option<ExitStack> {
+        let syns: Vec<_> = self
+            .samples
+            .iter()
+            .filter_map(|(_, s)| s.echo.tcp.as_ref())
+            .collect();
+        let newest = *syns.last()?;
+        let mut voices: Vec<String> = Vec::new();
+        for syn in syns {
+            if !voices.contains(&syn.voice_id.0) {
+                voices.push(syn.voice_id.0.clone());
+            }
+        }
+        Some(ExitStack {
+            voice: newest.voice_id.0.clone(),
+            p0f: newest.p0f.clone(),
+            os: newest.os.clone(),
+            hops: newest.hops,
+            voices,
+        })
     }
 
     /// Where the samples left from, as recorded with them; `None` when no sample was looked up

@@ -148,6 +148,8 @@ mod tests {
                 tls_family: None,
                 http_family: None,
                 ua_family: None,
+                ua_os: None,
+                tcp_os: None,
             },
             baseline_score: Some(1.0),
             kept: false,

@@ -2,9 +2,10 @@
 //! done the shortest way: the floor under exitvoice's cost per new connection.
 //!
 //! Beside the baseline's rustls + hyper-util server (its TLS configuration and answer come from
-//! `exitvoice_baseline`, so both do the same TLS and HTTP work) it copies the ClientHello's
-//! first record as rustls reads it and the decrypted client bytes as hyper reads them (those the
-//! follower has not read yet, up to 64 KiB), analyses the connection once with exitvoice's own
+//! `exitvoice_baseline`, so both do the same TLS and HTTP work) it takes each connection's SYN
+//! from the kernel at accept (`TCP_SAVE_SYN` on the listener, the echo's own calls), copies the
+//! ClientHello's first record as rustls reads it and the decrypted client bytes as hyper reads
+//! them (those the follower has not read yet, up to 64 KiB), analyses the connection once with exitvoice's own
 //! [`analyse`] at its first request, reads each request's head with exitvoice's [`Follower`],
 //! answers `/api/clean`'s fields, and queues the connection's row (at its first request) and
 //! each request's row to one batching writer task that writes them through exitvoice's
@@ -24,6 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use clap::Parser;
 use exitvoice_baseline::{json, tls_config, Serving, OK};
+use exitvoice_echo::saved_syn::{self, SavedSyn};
 use exitvoice_protocol::analysis::{self, analyse, Analysis, ConnectionInput, Follower};
 use exitvoice_protocol::tls::{CipherSuite, ProtocolVersion};
 use exitvoice_schema::{CleanEcho, ConnectionRow, PeerPolicy, RequestRecord};
@@ -79,6 +81,7 @@ struct Conn {
     id: String,
     accepted_ms: i64,
     peer: SocketAddr,
+    syn: SavedSyn,
     hello: Vec<u8>,
     alpn: Option<String>,
     tls_version: Option<&'static str>,
@@ -207,6 +210,8 @@ fn answer(
     let mut stream = conn.stream.lock().unwrap_or_else(PoisonError::into_inner);
     let analysis = conn.analysis.get_or_init(|| {
         analyse(&ConnectionInput {
+            syn: conn.syn.source(),
+            p0f_db: None,
             hello: &conn.hello,
             prefix: &stream.bytes,
             alpn_negotiated: conn.alpn.as_deref(),
@@ -237,6 +242,10 @@ fn answer(
             analysed_prefix_len: Some(analysis.prefix_len),
             hello: conn.hello.clone(),
             prefix: stream.bytes.clone(),
+            syn: match &conn.syn {
+                SavedSyn::Saved(bytes) => bytes.clone(),
+                SavedSyn::Absent(_) => Vec::new(),
+            },
         };
         let _ = queue.try_send(Job::Connection(Box::new(row)));
     }
@@ -305,6 +314,9 @@ async fn main() -> anyhow::Result<()> {
     let (queue, jobs) = mpsc::channel(16_384);
     tokio::spawn(write(store, jobs));
     let listener = TcpListener::bind(args.serving.listen).await?;
+    if upto != Upto::Nothing {
+        saved_syn::keep(&listener)?;
+    }
     println!(
         "floor-echo: listening on https://{}",
         listener.local_addr()?
@@ -333,6 +345,7 @@ async fn main() -> anyhow::Result<()> {
             });
             continue;
         }
+        let syn = saved_syn::take(&tcp);
         let queue = queue.clone();
         let id = format!("{boot}-{:06}", sequence.fetch_add(1, Ordering::Relaxed));
         tokio::spawn(async move {
@@ -353,6 +366,7 @@ async fn main() -> anyhow::Result<()> {
                 id,
                 accepted_ms,
                 peer,
+                syn,
                 hello,
                 alpn: session
                     .alpn_protocol()

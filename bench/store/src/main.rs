@@ -59,6 +59,7 @@ fn connection(args: &Args, n: u32, now_ms: i64) -> ConnectionRow {
         analysed_prefix_len: Some(args.prefix_bytes),
         hello: vec![0x16; args.hello_bytes],
         prefix: vec![0x50; args.prefix_bytes],
+        syn: Vec::new(),
     }
 }
 

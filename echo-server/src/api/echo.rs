@@ -148,14 +148,14 @@ impl Observed {
     fn full_echo(&self, state: &ApiShared) -> EchoView<'_> {
         let metrics = &state.metrics;
         let geo = state.geo.as_ref().map(|geo| geo.echo(self.conn.peer.ip()));
-        self.echo(metrics).located(geo).judged(Families {
-            ua: self
-                .user_agent
-                .as_ref()
-                .and_then(|ua| ua.to_str().ok())
-                .and_then(coherence::ua_family),
-            ..self.conn.echo_json(metrics).families.clone()
-        })
+        let user_agent = self.user_agent.as_ref().and_then(|ua| ua.to_str().ok());
+        self.echo(metrics).located(geo).judged(
+            Families {
+                ua: user_agent.and_then(coherence::ua_family),
+                ..self.conn.echo_json(metrics).families.clone()
+            },
+            user_agent.and_then(coherence::ua_os),
+        )
     }
 
     /// Room for an answer that carries the connection's raw JSON (`tls`, `http2.detail`).

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use exitvoice_schema::Failure;
+use exitvoice_schema::{Failure, TcpAbsence};
 use time::OffsetDateTime;
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
@@ -22,6 +22,7 @@ use super::http::serve_http;
 use super::proxy;
 use super::record::{Connection, Failed, Peers, Session};
 use super::replay::Replay;
+use super::saved_syn::SavedSyn;
 use super::shared::{stopping, Shared};
 use super::strike::{is_handshake_strike, strike};
 use super::tap::{Tap, TapBuffer};
@@ -29,13 +30,13 @@ use crate::metrics::OpenConnection;
 
 /// Serves one accepted TCP connection to its end. Never panics on peer input; every way out
 /// queues one connection record.
-pub(crate) async fn serve(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr) {
+pub(crate) async fn serve(shared: Arc<Shared>, tcp: TcpStream, peer: SocketAddr, syn: SavedSyn) {
     let deadline = Instant::now() + shared.limits.handshake_timeout;
     let peers = Peers {
         client: peer,
         proxy: None,
     };
-    serve_tls(shared, tcp, peers, Vec::new(), deadline).await;
+    serve_tls(shared, tcp, (peers, syn), Vec::new(), deadline).await;
 }
 
 /// Serves a connection from a `--proxy-protocol-from` source: reads its PROXY header under the
@@ -69,7 +70,10 @@ pub(crate) async fn serve_relayed(
             match admit(&shared, client.ip()) {
                 Verdict::Refuse => reset(tcp),
                 Verdict::Hold(permit) => tarpit(shared, tcp, permit).await,
-                Verdict::Serve(_permit) => serve_tls(shared, tcp, peers, raw, deadline).await,
+                Verdict::Serve(_permit) => {
+                    let syn = SavedSyn::Absent(TcpAbsence::ProxyProtocol);
+                    serve_tls(shared, tcp, (peers, syn), raw, deadline).await;
+                }
             }
             return;
         }
@@ -94,9 +98,10 @@ pub(crate) async fn serve_relayed(
         shared.connection_id(),
         shared.peers(peers),
         accepted,
-        raw.into(),
+        (SavedSyn::Absent(TcpAbsence::ProxyProtocol), raw.into()),
         None,
         tap,
+        shared.p0f_db.clone(),
     );
     shared.sink.closed(Arc::new(conn), Some((reason, detail)));
 }
@@ -106,7 +111,7 @@ pub(crate) async fn serve_relayed(
 async fn serve_tls(
     shared: Arc<Shared>,
     mut tcp: TcpStream,
-    peers: Peers,
+    (peers, syn): (Peers, SavedSyn),
     mut raw: Vec<u8>,
     deadline: Instant,
 ) {
@@ -137,9 +142,10 @@ async fn serve_tls(
             id.clone(),
             shared.peers(peers),
             accepted,
-            hello,
+            (syn.clone(), hello),
             None,
             Arc::clone(&tap),
+            shared.p0f_db.clone(),
         ));
         shared.sink.closed(conn, Some((reason, detail)));
     };
@@ -232,9 +238,10 @@ async fn serve_tls(
         id,
         shared.peers(peers),
         accepted,
-        hello,
+        (syn, hello),
         Some(session),
         Arc::clone(&tap),
+        shared.p0f_db.clone(),
     ));
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
     if conn.tap.truncated() {

@@ -3,6 +3,9 @@
 //! own task; a bad peer ends only its own connection. A connection relayed by a trusted load
 //! balancer passes the gate by its client's address, once its PROXY header is read
 //! (`connection.rs`).
+//!
+//! The listener asks the kernel to keep each connection's SYN, and the loop takes it at
+//! accept, once (`saved_syn.rs`): raw bytes, parsed only when the connection is analysed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +14,9 @@ use tokio::net::TcpListener;
 
 use super::connection;
 use super::gate::{admit, reset, tarpit, Verdict};
+use super::saved_syn::{self, SavedSyn};
 use super::shared::Shared;
+use exitvoice_schema::TcpAbsence;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -22,6 +27,13 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// has named the client (`connection::serve_relayed`): the limits and the penalty box are the
 /// client's, not the load balancer's, which carries everyone's connections.
 pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let keeps_syn = match saved_syn::keep(&listener) {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::warn!(%error, "TCP_SAVE_SYN refused: connections will have no tcp voice");
+            false
+        }
+    };
     let mut shutdown = shared.shutdown.clone();
     loop {
         if *shutdown.borrow() {
@@ -40,6 +52,7 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             }
         };
         if shared.relays_proxy_protocol(peer.ip()) {
+            // The kernel's SYN is the load balancer's: not taken (it goes with the socket).
             let open = shared.metrics.accept();
             tokio::spawn(connection::serve_relayed(
                 Arc::clone(&shared),
@@ -57,10 +70,15 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             Verdict::Serve(permit) => {
                 let open = shared.metrics.accept();
                 let shared = Arc::clone(&shared);
+                let syn = if keeps_syn {
+                    saved_syn::take(&tcp)
+                } else {
+                    SavedSyn::Absent(TcpAbsence::Unsupported)
+                };
                 tokio::spawn(async move {
                     let _open = open;
                     let _permit = permit;
-                    connection::serve(shared, tcp, peer).await;
+                    connection::serve(shared, tcp, peer, syn).await;
                 });
             }
         }

@@ -4,7 +4,8 @@
 //!
 //! A connection goes listener → gate → connection → http → record → sink. Each file imports
 //! only files below it in this list:
-//! - `listener.rs`: the accept loop; each connection passes the gate, then runs in its own task;
+//! - `listener.rs`: the accept loop; each connection's SYN taken from the kernel
+//!   (`saved_syn.rs`, the crate's one `unsafe` module), then the gate, then its own task;
 //! - `connection.rs`: one connection to its end: the PROXY header (`proxy.rs`) of a relayed one
 //!   and its gate, the ClientHello (`hello.rs`), replayed into rustls (`replay.rs`);
 //! - `http.rs`: the decrypted stream, tapped (`tap.rs`), served by hyper (`builders.rs`), each
@@ -30,6 +31,8 @@ mod proxy;
 pub(crate) mod quic;
 mod record;
 mod replay;
+#[allow(unsafe_code)]
+pub mod saved_syn;
 mod shared;
 mod sink;
 mod strike;

@@ -11,9 +11,11 @@ use bytes::Bytes;
 use exitvoice_protocol::analysis::{
     self, Analysis, ConnectionInput, EchoJson, Follower, LayerError, RequestHead,
 };
+use exitvoice_protocol::tcp::P0fDb;
 use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
 use time::OffsetDateTime;
 
+use super::saved_syn::SavedSyn;
 use super::tap::TapBuffer;
 use crate::metrics::Metrics;
 
@@ -45,6 +47,10 @@ pub struct Connection {
     pub stored_peer: Peer,
     /// When the connection was accepted.
     pub accepted: OffsetDateTime,
+    /// The SYN the kernel kept, or why there is none.
+    pub(crate) syn: SavedSyn,
+    /// The p0f database that names the SYN's OS (`--p0f-db`).
+    p0f_db: Option<Arc<P0fDb>>,
     /// The ClientHello records as received (a partial hello when reading it failed).
     pub hello: Bytes,
     /// The negotiated session, when the handshake completed.
@@ -85,9 +91,10 @@ impl Connection {
         id: String,
         peers: (Peers, Peer),
         accepted: OffsetDateTime,
-        hello: Bytes,
+        (syn, hello): (SavedSyn, Bytes),
         session: Option<Session>,
         tap: Arc<TapBuffer>,
+        p0f_db: Option<Arc<P0fDb>>,
     ) -> Self {
         let (peers, stored_peer) = peers;
         Self {
@@ -96,6 +103,8 @@ impl Connection {
             proxy: peers.proxy,
             stored_peer,
             accepted,
+            syn,
+            p0f_db,
             hello,
             session,
             tap,
@@ -113,6 +122,14 @@ impl Connection {
     /// What the client spoke after the handshake (`Unknown` until it said something).
     pub fn spoken(&self) -> Spoken {
         self.spoken.get().copied().unwrap_or(Spoken::Unknown)
+    }
+
+    /// The SYN's headers as the kernel kept them (empty when there are none).
+    pub(crate) fn syn_bytes(&self) -> &[u8] {
+        match &self.syn {
+            SavedSyn::Saved(bytes) => bytes,
+            SavedSyn::Absent(_) => &[],
+        }
     }
 
     /// Counts a new request and returns its index on the connection (1 for the first).
@@ -168,6 +185,8 @@ impl Connection {
             let prefix = self.tap.snapshot();
             let session = self.session.as_ref();
             let analysis = analysis::analyse(&ConnectionInput {
+                syn: self.syn.source(),
+                p0f_db: self.p0f_db.as_deref(),
                 hello: &self.hello,
                 // A connection that got no request through (a flood, a scanner, a broken client)
                 // is stored with its raw prefix for `exitvoice inspect`, but its HTTP layer is

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use exitvoice_protocol::tcp::P0fDb;
 use exitvoice_schema::{Peer, PeerPolicy};
 use ipnet::IpNet;
 use tokio::sync::watch;
@@ -35,6 +36,8 @@ pub(crate) struct Shared {
     pub(crate) store_peer_ip: PeerPolicy,
     /// Sources whose connections start with a PROXY protocol header (`--proxy-protocol-from`).
     pub(crate) proxy_from: Vec<IpNet>,
+    /// The p0f signature database naming each SYN's OS (`--p0f-db`).
+    pub(crate) p0f_db: Option<Arc<P0fDb>>,
     pub(crate) next_connection: AtomicU64,
 }
 

@@ -10,6 +10,7 @@ mod coherence;
 mod detail;
 mod geo;
 mod http;
+mod tcp;
 mod tls;
 
 use exitvoice_schema::{Bucket, Echo, Spoken};
@@ -36,6 +37,7 @@ pub fn render(page: &FingerprintPage<'_>) -> String {
     let body = html! {
         (summary(page))
         (geo::section(echo.geo.as_ref()))
+        (tcp::section(echo))
         (tls::section(echo))
         (alpn(echo))
         (http::section(echo))
@@ -60,7 +62,7 @@ pub fn render(page: &FingerprintPage<'_>) -> String {
     };
     let lead = html! {
         "What this server saw of your connection from " code { (echo.peer.ip) }
-        ": your TLS ClientHello and the first HTTP bytes, before anything else."
+        ": your TCP SYN, your TLS ClientHello and the first HTTP bytes, before anything else."
     };
     document("Your TLS and HTTP fingerprint", lead, body).into_string()
 }

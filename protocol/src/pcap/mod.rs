@@ -134,6 +134,8 @@ pub struct PcapConnection {
     pub decrypt_error: Option<DecryptError>,
     /// How the client's stream was captured.
     pub client_stream: StreamQuality,
+    /// The client's SYN from its IP header on, when it was captured.
+    pub syn: Option<Vec<u8>>,
 }
 
 /// Everything read from a capture.
@@ -204,7 +206,11 @@ pub fn read(file_bytes: &[u8], extra_keylog: Option<&str>) -> Result<Capture, Pc
         let Some(segment) = tcp::Segment::parse(packet.segment) else {
             continue;
         };
-        tracker.add(packet.src, packet.dst, segment, index + 1);
+        let opens = segment.opens();
+        let flow = tracker.add(packet.src, packet.dst, segment, index + 1);
+        if let (true, Some(flow)) = (opens, flow) {
+            tracker.keep_syn(flow, ip_packet);
+        }
     }
     let connections_capped = tracker.capped || quic_tracker.capped;
     let connections = tracker
@@ -325,6 +331,7 @@ fn connection(flow: &tcp::Flow<'_>, keys: &KeyLog) -> Option<PcapConnection> {
             capped: client_stream.capped,
             start_guessed: client_stream.start_guessed,
         },
+        syn: flow.syn.map(<[u8]>::to_vec),
     })
 }
 

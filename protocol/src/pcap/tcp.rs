@@ -60,6 +60,11 @@ impl<'a> Segment<'a> {
     fn is(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
+
+    /// Whether this is a client's SYN: SYN set, ACK clear.
+    pub(crate) fn opens(&self) -> bool {
+        self.is(SYN) && !self.is(ACK)
+    }
 }
 
 /// One direction of a connection, as captured.
@@ -83,6 +88,8 @@ pub(crate) struct Flow<'a> {
     sides: [Direction<'a>; 2],
     /// Which end sent a SYN without ACK (the client), if captured.
     syn_from: Option<usize>,
+    /// That SYN, from its IP header on (the first one, when it was retransmitted).
+    pub(crate) syn: Option<&'a [u8]>,
     /// Which end sent a SYN with ACK (the server), if captured.
     syn_ack_from: Option<usize>,
     /// 1-based number of the frame that opened this flow.
@@ -109,6 +116,7 @@ impl<'a> Flow<'a> {
             ends: [a, b],
             sides: [Direction::default(), Direction::default()],
             syn_from: None,
+            syn: None,
             syn_ack_from: None,
             first_frame,
         }
@@ -222,8 +230,15 @@ pub(crate) struct Tracker<'a> {
 }
 
 impl<'a> Tracker<'a> {
-    /// Adds one TCP segment sent from `src` to `dst`, seen in frame `frame` (1-based).
-    pub(crate) fn add(&mut self, src: IpAddr, dst: IpAddr, segment: Segment<'a>, frame: usize) {
+    /// Adds one TCP segment sent from `src` to `dst`, seen in frame `frame` (1-based); returns
+    /// the index of its flow (`None`: past [`MAX_CONNECTIONS`]).
+    pub(crate) fn add(
+        &mut self,
+        src: IpAddr,
+        dst: IpAddr,
+        segment: Segment<'a>,
+        frame: usize,
+    ) -> Option<usize> {
         let from = SocketAddr::new(src, segment.src_port);
         let to = SocketAddr::new(dst, segment.dst_port);
         let key = if from <= to { (from, to) } else { (to, from) };
@@ -233,7 +248,7 @@ impl<'a> Tracker<'a> {
             _ => {
                 if self.flows.len() >= MAX_CONNECTIONS {
                     self.capped = true;
-                    return;
+                    return None;
                 }
                 self.flows.push(Flow::new(from, to, frame));
                 let index = self.flows.len() - 1;
@@ -241,13 +256,9 @@ impl<'a> Tracker<'a> {
                 index
             }
         };
-        let Some(flow) = self.flows.get_mut(index) else {
-            return;
-        };
+        let flow = self.flows.get_mut(index)?;
         let side = usize::from(flow.ends[0] != from);
-        let Some(direction) = flow.sides.get_mut(side) else {
-            return;
-        };
+        let direction = flow.sides.get_mut(side)?;
         let mut seq = segment.seq;
         if segment.is(SYN) {
             direction.isn = Some(segment.seq);
@@ -263,13 +274,22 @@ impl<'a> Tracker<'a> {
             direction.closed = true;
         }
         if segment.payload.is_empty() {
-            return;
+            return Some(index);
         }
         if direction.segments.len() >= MAX_SEGMENTS {
             direction.capped = true;
-            return;
+            return Some(index);
         }
         direction.segments.push((seq, segment.payload));
+        Some(index)
+    }
+
+    /// Keeps `packet` (from its IP header on) as the client's SYN of flow `index`, unless one
+    /// was kept already.
+    pub(crate) fn keep_syn(&mut self, index: usize, packet: &'a [u8]) {
+        if let Some(flow) = self.flows.get_mut(index) {
+            flow.syn.get_or_insert(packet);
+        }
     }
 
     /// Whether a SYN from `from` with `isn` starts a new connection on the pair of `index`

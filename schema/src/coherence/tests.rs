@@ -206,3 +206,55 @@ fn user_agents_name_their_family() {
     let late = format!("Mozilla/5.0 {} Chrome/1", "x".repeat(2000));
     assert_eq!(ua_family(&late), None, "only the first bytes are read");
 }
+
+#[test]
+fn user_agents_name_their_operating_system() {
+    let table = [
+        (CHROME_UA, Some("linux")),
+        ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0", Some("windows")),
+        ("Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15", Some("macos")),
+        // An iPhone's says `like Mac OS X`, Android's and ChromeOS's `Linux`: the first token wins.
+        ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/131.0.6778.73 Mobile/15E148 Safari/604.1", Some("ios")),
+        ("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36", Some("android")),
+        ("Mozilla/5.0 (X11; CrOS x86_64 14541.0.0) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36", Some("chromeos")),
+        ("curl/8.5.0", None),
+        ("Mozilla/5.0", None),
+    ];
+    for (user_agent, os) in table {
+        assert_eq!(ua_os(user_agent), os, "{user_agent}");
+    }
+}
+
+#[test]
+fn a_claimed_os_unlike_the_stacks_is_a_reason() {
+    let judged = || judge(&h2(), Families::default());
+    // p0f's labels for the stacks (`p0f.fp`: `s:unix:Linux:3.11 and newer`, `s:win:Windows:7 or 8`).
+    let windows_on_linux = judged().with_os(Some("windows"), Some("Linux 3.11 and newer"));
+    assert_eq!(windows_on_linux.reasons, ["ua_os_ne_tcp_os"]);
+    assert_eq!(windows_on_linux.score, 0.7);
+    assert_eq!(windows_on_linux.ua_os.as_deref(), Some("windows"));
+    assert_eq!(
+        windows_on_linux.tcp_os.as_deref(),
+        Some("Linux 3.11 and newer")
+    );
+    // Android and ChromeOS run Linux's stack, iOS macOS's.
+    for (claimed, shown) in [
+        ("android", "Linux 3.11 and newer"),
+        ("chromeos", "Linux 2.2.x-3.x"),
+        ("ios", "Mac OS X 10.x"),
+        ("windows", "Windows 7 or 8"),
+    ] {
+        let kin = judged().with_os(Some(claimed), Some(shown));
+        assert!(kin.reasons.is_empty(), "{claimed} on {shown}: {kin:?}");
+    }
+    // Either unknown: no reason.
+    assert!(judged()
+        .with_os(None, Some("Windows 7 or 8"))
+        .reasons
+        .is_empty());
+    assert!(judged().with_os(Some("macos"), None).reasons.is_empty());
+    assert!(judged()
+        .with_os(Some("windows"), Some("Plan 9"))
+        .reasons
+        .is_empty());
+}

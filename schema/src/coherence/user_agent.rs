@@ -56,6 +56,32 @@ pub fn ua_family(user_agent: &str) -> Option<Family> {
     Some(Family::new(name, false))
 }
 
+/// Operating-system tokens of a browser's User-Agent comment (`(Windows NT 10.0; Win64; x64)`),
+/// first match wins: an iPhone's says `like Mac OS X`, Android's and ChromeOS's `Linux`.
+const OS_TOKENS: &[(&str, &str)] = &[
+    ("iPhone", "ios"),
+    ("iPad", "ios"),
+    ("Android", "android"),
+    ("CrOS", "chromeos"),
+    ("Windows NT", "windows"),
+    ("Mac OS X", "macos"),
+    ("Macintosh", "macos"),
+    ("Linux", "linux"),
+];
+
+/// The operating system a browser's User-Agent claims (`windows`, `macos`, `ios`, `android`,
+/// `chromeos`, `linux`); `None` for a library's, which claims none, or an unknown one.
+pub fn ua_os(user_agent: &str) -> Option<&'static str> {
+    let head = truncate(user_agent.trim_start());
+    if !head.starts_with("Mozilla/") {
+        return None;
+    }
+    OS_TOKENS
+        .iter()
+        .find(|(token, _)| head.contains(token))
+        .map(|(_, os)| *os)
+}
+
 /// At most [`MAX_USER_AGENT`] bytes of `text`, cut at a character boundary.
 fn truncate(text: &str) -> &str {
     let mut end = MAX_USER_AGENT.min(text.len());
