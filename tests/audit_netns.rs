@@ -15,115 +15,17 @@ mod support;
 mod syn_support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::netns::{in_ns, ip, Namespaces};
 use syn_support::Capture;
 
 /// The echo server's address, on the core namespace's loopback.
 const ECHO_IP: &str = "10.99.0.1";
 /// Debian's p0f signature database (package p0f).
 const P0F_DB: &str = "/etc/p0f/p0f.fp";
-
-/// Runs `ip ARGS`; panics with its stderr when it fails.
-fn ip(args: &[&str]) {
-    let output = Command::new("ip")
-        .args(args)
-        .output()
-        .expect("ip (iproute2)");
-    assert!(
-        output.status.success(),
-        "ip {}: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// `ip netns exec NS PROGRAM`.
-fn in_ns(ns: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
-    let mut command = Command::new("ip");
-    command.args(["netns", "exec", ns]).arg(program);
-    command
-}
-
-/// The namespaces of one test run: deleted, with every process in them, on drop.
-struct Namespaces {
-    names: Vec<String>,
-    children: Vec<Child>,
-}
-
-impl Namespaces {
-    fn new() -> Self {
-        Self {
-            names: Vec::new(),
-            children: Vec::new(),
-        }
-    }
-
-    /// A new namespace with its loopback up.
-    fn add(&mut self, name: String) -> String {
-        ip(&["netns", "add", &name]);
-        self.names.push(name.clone());
-        ip(&["-n", &name, "link", "set", "lo", "up"]);
-        name
-    }
-
-    /// A veth pair from `core` (`core_ip`/24) to `exit` (`exit_ip`/24), and the exit's route to
-    /// the echo server through it.
-    fn link(&self, core: &str, exit: &str, core_ip: &str, exit_ip: &str) {
-        let (core_end, exit_end) = (format!("{exit}c"), format!("{exit}x"));
-        ip(&[
-            "link", "add", &core_end, "netns", core, "type", "veth", "peer", "name", &exit_end,
-            "netns", exit,
-        ]);
-        for (ns, end, address) in [(core, &core_end, core_ip), (exit, &exit_end, exit_ip)] {
-            ip(&[
-                "-n",
-                ns,
-                "addr",
-                "add",
-                &format!("{address}/24"),
-                "dev",
-                end,
-            ]);
-            ip(&["-n", ns, "link", "set", end, "up"]);
-        }
-        ip(&[
-            "-n",
-            exit,
-            "route",
-            "add",
-            &format!("{ECHO_IP}/32"),
-            "via",
-            core_ip,
-        ]);
-    }
-
-    fn spawn(&mut self, mut command: Command) -> &mut Child {
-        let child = command.spawn().expect("spawn in a namespace");
-        self.children.push(child);
-        self.children.last_mut().expect("just pushed")
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        for name in &self.names {
-            // Whatever else still runs inside goes too, then the namespace (and its veth ends).
-            if let Ok(out) = Command::new("ip").args(["netns", "pids", name]).output() {
-                for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                    let _ = Command::new("kill").args(["-9", pid]).status();
-                }
-            }
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
-    }
-}
 
 /// `sysctl -n KEY` in `ns`.
 fn sysctl(ns: &str, key: &str) -> String {
@@ -157,6 +59,7 @@ fn tinyproxy(spaces: &mut Namespaces, ns: &str, listen: &str, dir: &Path) {
     let started = Instant::now();
     while !in_ns(ns, "bash")
         .args(["-c", &format!("exec 3<>/dev/tcp/{listen}/8888")])
+        .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
     {
@@ -166,46 +69,6 @@ fn tinyproxy(spaces: &mut Namespaces, ns: &str, listen: &str, dir: &Path) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// The echo server in `ns` on [`ECHO_IP`]: its port and pin.
-fn echo(spaces: &mut Namespaces, ns: &str, dir: &Path) -> (u16, String) {
-    use std::io::BufRead as _;
-    let mut command = in_ns(ns, env!("CARGO_BIN_EXE_exitvoice"));
-    command
-        .current_dir(dir)
-        .args([
-            "serve",
-            "--listen",
-            &format!("{ECHO_IP}:0"),
-            "--p0f-db",
-            P0F_DB,
-            "--db",
-        ])
-        .arg(dir.join("echo.db"))
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(dir.join("serve.log")).expect("log file"));
-    let child = spaces.spawn(command);
-    let stdout = child.stdout.take().expect("stdout");
-    let (mut port, mut pin) = (None, None);
-    for line in std::io::BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-    {
-        if let Some(addr) = line.split("listening on https://").nth(1) {
-            let addr: std::net::SocketAddr = addr.trim().parse().expect("socket address");
-            port = Some(addr.port());
-        }
-        if let Some(rest) = line.split("certificate pin ").nth(1) {
-            pin = rest.split_whitespace().next().map(str::to_owned);
-            break;
-        }
-    }
-    let log = || std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
-    (
-        port.unwrap_or_else(|| panic!("echo port: {}", log())),
-        pin.unwrap_or_else(|| panic!("echo pin: {}", log())),
-    )
 }
 
 /// The fields of an exit's p0f signature (`ver:ittl:olen:mss:wsize,scale:olayout:quirks:pclass`).
@@ -241,8 +104,8 @@ fn exits_on_other_kernels_settings_get_their_own_stack() {
     ]);
     let stock = spaces.add(format!("{tag}a"));
     let tuned = spaces.add(format!("{tag}b"));
-    spaces.link(&core, &stock, "10.99.1.1", "10.99.1.2");
-    spaces.link(&core, &tuned, "10.99.2.1", "10.99.2.2");
+    spaces.link(&core, &stock, ("10.99.1.1", "10.99.1.2"), ECHO_IP);
+    spaces.link(&core, &tuned, ("10.99.2.1", "10.99.2.2"), ECHO_IP);
     let set = in_ns(&tuned, "sysctl")
         .args([
             "-q",
@@ -257,7 +120,7 @@ fn exits_on_other_kernels_settings_get_their_own_stack() {
     assert!(set.success(), "sysctl in {tuned}");
     tinyproxy(&mut spaces, &stock, "10.99.1.2", work.path());
     tinyproxy(&mut spaces, &tuned, "10.99.2.2", work.path());
-    let (port, pin) = echo(&mut spaces, &core, work.path());
+    let (port, pin) = spaces.echo(&core, ECHO_IP, work.path(), &["--p0f-db", P0F_DB]);
     // The SYNs each exit sends the echo, as they cross into the core namespace.
     let captures = [&stock, &tuned]
         .map(|exit| Capture::start_on(Some(core.as_str()), &format!("{exit}c"), &[port]));
