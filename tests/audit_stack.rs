@@ -11,29 +11,10 @@ use std::net::Ipv4Addr;
 
 use serde_json::Value;
 use support::bound_exit::{BoundExit, Stack};
-use support::{audit, EchoServer};
+use support::{audit, exits_file, EchoServer};
 
 const WINDOWS_TTL: u32 = 128;
 const SMALL_MSS: u32 = 1200;
-
-fn exits_file(
-    dir: &std::path::Path,
-    echo: &EchoServer,
-    exits: &[(&str, u16)],
-) -> std::path::PathBuf {
-    let mut text = format!(
-        "[echo]\nurl = \"https://localhost:{}\"\nspki_sha256 = \"{}\"\n",
-        echo.port, echo.pin
-    );
-    for (name, port) in exits {
-        text.push_str(&format!(
-            "\n[[exits]]\nname = \"{name}\"\nurl = \"http://127.0.0.1:{port}\"\n"
-        ));
-    }
-    let path = dir.join("exits.toml");
-    std::fs::write(&path, text).expect("write exits file");
-    path
-}
 
 /// The p0f signature's fields (`ver:ittl:olen:mss:wsize,scale:olayout:quirks:pclass`).
 fn p0f_fields(stack: &Value) -> Vec<String> {
@@ -59,13 +40,14 @@ fn labels_tell_exit_host_stacks_apart() {
         &[Ipv4Addr::new(127, 0, 0, 4)],
         &[Stack::default(), windows_like],
     );
+    let url = |exit: &BoundExit| format!("http://127.0.0.1:{}", exit.port);
     let exits = exits_file(
         work.path(),
         &echo,
         &[
-            ("native", native.port),
-            ("other", other.port),
-            ("rotating", rotating.port),
+            ("native", url(&native)),
+            ("other", url(&other)),
+            ("rotating", url(&rotating)),
         ],
     );
     let run = audit(
