@@ -224,15 +224,7 @@ fn labels_and_the_dashboard_place_exits_audited_without_geo() {
     let placed = labels(&["--geoip", geo.to_str().unwrap()]);
     assert!(placed.status.success(), "{placed:?}");
     let doc: Value = serde_json::from_slice(&placed.stdout).unwrap();
-    let exit = |doc: &Value, name: &str| {
-        doc["exits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let exit = |doc: &Value, name: &str| support::exit_label(doc, name).clone();
     for (name, address) in [("berlin", "127.0.0.2"), ("paris", "127.0.0.3")] {
         let label = exit(&doc, name);
         let country = mmdblookup(&geo, address, &["country_code"]);

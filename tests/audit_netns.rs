@@ -160,15 +160,7 @@ fn exits_on_other_kernels_settings_get_their_own_stack() {
     let [stock_capture, tuned_capture] = captures.map(Capture::stop);
     let labels: Value = serde_json::from_slice(&std::fs::read(&labels_path).unwrap()).unwrap();
     support::assert_valid_labels(&labels);
-    let exit = |name: &str| {
-        labels["exits"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["name"] == name)
-            .cloned()
-            .unwrap()
-    };
+    let exit = |name: &str| support::exit_label(&labels, name).clone();
     let (stock_label, tuned_label) = (exit("stock"), exit("tuned"));
 
     // The stock kernel: its own default TTL, and the options its sysctls turn on.

@@ -137,13 +137,7 @@ async fn haproxy_send_proxy_v1_and_v2_carry_the_client_address_and_the_hello_unc
         assert_ne!(peer["proxy"]["port"], client.port());
         assert_eq!(echo["token"], token.as_str());
 
-        let rows = server
-            .rows_until(|rows| rows.iter().any(|row| row.token.as_deref() == Some(&token)))
-            .await;
-        let row = rows
-            .iter()
-            .find(|row| row.token.as_deref() == Some(&token))
-            .expect("the request was stored");
+        let row = server.row_of_token(&token).await;
         assert_eq!(row.peer, client.to_string(), "{mode}: stored by the client");
         assert!(
             !hello.is_empty() && hello[0] == 0x16,

@@ -136,13 +136,7 @@ async fn the_syn_of_a_tuned_client_socket_is_echoed_as_tshark_and_p0f_read_it() 
     // Stored with the connection, derived again from the kept bytes on read (the OS name is
     // the live answer's: --p0f-db is the server's, not the row's).
     let token = format!("syn-{port4}");
-    let rows = server
-        .rows_until(|rows| rows.iter().any(|row| row.token.as_deref() == Some(&token)))
-        .await;
-    let row = rows
-        .iter()
-        .find(|row| row.token.as_deref() == Some(&token))
-        .expect("the request was stored");
+    let row = server.row_of_token(&token).await;
     let mut live = echo4["tcp"].clone();
     live.as_object_mut().expect("tcp").remove("os");
     assert_eq!(row.summary["tcp"], live, "stored: {}", row.summary);

@@ -259,6 +259,17 @@ impl EchoServer {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+
+    /// The stored row of the request that carried `token`, once it is stored (panics after
+    /// [`EchoServer::rows_until`]'s wait).
+    pub async fn row_of_token(&self, token: &str) -> Row {
+        let rows = self
+            .rows_until(|rows| rows.iter().any(|row| row.token.as_deref() == Some(token)))
+            .await;
+        rows.into_iter()
+            .find(|row| row.token.as_deref() == Some(token))
+            .expect("the request was stored")
+    }
 }
 
 impl Drop for EchoServer {

@@ -245,11 +245,16 @@ pub struct AuditRun {
 impl AuditRun {
     /// The label of exit `name`.
     pub fn exit(&self, name: &str) -> &serde_json::Value {
-        self.labels["exits"]
-            .as_array()
-            .and_then(|exits| exits.iter().find(|e| e["name"] == name))
-            .unwrap_or_else(|| panic!("no label for {name}: {}", self.labels))
+        exit_label(&self.labels, name)
     }
+}
+
+/// Exit `name`'s label in a labels document.
+pub fn exit_label<'a>(labels: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    labels["exits"]
+        .as_array()
+        .and_then(|exits| exits.iter().find(|e| e["name"] == name))
+        .unwrap_or_else(|| panic!("no label for {name}: {labels}"))
 }
 
 /// Writes an exits file for `echo` and `exits` (name, url) into `dir`.
