@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use exitvoice_exposition::{by_label, counters_by, single};
-use exitvoice_schema::LabelsDoc;
+use exitvoice_schema::Pool;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -44,24 +44,24 @@ pub struct AuditMetrics {
 }
 
 impl AuditMetrics {
-    /// Folds a finished run in: its probes (the baseline's too), its labels and how long it took.
-    pub fn record_run(&self, probes: &Outcomes, labels: &LabelsDoc, took: Duration, end_unix: i64) {
+    /// Folds a finished run in: its probes (the baseline's too), its pool of labels and how long
+    /// it took.
+    pub fn record_run(&self, probes: &Outcomes, pool: &Pool, took: Duration, end_unix: i64) {
         let mut snapshot = self.snapshot.lock().unwrap_or_else(PoisonError::into_inner);
         snapshot.runs += 1;
         for (outcome, count) in probes.iter() {
             *snapshot.probes.entry(outcome.to_owned()).or_default() += count;
         }
         snapshot.exits.clear();
-        for exit in &labels.exits {
-            let bucket = exit
-                .bucket
-                .map_or_else(|| "none".to_owned(), |b| b.to_string());
-            for key in [
-                ("state", exit.state.to_string()),
-                ("bucket", bucket),
-                ("route", exit.route.to_string()),
-            ] {
-                *snapshot.exits.entry(key).or_default() += 1;
+        for (dimension, counts) in [
+            ("state", &pool.by_state),
+            ("bucket", &pool.by_bucket),
+            ("route", &pool.by_route),
+        ] {
+            for (value, &count) in counts {
+                snapshot
+                    .exits
+                    .insert((dimension, value.clone()), i64::from(count));
             }
         }
         snapshot.last_run_seconds = took.as_secs_f64();
@@ -215,10 +215,7 @@ mod tests {
     #[test]
     fn probes_add_up_over_runs_and_exits_are_the_latest_runs() {
         let metrics = Arc::new(AuditMetrics::default());
-        let labels: LabelsDoc = serde_json::from_value(serde_json::json!({
-            "schema_version": 2, "generated_at": "2026-01-01T00:00:00Z", "exits": [],
-        }))
-        .expect("an empty labels document");
+        let labels = Pool::default();
         let outcomes = |records: &[ProbeRecord]| {
             let mut outcomes = Outcomes::default();
             records.iter().for_each(|record| outcomes.count(record));

@@ -2,22 +2,32 @@
 //! client family pair, the success rate, and how many egress addresses the exits really leave
 //! from (25 exits behind one egress are one exit: `collapsed_egress`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use exitvoice_geo::GeoIp;
 use exitvoice_schema::{ExitCoherence, ExitGeo, ExitLabel, Family, LabelsDoc, Place, Pool};
 
-/// The pool summary of `labels`.
-pub fn summary(labels: &[ExitLabel]) -> Pool {
-    let mut pool = Pool {
-        exits: u32::try_from(labels.len()).unwrap_or(u32::MAX),
-        ..Pool::default()
-    };
-    let count = |map: &mut BTreeMap<String, u32>, key: String| *map.entry(key).or_default() += 1;
-    let mut egress: Vec<&str> = Vec::new();
-    let (mut probes, mut successes) = (0u64, 0u64);
-    let mut answering = 0;
-    for label in labels {
+/// The pool summary, counted an exit's label at a time (a run never holds every label).
+#[derive(Debug, Default)]
+pub struct PoolTally {
+    pool: Pool,
+    egress: HashSet<String>,
+    probes: u64,
+    successes: u64,
+    answering: u32,
+    places: Places,
+    /// Exits by the TCP voice of their newest SYN (`unknown` without one).
+    stacks: BTreeMap<String, u32>,
+    with_stack: bool,
+}
+
+impl PoolTally {
+    /// Counts `label` in.
+    pub fn add(&mut self, label: &ExitLabel) {
+        let pool = &mut self.pool;
+        pool.exits = pool.exits.saturating_add(1);
+        let count =
+            |map: &mut BTreeMap<String, u32>, key: String| *map.entry(key).or_default() += 1;
         count(&mut pool.by_state, label.state.to_string());
         count(
             &mut pool.by_bucket,
@@ -25,74 +35,97 @@ pub fn summary(labels: &[ExitLabel]) -> Pool {
         );
         count(&mut pool.by_route, label.route.to_string());
         count(&mut pool.by_family, family_pair(label.coherence.as_ref()));
-        successes += u64::from(label.samples);
-        probes +=
+        self.successes += u64::from(label.samples);
+        self.probes +=
             u64::from(label.samples) + label.errors.values().map(|&n| u64::from(n)).sum::<u64>();
         if label.samples > 0 {
-            answering += 1;
+            self.answering += 1;
         }
         for ip in &label.egress_ips {
-            if !egress.contains(&ip.as_str()) {
-                egress.push(ip);
+            if !self.egress.contains(ip) {
+                self.egress.insert(ip.clone());
             }
         }
+        if let Some(geo) = &label.geo {
+            self.places.add(&geo.newest);
+        }
+        self.with_stack |= label.stack.is_some();
+        count(
+            &mut self.stacks,
+            label
+                .stack
+                .as_ref()
+                .map_or_else(|| "unknown".to_owned(), |s| s.voice.clone()),
+        );
     }
-    #[allow(clippy::cast_precision_loss)]
-    {
-        pool.success_rate = (probes > 0).then(|| successes as f64 / probes as f64);
+
+    /// The pool of the labels counted.
+    #[must_use]
+    pub fn finish(self) -> Pool {
+        let mut pool = self.pool;
+        #[allow(clippy::cast_precision_loss)]
+        {
+            pool.success_rate =
+                (self.probes > 0).then(|| self.successes as f64 / self.probes as f64);
+        }
+        pool.unique_egress = u32::try_from(self.egress.len()).unwrap_or(u32::MAX);
+        pool.collapsed_egress = self.answering >= 2 && self.egress.len() == 1;
+        self.places.count_into(&mut pool);
+        // Nothing by stack when no exit has one.
+        if self.with_stack {
+            pool.by_stack = self.stacks;
+        }
+        pool
     }
-    pool.unique_egress = u32::try_from(egress.len()).unwrap_or(u32::MAX);
-    pool.collapsed_egress = answering >= 2 && egress.len() == 1;
-    by_place(&mut pool, labels);
-    by_stack(&mut pool, labels);
-    pool
 }
 
-/// The pool by the TCP voice of each exit's newest SYN (`unknown` for an exit without one);
-/// nothing when no exit has one.
-fn by_stack(pool: &mut Pool, labels: &[ExitLabel]) {
-    if labels.iter().all(|l| l.stack.is_none()) {
-        return;
-    }
+/// The pool summary of `labels`.
+#[cfg(test)]
+pub(crate) fn summary(labels: &[ExitLabel]) -> Pool {
+    let mut tally = PoolTally::default();
     for label in labels {
-        let stack = label
-            .stack
-            .as_ref()
-            .map_or_else(|| "unknown".to_owned(), |s| s.voice.clone());
-        *pool.by_stack.entry(stack).or_default() += 1;
+        tally.add(label);
     }
+    tally.finish()
 }
 
 /// The pool by country and by network of each exit's newest placed sample, and the share of
 /// the placed exits behind the largest network; nothing without `audit --geoip`.
-fn by_place(pool: &mut Pool, labels: &[ExitLabel]) {
-    let placed: Vec<&Place> = labels
-        .iter()
-        .filter_map(|l| l.geo.as_ref().map(|g| &g.newest))
-        .collect();
-    if placed.is_empty() {
-        return;
-    }
-    let mut with_asn = 0_u32;
-    for place in placed {
+#[derive(Debug, Default)]
+struct Places {
+    by_country: BTreeMap<String, u32>,
+    by_asn: BTreeMap<String, u32>,
+    with_asn: u32,
+}
+
+impl Places {
+    fn add(&mut self, place: &Place) {
         let country = place
             .country
             .clone()
             .unwrap_or_else(|| "unknown".to_owned());
-        *pool.by_country.entry(country).or_default() += 1;
+        *self.by_country.entry(country).or_default() += 1;
         let network = place
             .asn
             .map_or_else(|| "unknown".to_owned(), |n| format!("AS{n}"));
-        *pool.by_asn.entry(network).or_default() += 1;
-        with_asn += u32::from(place.asn.is_some());
+        *self.by_asn.entry(network).or_default() += 1;
+        self.with_asn += u32::from(place.asn.is_some());
     }
-    let largest = pool
-        .by_asn
-        .iter()
-        .filter(|(network, _)| *network != "unknown")
-        .map(|(_, &count)| count)
-        .max();
-    pool.largest_asn_share = largest.map(|n| f64::from(n) / f64::from(with_asn));
+
+    fn count_into(self, pool: &mut Pool) {
+        if self.by_country.is_empty() {
+            return;
+        }
+        let largest = self
+            .by_asn
+            .iter()
+            .filter(|(network, _)| *network != "unknown")
+            .map(|(_, &count)| count)
+            .max();
+        pool.largest_asn_share = largest.map(|n| f64::from(n) / f64::from(self.with_asn));
+        pool.by_country = self.by_country;
+        pool.by_asn = self.by_asn;
+    }
 }
 
 /// Places the exits of `doc` whose labels have none (audited without `--geoip`) by their
@@ -133,7 +166,11 @@ pub fn place_unplaced(doc: &mut LabelsDoc, geo: &GeoIp) -> usize {
             pool.by_country.clear();
             pool.by_asn.clear();
             pool.largest_asn_share = None;
-            by_place(pool, &doc.exits);
+            let mut places = Places::default();
+            for geo in doc.exits.iter().filter_map(|l| l.geo.as_ref()) {
+                places.add(&geo.newest);
+            }
+            places.count_into(pool);
             for source in geo.sources() {
                 if !pool.geo_sources.contains(&source) {
                     pool.geo_sources.push(source);

@@ -9,10 +9,10 @@
 //! its host's TCP stack is known and of that operating system's kin (`exitvoice_schema::
 //! coherence::os_kin`: Android's stack is Linux's).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use exitvoice_schema::coherence::os_kin;
-use exitvoice_schema::LabelsDoc;
+use exitvoice_schema::ExitLabel;
 
 /// What a pool must reach.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,12 +85,32 @@ fn share(part: usize, whole: usize) -> f64 {
     }
 }
 
-/// Judges the pool whose labels are `doc`.
-pub fn judge(doc: &LabelsDoc, thresholds: &Thresholds) -> Verdict {
-    let mut exits = Vec::with_capacity(doc.exits.len());
-    let mut buckets: BTreeMap<String, u32> = BTreeMap::new();
-    let mut egress: Vec<&str> = Vec::new();
-    for label in &doc.exits {
+/// Judges a pool an exit's label at a time.
+#[derive(Debug)]
+pub struct Judge<'t> {
+    thresholds: &'t Thresholds,
+    exits: Vec<ExitVerdict>,
+    buckets: BTreeMap<String, u32>,
+    egress: HashSet<String>,
+    preserved: usize,
+}
+
+impl<'t> Judge<'t> {
+    /// A judge of nothing yet, against `thresholds`.
+    #[must_use]
+    pub fn new(thresholds: &'t Thresholds) -> Self {
+        Self {
+            thresholds,
+            exits: Vec::new(),
+            buckets: BTreeMap::new(),
+            egress: HashSet::new(),
+            preserved: 0,
+        }
+    }
+
+    /// Judges the next exit's label.
+    pub fn add(&mut self, label: &ExitLabel) {
+        let thresholds = self.thresholds;
         let mut reasons = Vec::new();
         if label.samples == 0 {
             reasons.push("no successful probe".to_owned());
@@ -124,68 +144,91 @@ pub fn judge(doc: &LabelsDoc, thresholds: &Thresholds) -> Verdict {
                 reasons.push(format!("p95 {p95} ms > {max} ms"));
             }
         }
-        *buckets
+        *self
+            .buckets
             .entry(label.bucket.map_or("none".to_owned(), |b| b.to_string()))
             .or_default() += 1;
         for ip in &label.egress_ips {
-            if !egress.contains(&ip.as_str()) {
-                egress.push(ip);
+            if !self.egress.contains(ip) {
+                self.egress.insert(ip.clone());
             }
         }
-        exits.push(ExitVerdict {
+        self.preserved += usize::from(label.flags.tls_preserved);
+        self.exits.push(ExitVerdict {
             name: label.name.clone(),
             reasons,
         });
     }
-    let total = exits.len();
-    let passing = exits.iter().filter(|e| e.reasons.is_empty()).count();
-    let preserved = doc.exits.iter().filter(|l| l.flags.tls_preserved).count();
-    let h2_exits: u32 = buckets
-        .iter()
-        .filter(|(b, _)| *b != "none")
-        .map(|(_, n)| n)
-        .sum();
-    let a = buckets.get("A").copied().unwrap_or(0);
-    let h2_health = (h2_exits > 0).then(|| f64::from(a) / f64::from(h2_exits));
-    let unique_egress = u32::try_from(egress.len()).unwrap_or(u32::MAX);
-    let pass_share = share(passing, total);
-    let mut failures = Vec::new();
-    if total == 0 {
-        failures.push("no exit".to_owned());
-    }
-    if pass_share < thresholds.min_pass {
-        failures.push(format!(
-            "{passing} of {total} exits pass ({pass_share:.2} < {:.2})",
-            thresholds.min_pass
-        ));
-    }
-    if unique_egress < thresholds.min_unique_egress {
-        failures.push(format!(
-            "{unique_egress} unique egress (< {})",
-            thresholds.min_unique_egress
-        ));
-    }
-    if let Some(min) = thresholds.min_h2_health {
-        let health = h2_health.unwrap_or(0.0);
-        if health < min {
-            failures.push(format!("h2_health {health:.2} < {min:.2}"));
+
+    /// The pool's verdict on the labels judged.
+    #[must_use]
+    pub fn finish(self) -> Verdict {
+        let Self {
+            thresholds,
+            exits,
+            buckets,
+            egress,
+            preserved,
+        } = self;
+        let total = exits.len();
+        let passing = exits.iter().filter(|e| e.reasons.is_empty()).count();
+        let h2_exits: u32 = buckets
+            .iter()
+            .filter(|(b, _)| *b != "none")
+            .map(|(_, n)| n)
+            .sum();
+        let a = buckets.get("A").copied().unwrap_or(0);
+        let h2_health = (h2_exits > 0).then(|| f64::from(a) / f64::from(h2_exits));
+        let unique_egress = u32::try_from(egress.len()).unwrap_or(u32::MAX);
+        let pass_share = share(passing, total);
+        let mut failures = Vec::new();
+        if total == 0 {
+            failures.push("no exit".to_owned());
+        }
+        if pass_share < thresholds.min_pass {
+            failures.push(format!(
+                "{passing} of {total} exits pass ({pass_share:.2} < {:.2})",
+                thresholds.min_pass
+            ));
+        }
+        if unique_egress < thresholds.min_unique_egress {
+            failures.push(format!(
+                "{unique_egress} unique egress (< {})",
+                thresholds.min_unique_egress
+            ));
+        }
+        if let Some(min) = thresholds.min_h2_health {
+            let health = h2_health.unwrap_or(0.0);
+            if health < min {
+                failures.push(format!("h2_health {health:.2} < {min:.2}"));
+            }
+        }
+        Verdict {
+            exits,
+            pass_share,
+            tls_preserved_share: share(preserved, total),
+            buckets,
+            h2_health,
+            unique_egress,
+            failures,
         }
     }
-    Verdict {
-        exits,
-        pass_share,
-        tls_preserved_share: share(preserved, total),
-        buckets,
-        h2_health,
-        unique_egress,
-        failures,
+}
+
+/// Judges the pool whose labels are `doc`.
+#[cfg(test)]
+fn judge(doc: &exitvoice_schema::LabelsDoc, thresholds: &Thresholds) -> Verdict {
+    let mut judge = Judge::new(thresholds);
+    for label in &doc.exits {
+        judge.add(label);
     }
+    judge.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use exitvoice_schema::{Bucket, ExitLabel};
+    use exitvoice_schema::{Bucket, LabelsDoc};
 
     fn label(name: &str, egress: &str, bucket: Option<Bucket>) -> ExitLabel {
         let json = serde_json::json!({

@@ -11,6 +11,7 @@ pub mod echo;
 pub mod geo;
 pub mod label;
 mod label_csv;
+mod label_json;
 pub mod observation;
 pub mod probe;
 pub mod raw_json;
@@ -28,6 +29,7 @@ pub use label::{
     H3Label, HistoryEntry, LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
 pub use label_csv::{labels_csv, CSV_COLUMNS};
+pub use label_json::LabelsJsonWriter;
 pub use observation::{
     compose_echo, rfc3339_ms, CleanEcho, ConnectionFacts, ConnectionRecord, ConnectionRow,
     ConnectionSummary, Failure, FirstRequest, Layers, LayersFn, Observation, ObservationQuery,

@@ -28,7 +28,7 @@ use exitvoice_auditor::schedule::{self, Persona, RunConfig};
 use exitvoice_exits::dial::Timeouts;
 use exitvoice_exits::{EchoTarget, ExitsFile, SessionMinter};
 use exitvoice_geo::{GeoIp, Refreshed};
-use exitvoice_schema::LabelsDoc;
+use exitvoice_schema::{ExitLabel, LabelsJsonWriter};
 use rand::Rng;
 
 /// Flags of `exitvoice audit`.
@@ -216,67 +216,145 @@ pub(crate) fn init_logs() {
     };
 }
 
-fn write_labels(doc: &LabelsDoc, path: &std::path::Path) -> anyhow::Result<()> {
-    write_atomically(path, |out| Ok(serde_json::to_writer_pretty(out, doc)?))
+/// A file written beside its path and renamed into place once whole: a reader never sees
+/// half a file.
+struct AtomicFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
 }
 
-/// Writes `path` through `write` into a temporary file beside it, then renames it into place:
-/// a reader never sees half a file. Streamed: at 10,000 exits the pretty JSON is tens of MB.
+impl AtomicFile {
+    fn create(path: &std::path::Path) -> anyhow::Result<Self> {
+        let tmp = path.with_extension("tmp");
+        let file =
+            std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+        Ok(Self {
+            path: path.to_owned(),
+            tmp,
+            out: std::io::BufWriter::new(file),
+        })
+    }
+
+    fn commit(mut self) -> anyhow::Result<()> {
+        self.out
+            .flush()
+            .with_context(|| format!("writing {}", self.tmp.display()))?;
+        std::fs::rename(&self.tmp, &self.path)
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+impl std::io::Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Writes `path` through `write` (streamed: at 10,000 exits the labels are tens of MB), whole
+/// or not at all.
 fn write_atomically(
     path: &std::path::Path,
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let written = || -> std::io::Result<()> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        write(&mut out)?;
-        out.flush()
-    };
-    written().with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    let mut file = AtomicFile::create(path)?;
+    write(&mut file).with_context(|| format!("writing {}", file.tmp.display()))?;
+    file.commit()
 }
 
-fn summary(doc: &LabelsDoc, violations: u64) -> String {
-    let mut out = format!(
-        "{:<28} {:<11} {:<6} {:<10} {:<4} {:<4} {:<4} {:<5} {:<4} {:>7} {:>6} {:>7}\n",
-        "exit",
-        "state",
-        "bucket",
-        "route",
-        "tls",
-        "h2",
-        "alpn",
-        "remux",
-        "mitm",
-        "samples",
-        "errors",
-        "p50 ms"
-    );
-    let yes = |b: bool| if b { "yes" } else { "no" };
-    for label in &doc.exits {
-        let name: String = label.name.chars().take(28).collect();
-        out.push_str(&format!(
-            "{:<28} {:<11} {:<6} {:<10} {:<4} {:<4} {:<4} {:<5} {:<4} {:>7} {:>6} {:>7}\n",
-            name,
-            label.state.to_string(),
-            label.bucket.map_or("-".to_owned(), |b| b.to_string()),
-            label.route.to_string(),
-            yes(label.flags.tls_preserved),
-            yes(label.flags.h2_preserved),
-            yes(label.flags.alpn_preserved),
-            yes(label.flags.remuxed),
-            yes(label.flags.tls_intercepted),
-            label.samples,
-            label.errors.values().sum::<u32>(),
-            label
-                .latency
-                .p50_ms
-                .map_or("-".to_owned(), |v| v.to_string()),
-        ));
+/// What `audit` prints of a run's labels, and writes with `--labels-out`: one pass over the
+/// stored snapshot, a page of exits at a time.
+struct RunOutput<'t> {
+    labels_out: Option<LabelsJsonWriter<AtomicFile>>,
+    judge: Option<preflight::Judge<'t>>,
+    table: std::io::Stdout,
+}
+
+impl<'t> RunOutput<'t> {
+    /// Reads snapshot `id` and prints, writes and judges each exit's label.
+    async fn each_exit(
+        store: &exitvoice_store::Store,
+        id: i64,
+        labels_out: Option<&std::path::Path>,
+        thresholds: Option<&'t Thresholds>,
+    ) -> anyhow::Result<Option<preflight::Verdict>> {
+        let mut reader = store
+            .read_labels(id)
+            .await?
+            .context("the run's labels snapshot is not in the database")?;
+        let labels_out = match labels_out {
+            Some(path) => Some(
+                LabelsJsonWriter::begin(AtomicFile::create(path)?, reader.header())
+                    .with_context(|| format!("writing {}", path.display()))?,
+            ),
+            None => None,
+        };
+        let mut output = RunOutput {
+            labels_out,
+            judge: thresholds.map(preflight::Judge::new),
+            table: std::io::stdout(),
+        };
+        output.row(None)?;
+        while let Some(page) = reader.next_page().await? {
+            for label in &page {
+                output.exit(label)?;
+            }
+        }
+        if let Some(json) = output.labels_out.take() {
+            json.end().context("writing --labels-out")?.commit()?;
+        }
+        Ok(output.judge.take().map(preflight::Judge::finish))
     }
-    out.push_str(&format!("same-exit overlaps (must be 0): {violations}\n"));
-    out
+
+    fn exit(&mut self, label: &ExitLabel) -> anyhow::Result<()> {
+        if let Some(json) = &mut self.labels_out {
+            json.exit(label).context("writing --labels-out")?;
+        }
+        if let Some(judge) = &mut self.judge {
+            judge.add(label);
+        }
+        self.row(Some(label))
+    }
+
+    /// Prints the summary table's head (`None`) or an exit's row.
+    fn row(&mut self, label: Option<&ExitLabel>) -> anyhow::Result<()> {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        let cells: [String; 12] = match label {
+            None => [
+                "exit", "state", "bucket", "route", "tls", "h2", "alpn", "remux", "mitm",
+                "samples", "errors", "p50 ms",
+            ]
+            .map(str::to_owned),
+            Some(label) => [
+                label.name.chars().take(28).collect(),
+                label.state.to_string(),
+                label.bucket.map_or("-".to_owned(), |b| b.to_string()),
+                label.route.to_string(),
+                yes(label.flags.tls_preserved).to_owned(),
+                yes(label.flags.h2_preserved).to_owned(),
+                yes(label.flags.alpn_preserved).to_owned(),
+                yes(label.flags.remuxed).to_owned(),
+                yes(label.flags.tls_intercepted).to_owned(),
+                label.samples.to_string(),
+                label.errors.values().sum::<u32>().to_string(),
+                label
+                    .latency
+                    .p50_ms
+                    .map_or("-".to_owned(), |v| v.to_string()),
+            ],
+        };
+        let [exit, state, bucket, route, tls, h2, alpn, remux, mitm, samples, errors, p50] = &cells;
+        writeln!(
+            self.table,
+            "{exit:<28} {state:<11} {bucket:<6} {route:<10} {tls:<4} {h2:<4} {alpn:<4} \
+             {remux:<5} {mitm:<4} {samples:>7} {errors:>6} {p50:>7}"
+        )?;
+        Ok(())
+    }
 }
 
 fn preflight_table(verdict: &preflight::Verdict) -> String {
@@ -396,12 +474,6 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let mut exits = file.exits;
     let mut minter = SessionMinter::new();
-    // Only `--every` compares one run's labels with the last; a single run does not hold the
-    // stored snapshot beside its own (at 10,000 exits each is tens of MB).
-    let mut previous = match args.every {
-        Some(_) => store.latest_labels_of(&config.persona()).await?,
-        None => None,
-    };
     // `None`: a full run; `Some(names)`: a re-check of the exits whose label just changed.
     let mut recheck: Option<Vec<String>> = None;
     let mut next_full = tokio::time::Instant::now();
@@ -430,9 +502,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             eprintln!("\r\x1b[2Kprobes done");
         }
         let report = result?;
+        let pool = report.labels.header.pool.clone().unwrap_or_default();
         metrics.record_run(
             &report.outcomes,
-            &report.labels,
+            &pool,
             started.elapsed(),
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -448,24 +521,33 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             recheck = recheck.is_some(),
             "audit run finished"
         );
-        if let Some(path) = &args.labels_out {
-            write_labels(&report.labels, path)?;
+        let thresholds = Thresholds {
+            min_pass: args.min_pass,
+            min_unique_egress: args.min_unique_egress,
+            max_p95_ms: args
+                .max_p95
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            min_h2_health: args.min_h2_health,
+            expect_os: args.expect_os.clone(),
+        };
+        let verdict = RunOutput::each_exit(
+            &store,
+            report.labels.id,
+            args.labels_out.as_deref(),
+            args.preflight.then_some(&thresholds),
+        )
+        .await;
+        // Another auditor published the period's snapshot: this run's own was only for its
+        // output.
+        if !report.labels.published {
+            store.discard_labels(report.labels.id).await?;
         }
-        print!("{}", summary(&report.labels, report.violations));
+        let verdict = verdict?;
+        println!("same-exit overlaps (must be 0): {}", report.violations);
         if report.violations > 0 {
             return Ok(ExitCode::FAILURE);
         }
-        if args.preflight {
-            let thresholds = Thresholds {
-                min_pass: args.min_pass,
-                min_unique_egress: args.min_unique_egress,
-                max_p95_ms: args
-                    .max_p95
-                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-                min_h2_health: args.min_h2_health,
-                expect_os: args.expect_os.clone(),
-            };
-            let verdict = preflight::judge(&report.labels, &thresholds);
+        if let Some(verdict) = verdict {
             print!("{}", preflight_table(&verdict));
             return Ok(if verdict.passed() {
                 ExitCode::SUCCESS
@@ -483,8 +565,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         // Exits whose state, route or coherence just changed are probed again after --recheck, until they
         // settle, as long as that comes before the next full run.
-        let unsettled = schedule::unsettled(previous.as_ref(), &report.labels);
-        previous = Some(report.labels);
+        let unsettled = report.labels.unsettled;
         let now = tokio::time::Instant::now();
         let (wake, next) = if !unsettled.is_empty() && now + args.recheck < next_full {
             (now + args.recheck, Some(unsettled))

@@ -12,6 +12,7 @@ mod test_engines;
 mod broker;
 mod database;
 mod handle;
+mod labels;
 mod leases;
 mod ledger;
 mod legacy;
@@ -27,6 +28,7 @@ pub use broker::{
 };
 pub use database::{redacted, Database, DatabaseUrlError, PostgresUrl};
 pub use handle::{Engine, Store, StoreError};
+pub use labels::{LabelsReader, LabelsWriter};
 pub use ledger::LedgerRow;
 pub use observations::Batch;
 pub use quic::{QuicConnectionRow, QuicRequestRow, StoredQuicRequest};

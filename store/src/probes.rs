@@ -1,4 +1,4 @@
-//! The `probes` and `label_snapshots` tables: what the auditor found, and what it exported.
+//! The `probes` table: what the auditor found.
 
 use sqlx::Row;
 
@@ -9,7 +9,6 @@ use crate::values::placeholders;
 const PROBE_COLUMNS: usize = 10;
 /// Probe rows per INSERT statement (probes are few per commit; this bounds the statement).
 const PROBES_PER_STATEMENT: usize = 64;
-use exitvoice_schema::label::LabelsDoc;
 use exitvoice_schema::probe::ProbeRecord;
 use exitvoice_schema::Bucket;
 
@@ -110,62 +109,6 @@ impl Store {
         Ok(records)
     }
 
-    /// Stores a labels snapshot.
-    ///
-    /// # Errors
-    /// Database or JSON encoding failures.
-    pub async fn insert_labels(&self, doc: &LabelsDoc) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO label_snapshots (generated_at, persona, doc) VALUES ($1, $2, $3)")
-            .bind(&doc.generated_at)
-            .bind(&doc.persona)
-            .bind(serde_json::to_string(doc)?)
-            .execute(self.pool())
-            .await?;
-        Ok(())
-    }
-
-    /// The most recent labels snapshot of `persona` (version 2 snapshots name theirs), if any.
-    ///
-    /// # Errors
-    /// Database or JSON decoding failures.
-    pub async fn latest_labels_of(&self, persona: &str) -> Result<Option<LabelsDoc>, StoreError> {
-        let doc: Option<String> = sqlx::query_scalar(
-            "SELECT doc FROM label_snapshots WHERE persona = $1 \
-             ORDER BY id DESC LIMIT 1",
-        )
-        .bind(persona)
-        .fetch_optional(self.pool())
-        .await?;
-        Ok(doc.map(|json| serde_json::from_str(&json)).transpose()?)
-    }
-
-    /// The id of the most recent labels snapshot of `persona`, if any: a cheap check whether
-    /// the snapshot changed since it was last read.
-    ///
-    /// # Errors
-    /// Database failures.
-    pub async fn latest_labels_id_of(&self, persona: &str) -> Result<Option<i64>, StoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT id FROM label_snapshots WHERE persona = $1 ORDER BY id DESC LIMIT 1",
-        )
-        .bind(persona)
-        .fetch_optional(self.pool())
-        .await?)
-    }
-
-    /// The labels snapshot `id`, if it is stored.
-    ///
-    /// # Errors
-    /// Database or JSON decoding failures.
-    pub async fn labels_by_id(&self, id: i64) -> Result<Option<LabelsDoc>, StoreError> {
-        let doc: Option<String> =
-            sqlx::query_scalar("SELECT doc FROM label_snapshots WHERE id = $1")
-                .bind(id)
-                .fetch_optional(self.pool())
-                .await?;
-        Ok(doc.map(|json| serde_json::from_str(&json)).transpose()?)
-    }
-
     /// The probe that sent `token`, if it is stored.
     ///
     /// # Errors
@@ -179,24 +122,11 @@ impl Store {
         .await?;
         Ok(record.map(|json| serde_json::from_str(&json)).transpose()?)
     }
-
-    /// The most recent labels snapshot, if any.
-    ///
-    /// # Errors
-    /// Database or JSON decoding failures.
-    pub async fn latest_labels(&self) -> Result<Option<LabelsDoc>, StoreError> {
-        let doc: Option<String> =
-            sqlx::query_scalar("SELECT doc FROM label_snapshots ORDER BY id DESC LIMIT 1")
-                .fetch_optional(self.pool())
-                .await?;
-        Ok(doc.map(|json| serde_json::from_str(&json)).transpose()?)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use exitvoice_schema::label::LABELS_SCHEMA_VERSION;
     use exitvoice_schema::probe::{ProbeFailure, PROBE_SCHEMA_VERSION};
 
     fn record(exit: Option<&str>, persona: &str, token: &str) -> ProbeRecord {
@@ -263,38 +193,6 @@ mod tests {
             let found = store.probe_by_token("d").await.unwrap();
             assert_eq!(found, Some(record(Some("y"), "p", "d")));
             assert!(store.probe_by_token("nope").await.unwrap().is_none());
-        }
-
-        async fn latest_labels_snapshot(store: Store) {
-            assert!(store.latest_labels().await.unwrap().is_none());
-            for at in ["1", "2"] {
-                let doc = LabelsDoc {
-                    schema_version: LABELS_SCHEMA_VERSION,
-                    generated_at: at.into(),
-                    persona: None,
-                    baseline: None,
-                    pool: None,
-                    exits: vec![],
-                };
-                store.insert_labels(&doc).await.unwrap();
-            }
-            let latest = store.latest_labels().await.unwrap().unwrap();
-            assert_eq!(latest.generated_at, "2");
-            // Per persona: version 1 snapshots (no persona) are nobody's.
-            assert!(store.latest_labels_of("p").await.unwrap().is_none());
-            for (at, persona) in [("3", "p"), ("4", "q")] {
-                let doc = LabelsDoc {
-                    schema_version: LABELS_SCHEMA_VERSION,
-                    generated_at: at.into(),
-                    persona: Some(persona.into()),
-                    baseline: None,
-                    pool: None,
-                    exits: vec![],
-                };
-                store.insert_labels(&doc).await.unwrap();
-            }
-            let of_p = store.latest_labels_of("p").await.unwrap().unwrap();
-            assert_eq!(of_p.generated_at, "3");
         }
     }
 }

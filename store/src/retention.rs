@@ -110,7 +110,8 @@ impl Store {
                 used_bytes: read(
                     "SELECT CAST(pg_total_relation_size('connections') + \
                      pg_total_relation_size('requests') + pg_total_relation_size('probes') + \
-                     pg_total_relation_size('label_snapshots') AS BIGINT)",
+                     pg_total_relation_size('label_snapshots') + \
+                     pg_total_relation_size('exit_labels') AS BIGINT)",
                 )
                 .await?,
                 file_bytes: read("SELECT pg_database_size(current_database())").await?,

@@ -6,8 +6,8 @@
 //!    done in the period, by this run or another auditor on the database ([`lease`]); each task
 //!    ([`sample`]) claims its exit, then probes its samples one after another ([`retry`]),
 //!    handing each record to the store's writer ([`sink`]) as soon as it is made;
-//! 3. the labels snapshot ([`snapshot`]), from each exit's stored window, stored by one auditor
-//!    of those sharing the database.
+//! 3. the labels snapshot ([`snapshot`]), from each exit's stored window, published by one
+//!    auditor of those sharing the database.
 //!
 //! - Every sample is its own probe (new connection, new token), spaced by
 //!   [`RunConfig::spacing`] plus up to [`RunConfig::jitter`] of random delay.
@@ -21,7 +21,8 @@
 //! - Records go to the store as their probes finish ([`sink`]); an exit's task lives from its
 //!   first sample to its last, a few per probe slot at once, so a run keeps per waiting exit
 //!   only the exit itself. The labels are computed afterwards from each exit's stored window,
-//!   one exit at a time, so memory grows with the exits by what a label needs, not by the probes.
+//!   one exit at a time, and written to the store as they are made: a run holds one label,
+//!   and the pool's figures as counts.
 
 mod baseline;
 mod config;
@@ -39,4 +40,4 @@ pub use config::{Persona, Progress, RunConfig};
 pub use outcomes::Outcomes;
 pub use report::{RunError, RunReport};
 pub use run::{new_run_id, run_once, run_some};
-pub use snapshot::{compute_labels, unsettled};
+pub use snapshot::{store_labels, StoredLabels};

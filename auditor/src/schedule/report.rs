@@ -1,9 +1,10 @@
 //! What a run returns: its report, or why it could not complete.
 
-use exitvoice_schema::{LabelsDoc, ProbeRecord};
+use exitvoice_schema::ProbeRecord;
 use exitvoice_store::StoreError;
 
 use super::outcomes::Outcomes;
+use super::snapshot::StoredLabels;
 
 /// What a run did.
 #[derive(Clone, Debug)]
@@ -21,8 +22,8 @@ pub struct RunReport {
     /// Exits of the run that other auditors on the database probed (or had probed in the
     /// period) instead.
     pub left_to_others: u64,
-    /// The labels after the run.
-    pub labels: LabelsDoc,
+    /// The labels after the run, in the store.
+    pub labels: StoredLabels,
 }
 
 /// Why a run could not complete.

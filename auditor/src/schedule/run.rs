@@ -19,7 +19,7 @@ use super::lease::Leases;
 use super::report::{RunError, RunReport};
 use super::sample::{sample_exit, RunContext};
 use super::sink::{self, Sink};
-use super::snapshot::compute_labels;
+use super::snapshot::store_labels;
 
 /// How often a run looks again at exits another auditor holds.
 const LEASE_POLL: Duration = Duration::from_millis(500);
@@ -112,12 +112,10 @@ async fn run(
         *minter = std::mem::take(&mut *shared);
     }
 
-    let labels = compute_labels(exits, config, store).await?;
-    // Of the auditors sharing the database, one stores the period's snapshot.
+    // Of the auditors sharing the database, one publishes the period's snapshot.
     let names: Vec<&str> = exits.iter().map(|e| e.name.as_str()).collect();
-    if leases.take_labels(&names).await? {
-        store.insert_labels(&labels).await?;
-    }
+    let publish = leases.take_labels(&names).await?;
+    let labels = store_labels(exits, config, store, publish).await?;
     Ok(RunReport {
         run_id,
         baseline,

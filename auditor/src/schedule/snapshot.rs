@@ -1,5 +1,6 @@
-//! A run's labels snapshot: every exit's label from its stored window, and which exits it
-//! shows unsettled since the previous snapshot.
+//! A run's labels snapshot: every exit's label from its stored window, written to the store
+//! an exit at a time (a run holds one label, never the pool's), and which exits it shows
+//! unsettled since the previous snapshot.
 
 use std::collections::HashMap;
 
@@ -9,20 +10,76 @@ use exitvoice_store::{Store, StoreError};
 
 use super::config::RunConfig;
 use crate::labels::{self, ExitInfo, Prior};
-use crate::pool;
+use crate::pool::PoolTally;
 use crate::record::now_rfc3339;
 
-/// Labels of `exits` from the stored history (the last `drift.window` probes of each, more for
+/// A run's labels, as stored: read them back by `id` ([`Store::read_labels`]).
+#[derive(Clone, Debug)]
+pub struct StoredLabels {
+    /// The snapshot's id.
+    pub id: i64,
+    /// Whether the run stored the period's snapshot. Else another auditor of the database
+    /// did: this one is nobody's latest, and its reader discards it
+    /// ([`Store::discard_labels`]).
+    pub published: bool,
+    /// The snapshot without its exits (baseline and pool).
+    pub header: LabelsDoc,
+    /// The exits whose label changed since the persona's previous snapshot: see [`unsettled`].
+    pub unsettled: Vec<String>,
+}
+
+/// The persona's previous snapshot, an exit's label at a time.
+enum Previous {
+    None,
+    /// Stored a row per exit.
+    Rows(i64),
+    /// Stored as one document (before the rows).
+    Whole(HashMap<String, ExitLabel>),
+}
+
+impl Previous {
+    async fn of(store: &Store, persona: &str) -> Result<Self, StoreError> {
+        let Some(id) = store.latest_labels_id_of(persona).await? else {
+            return Ok(Self::None);
+        };
+        match store.read_labels(id).await? {
+            None => Ok(Self::None),
+            Some(reader) if reader.by_rows() => Ok(Self::Rows(id)),
+            Some(reader) => {
+                let doc = reader.into_doc().await?;
+                Ok(Self::Whole(
+                    doc.exits.into_iter().map(|l| (l.name.clone(), l)).collect(),
+                ))
+            }
+        }
+    }
+
+    async fn label(&mut self, store: &Store, name: &str) -> Result<Option<ExitLabel>, StoreError> {
+        match self {
+            Self::None => Ok(None),
+            Self::Rows(id) => store.exit_label(*id, name).await,
+            Self::Whole(labels) => Ok(labels.remove(name)),
+        }
+    }
+
+    fn exists(&self) -> bool {
+        !matches!(self, Self::None)
+    }
+}
+
+/// Labels `exits` from the stored history (the last `drift.window` probes of each, more for
 /// the history and the recovery streak), each compared with the persona's latest baseline and
-/// carrying on from the persona's previous labels snapshot (quarantine, transition).
+/// carrying on from the persona's previous labels snapshot (quarantine, transition), and
+/// stores them as a snapshot, published if `publish`.
 ///
 /// # Errors
 /// Store failures.
-pub async fn compute_labels(
+pub async fn store_labels(
     exits: &[Exit],
     config: &RunConfig,
     store: &Store,
-) -> Result<LabelsDoc, StoreError> {
+    publish: bool,
+) -> Result<StoredLabels, StoreError> {
     let persona = config.persona();
     let window = config
         .drift
@@ -39,13 +96,11 @@ pub async fn compute_labels(
         .rev()
         .find_map(|r| r.h3.as_ref())
         .filter(|_| config.quic);
-    let previous = store.latest_labels_of(&persona).await?;
-    let previous: HashMap<&str, &ExitLabel> = previous
-        .iter()
-        .flat_map(|doc| &doc.exits)
-        .map(|label| (label.name.as_str(), label))
-        .collect();
-    let mut out = Vec::with_capacity(exits.len());
+    let mut previous = Previous::of(store, &persona).await?;
+    let generated_at = now_rfc3339();
+    let mut writer = store.begin_labels(&generated_at, Some(&persona)).await?;
+    let mut tally = PoolTally::default();
+    let mut unsettled = Vec::new();
     for exit in exits {
         let records = store
             .recent_probes(Some(&exit.name), &persona, window)
@@ -58,52 +113,45 @@ pub async fn compute_labels(
             country: exit.country.clone(),
             asn: exit.asn,
         };
+        let before = previous.label(store, &exit.name).await?;
         let prior = Prior {
             baseline: baseline_sample,
-            previous: previous.get(exit.name.as_str()).copied(),
+            previous: before.as_ref(),
             baseline_h3,
         };
-        out.push(labels::label(
-            &info,
-            &records,
-            &config.route,
-            config.drift,
-            prior,
-        ));
+        let label = labels::label(&info, &records, &config.route, config.drift, prior);
+        if !previous.exists() || before.is_none_or(|b| changed(&b, &label)) {
+            unsettled.push(label.name.clone());
+        }
+        tally.add(&label);
+        writer.push(&label).await?;
     }
-    Ok(LabelsDoc {
+    let header = LabelsDoc {
         schema_version: LABELS_SCHEMA_VERSION,
-        generated_at: now_rfc3339(),
+        generated_at,
         persona: Some(persona),
         baseline: baseline_record.and_then(labels::baseline_of),
         pool: Some(Pool {
             geo_sources: config.geo.as_ref().map(|g| g.sources()).unwrap_or_default(),
-            ..pool::summary(&out)
+            ..tally.finish()
         }),
-        exits: out,
+        exits: Vec::new(),
+    };
+    let id = writer.finish(header.clone(), publish).await?;
+    Ok(StoredLabels {
+        id,
+        published: publish,
+        header,
+        unsettled,
     })
 }
 
-/// The exits whose label changed since `previous`: a new exit, another drift state, another
-/// route, or coherence kept or lost. Under `--every` they are probed again after `--recheck` until they settle.
-pub fn unsettled(previous: Option<&LabelsDoc>, current: &LabelsDoc) -> Vec<String> {
-    let before: HashMap<&str, &ExitLabel> = previous
-        .iter()
-        .flat_map(|doc| &doc.exits)
-        .map(|label| (label.name.as_str(), label))
-        .collect();
-    current
-        .exits
-        .iter()
-        .filter(|label| {
-            let before = before.get(label.name.as_str());
-            let kept = |l: &ExitLabel| l.coherence.as_ref().map(|c| c.kept);
-            before.is_none_or(|b| {
-                b.state != label.state || b.route != label.route || kept(b) != kept(label)
-            })
-        })
-        .map(|label| label.name.clone())
-        .collect()
+/// Whether an exit's label changed from `before` to `now` in what makes it unsettled: another
+/// drift state, another route, or coherence kept or lost. Under `--every` unsettled exits (and
+/// new ones) are probed again after `--recheck` until they settle.
+fn changed(before: &ExitLabel, now: &ExitLabel) -> bool {
+    let kept = |l: &ExitLabel| l.coherence.as_ref().map(|c| c.kept);
+    before.state != now.state || before.route != now.route || kept(before) != kept(now)
 }
 
 #[cfg(test)]
@@ -111,37 +159,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unsettled_exits_are_new_or_changed() {
-        let label = |name: &str, state: &str, route: &str| {
-            serde_json::json!({
-                "name": name, "url": "u", "tags": {}, "egress_ips": [], "state": state,
+    fn a_label_is_unsettled_by_its_state_route_or_coherence() {
+        let label = |state: &str, route: &str| -> ExitLabel {
+            serde_json::from_value(serde_json::json!({
+                "name": "x", "url": "u", "tags": {}, "egress_ips": [], "state": state,
                 "changed_at": null, "bucket": null,
                 "flags": {"tls_preserved": true, "h2_preserved": true, "tls_intercepted": false},
                 "voices": [], "route": route, "route_reason": "r", "samples": 1, "errors": {},
                 "latency": {"p50_ms": null, "p95_ms": null}, "last_probe_at": null,
                 "history": [],
-            })
-        };
-        let doc = |exits: Vec<serde_json::Value>| -> LabelsDoc {
-            serde_json::from_value(serde_json::json!({
-                "schema_version": 2, "generated_at": "t", "baseline": null, "exits": exits,
             }))
             .unwrap()
         };
-        let before = doc(vec![
-            label("same", "stable", "identity"),
-            label("state", "unknown", "anonymous"),
-            label("route", "stable", "anonymous"),
-        ]);
-        let after = doc(vec![
-            label("same", "stable", "identity"),
-            label("state", "stable", "anonymous"),
-            label("route", "stable", "quarantine"),
-            label("new", "unknown", "anonymous"),
-        ]);
-        assert_eq!(unsettled(Some(&before), &after), ["state", "route", "new"]);
-        let mut dropped = after.clone();
-        dropped.exits[0].coherence = Some(exitvoice_schema::ExitCoherence {
+        let same = label("stable", "identity");
+        assert!(!changed(&same, &label("stable", "identity")));
+        assert!(changed(&label("unknown", "identity"), &same));
+        assert!(changed(&label("stable", "anonymous"), &same));
+        let mut dropped = same.clone();
+        dropped.coherence = Some(exitvoice_schema::ExitCoherence {
             newest: exitvoice_schema::Coherence {
                 score: 0.5,
                 reasons: vec!["alpn_h2_spoke_http1".into()],
@@ -154,8 +189,7 @@ mod tests {
             baseline_score: Some(1.0),
             kept: false,
         });
-        assert_eq!(unsettled(Some(&after), &dropped), ["same"]);
-        assert_eq!(unsettled(Some(&after), &after), Vec::<String>::new());
-        assert_eq!(unsettled(None, &before).len(), 3);
+        assert!(changed(&same, &dropped));
+        assert!(!changed(&dropped, &dropped.clone()));
     }
 }
