@@ -46,9 +46,7 @@ impl PoolTally {
                 self.egress.insert(ip.clone());
             }
         }
-        if let Some(geo) = &label.geo {
-            self.places.add(&geo.newest);
-        }
+        self.places.add_label(label);
         self.with_stack |= label.stack.is_some();
         count(
             &mut self.stacks,
@@ -92,7 +90,7 @@ pub(crate) fn summary(labels: &[ExitLabel]) -> Pool {
 /// The pool by country and by network of each exit's newest placed sample, and the share of
 /// the placed exits behind the largest network; nothing without `audit --geoip`.
 #[derive(Debug, Default)]
-struct Places {
+pub struct Places {
     by_country: BTreeMap<String, u32>,
     by_asn: BTreeMap<String, u32>,
     with_asn: u32,
@@ -110,6 +108,27 @@ impl Places {
             .map_or_else(|| "unknown".to_owned(), |n| format!("AS{n}"));
         *self.by_asn.entry(network).or_default() += 1;
         self.with_asn += u32::from(place.asn.is_some());
+    }
+
+    /// Counts the newest place of `label`, if it has one.
+    pub fn add_label(&mut self, label: &ExitLabel) {
+        if let Some(geo) = &label.geo {
+            self.add(&geo.newest);
+        }
+    }
+
+    /// Counts `pool` by country and network again from these places, and names `geo` among
+    /// its sources.
+    pub fn recount(self, pool: &mut Pool, geo: &GeoIp) {
+        pool.by_country.clear();
+        pool.by_asn.clear();
+        pool.largest_asn_share = None;
+        self.count_into(pool);
+        for source in geo.sources() {
+            if !pool.geo_sources.contains(&source) {
+                pool.geo_sources.push(source);
+            }
+        }
     }
 
     fn count_into(self, pool: &mut Pool) {
@@ -130,55 +149,54 @@ impl Places {
 
 /// Places the exits of `doc` whose labels have none (audited without `--geoip`) by their
 /// egress addresses in `geo`, looked up now (`labels`, `dashboard` and `broker --geoip`), and
-/// counts the pool by country and network again; labels placed when their samples were
-/// recorded keep those places. The newest place is the last egress address's (first seen
-/// first). How many exits it placed.
+/// counts the pool by country and network again ([`place_label`], [`Places`]). How many exits
+/// it placed.
 pub fn place_unplaced(doc: &mut LabelsDoc, geo: &GeoIp) -> usize {
+    let mut places = Places::default();
     let mut placed = 0;
-    for label in doc.exits.iter_mut().filter(|l| l.geo.is_none()) {
-        let places: Vec<Place> = label
-            .egress_ips
-            .iter()
-            .filter_map(|ip| ip.parse().ok())
-            .map(|ip| geo.place(ip))
-            .collect();
-        let Some(newest) = places.last().cloned() else {
-            continue;
-        };
-        let mut exit = ExitGeo {
-            newest,
-            countries: Vec::new(),
-            asns: Vec::new(),
-        };
-        for place in places {
-            if let Some(country) = place.country.filter(|c| !exit.countries.contains(c)) {
-                exit.countries.push(country);
-            }
-            if let Some(asn) = place.asn.filter(|n| !exit.asns.contains(n)) {
-                exit.asns.push(asn);
-            }
-        }
-        label.geo = Some(exit);
-        placed += 1;
+    for label in &mut doc.exits {
+        placed += usize::from(place_label(label, geo));
+        places.add_label(label);
     }
     if placed > 0 {
         if let Some(pool) = doc.pool.as_mut() {
-            pool.by_country.clear();
-            pool.by_asn.clear();
-            pool.largest_asn_share = None;
-            let mut places = Places::default();
-            for geo in doc.exits.iter().filter_map(|l| l.geo.as_ref()) {
-                places.add(&geo.newest);
-            }
-            places.count_into(pool);
-            for source in geo.sources() {
-                if !pool.geo_sources.contains(&source) {
-                    pool.geo_sources.push(source);
-                }
-            }
+            places.recount(pool, geo);
         }
     }
     placed
+}
+
+/// Places `label` by its egress addresses in `geo` when it has no place (audited without
+/// `--geoip`); labels placed when their samples were recorded keep those places. The newest
+/// place is the last egress address's (first seen first). Whether it placed the label.
+pub fn place_label(label: &mut ExitLabel, geo: &GeoIp) -> bool {
+    if label.geo.is_some() {
+        return false;
+    }
+    let places: Vec<Place> = label
+        .egress_ips
+        .iter()
+        .filter_map(|ip| ip.parse().ok())
+        .map(|ip| geo.place(ip))
+        .collect();
+    let Some(newest) = places.last().cloned() else {
+        return false;
+    };
+    let mut exit = ExitGeo {
+        newest,
+        countries: Vec::new(),
+        asns: Vec::new(),
+    };
+    for place in places {
+        if let Some(country) = place.country.filter(|c| !exit.countries.contains(c)) {
+            exit.countries.push(country);
+        }
+        if let Some(asn) = place.asn.filter(|n| !exit.asns.contains(n)) {
+            exit.asns.push(asn);
+        }
+    }
+    label.geo = Some(exit);
+    true
 }
 
 /// An exit's families as `tls+http` (`-` for an unknown side), `none` without a coherence.

@@ -29,15 +29,51 @@ pub const CSV_COLUMNS: [&str; 14] = [
 /// # Errors
 /// Only if the CSV writer fails to write to memory, which it does not.
 pub fn labels_csv(doc: &LabelsDoc) -> Result<Vec<u8>, csv::Error> {
-    // RFC 4180 ends records with CRLF; the crate's default is LF.
-    let mut out = csv::WriterBuilder::new()
-        .terminator(csv::Terminator::CRLF)
-        .from_writer(Vec::new());
-    out.write_record(CSV_COLUMNS)?;
+    let mut out = LabelsCsvWriter::new(Vec::new())?;
     for exit in &doc.exits {
-        out.write_record(row(exit).map(inert))?;
+        out.exit(exit)?;
     }
-    out.into_inner().map_err(|error| error.into_error().into())
+    out.end()
+}
+
+/// Writes the labels CSV an exit at a time: the header line first, then a line per
+/// [`exit`](Self::exit).
+#[derive(Debug)]
+pub struct LabelsCsvWriter<W: std::io::Write> {
+    out: csv::Writer<W>,
+}
+
+impl<W: std::io::Write> LabelsCsvWriter<W> {
+    /// Writes the header line.
+    ///
+    /// # Errors
+    /// Writing fails.
+    pub fn new(out: W) -> Result<Self, csv::Error> {
+        // RFC 4180 ends records with CRLF; the crate's default is LF.
+        let mut out = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::CRLF)
+            .from_writer(out);
+        out.write_record(CSV_COLUMNS)?;
+        Ok(Self { out })
+    }
+
+    /// Writes an exit's line.
+    ///
+    /// # Errors
+    /// Writing fails.
+    pub fn exit(&mut self, exit: &ExitLabel) -> Result<(), csv::Error> {
+        self.out.write_record(row(exit).map(inert))
+    }
+
+    /// Flushes the lines written; hands the writer back.
+    ///
+    /// # Errors
+    /// Writing fails.
+    pub fn end(self) -> Result<W, csv::Error> {
+        self.out
+            .into_inner()
+            .map_err(|error| error.into_error().into())
+    }
 }
 
 /// One exit's cells, in [`CSV_COLUMNS`] order.

@@ -28,7 +28,7 @@ pub use label::{
     Baseline, Change, DriftState, Egress, ExitCoherence, ExitGeo, ExitLabel, ExitStack, Flags,
     H3Label, HistoryEntry, LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
 };
-pub use label_csv::{labels_csv, CSV_COLUMNS};
+pub use label_csv::{labels_csv, LabelsCsvWriter, CSV_COLUMNS};
 pub use label_json::LabelsJsonWriter;
 pub use observation::{
     compose_echo, rfc3339_ms, CleanEcho, ConnectionFacts, ConnectionRecord, ConnectionRow,

@@ -21,6 +21,7 @@ use anyhow::Context;
 use exitvoice_auditor::drift::DriftConfig;
 use exitvoice_auditor::exposition::{self, AuditMetrics};
 use exitvoice_auditor::labels::RouteRule;
+use exitvoice_auditor::pool::{place_label, Places};
 use exitvoice_auditor::preflight::{self, Thresholds};
 use exitvoice_auditor::probe::chromium::ChromiumConfig;
 use exitvoice_auditor::probe::H2Profile;
@@ -253,17 +254,6 @@ impl std::io::Write for AtomicFile {
     fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
     }
-}
-
-/// Writes `path` through `write` (streamed: at 10,000 exits the labels are tens of MB), whole
-/// or not at all.
-fn write_atomically(
-    path: &std::path::Path,
-    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
-) -> anyhow::Result<()> {
-    let mut file = AtomicFile::create(path)?;
-    write(&mut file).with_context(|| format!("writing {}", file.tmp.display()))?;
-    file.commit()
 }
 
 /// What `audit` prints of a run's labels, and writes with `--labels-out`: one pass over the
@@ -587,35 +577,94 @@ pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
         .then(|| GeoIp::open(&args.geoip))
         .transpose()?;
     let store = args.database.open().await?;
-    let mut doc = store
-        .latest_labels()
+    let id = store
+        .latest_labels_id()
         .await?
         .context("no labels yet: run `exitvoice audit` first")?;
+    let mut header = store
+        .read_labels(id)
+        .await?
+        .context(SNAPSHOT_GONE)?
+        .header()
+        .clone();
+    // The pool's places are counted again over every exit before the first one is written.
     if let Some(geo) = &geo {
-        exitvoice_auditor::pool::place_unplaced(&mut doc, geo);
-    }
-    let csv = match args.format {
-        LabelsFormat::Json => None,
-        LabelsFormat::Csv => Some(exitvoice_schema::labels_csv(&doc)?),
-    };
-    let write = |out: &mut dyn std::io::Write| match &csv {
-        Some(csv) => out.write_all(csv),
-        None => {
-            serde_json::to_writer_pretty(&mut *out, &doc)?;
-            out.write_all(b"\n")
-        }
-    };
-    match &args.out {
-        Some(path) => write_atomically(path, write)?,
-        // A reader that stops early (`| head`) is not an error of ours.
-        None => match write(&mut std::io::stdout().lock()) {
-            Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
-                return Err(error.into())
+        let mut reader = store.read_labels(id).await?.context(SNAPSHOT_GONE)?;
+        let (mut places, mut placed) = (Places::default(), false);
+        while let Some(mut page) = reader.next_page().await? {
+            for label in &mut page {
+                placed |= place_label(label, geo);
+                places.add_label(label);
             }
-            _ => {}
-        },
+        }
+        if let (true, Some(pool)) = (placed, header.pool.as_mut()) {
+            places.recount(pool, geo);
+        }
+    }
+    let mut file = args.out.as_deref().map(AtomicFile::create).transpose()?;
+    let mut stdout = std::io::BufWriter::new(std::io::stdout());
+    let out: &mut dyn std::io::Write = match &mut file {
+        Some(file) => file,
+        None => &mut stdout,
+    };
+    match export(&store, id, &header, geo.as_ref(), args.format, out).await {
+        Ok(()) => {}
+        // A reader that stops early (`| head`) is not an error of ours.
+        Err(error) if file.is_none() && broken_pipe(&error) => {}
+        Err(error) => return Err(error),
+    }
+    if let Some(file) = file {
+        file.commit()?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+const SNAPSHOT_GONE: &str = "the labels snapshot left the database while it was read";
+
+/// Writes snapshot `id` as `format` with `header` (its pool counted again under `--geoip`), a
+/// page of exits at a time.
+async fn export(
+    store: &exitvoice_store::Store,
+    id: i64,
+    header: &exitvoice_schema::LabelsDoc,
+    geo: Option<&GeoIp>,
+    format: LabelsFormat,
+    out: &mut dyn std::io::Write,
+) -> anyhow::Result<()> {
+    enum Writer<'o> {
+        Json(LabelsJsonWriter<&'o mut dyn std::io::Write>),
+        Csv(exitvoice_schema::LabelsCsvWriter<&'o mut dyn std::io::Write>),
+    }
+    let mut reader = store.read_labels(id).await?.context(SNAPSHOT_GONE)?;
+    let mut writer = match format {
+        LabelsFormat::Json => Writer::Json(LabelsJsonWriter::begin(out, header)?),
+        LabelsFormat::Csv => Writer::Csv(exitvoice_schema::LabelsCsvWriter::new(out)?),
+    };
+    while let Some(mut page) = reader.next_page().await? {
+        for label in &mut page {
+            if let Some(geo) = geo {
+                place_label(label, geo);
+            }
+            match &mut writer {
+                Writer::Json(json) => json.exit(label)?,
+                Writer::Csv(csv) => csv.exit(label)?,
+            }
+        }
+    }
+    let out = match writer {
+        Writer::Json(json) => json.end()?,
+        Writer::Csv(csv) => csv.end()?,
+    };
+    Ok(out.flush()?)
+}
+
+/// Whether `error` is a write to a reader that went away.
+fn broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// The `--geoip` databases (a file that does not read is an error naming it), read again every
