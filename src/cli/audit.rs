@@ -633,12 +633,12 @@ async fn export(
 ) -> anyhow::Result<()> {
     enum Writer<'o> {
         Json(LabelsJsonWriter<&'o mut dyn std::io::Write>),
-        Csv(exitvoice_schema::LabelsCsvWriter<&'o mut dyn std::io::Write>),
+        Csv(Box<exitvoice_schema::LabelsCsvWriter<&'o mut dyn std::io::Write>>),
     }
     let mut reader = store.read_labels(id).await?.context(SNAPSHOT_GONE)?;
     let mut writer = match format {
         LabelsFormat::Json => Writer::Json(LabelsJsonWriter::begin(out, header)?),
-        LabelsFormat::Csv => Writer::Csv(exitvoice_schema::LabelsCsvWriter::new(out)?),
+        LabelsFormat::Csv => Writer::Csv(Box::new(exitvoice_schema::LabelsCsvWriter::new(out)?)),
     };
     while let Some(mut page) = reader.next_page().await? {
         for label in &mut page {
