@@ -14,11 +14,12 @@
 //! place the label's last egress address.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use exitvoice_exits::{Exit, Secret, SESSION_PLACEHOLDER};
 use exitvoice_geo::GeoIp;
-use exitvoice_schema::{LabelsDoc, Route};
+use exitvoice_schema::{ExitLabel, Route};
 use exitvoice_store::{LeaseClass, UnitSpec};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -74,47 +75,26 @@ impl Pool {
     /// docs; `geo`: the broker's own databases).
     pub fn units(
         &self,
-        labels: Option<&LabelsDoc>,
+        labels: Option<&Labels>,
         now: OffsetDateTime,
         max_age: Duration,
         capacity: u32,
         max_life: Duration,
         geo: Option<&GeoIp>,
     ) -> Vec<UnitSpec> {
-        let fresh: HashMap<&str, Option<LeaseClass>> = labels
-            .map(|doc| {
-                doc.exits
-                    .iter()
-                    .map(|label| {
-                        let recent = label
-                            .last_probe_at
-                            .as_deref()
-                            .and_then(|at| OffsetDateTime::parse(at, &Rfc3339).ok())
-                            .is_some_and(|at| now - at <= max_age);
-                        (label.name.as_str(), admits(label.route).filter(|_| recent))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let admitted = |name: &str| fresh.get(name).copied().flatten();
-        let seen_in: HashMap<&str, String> = labels
-            .map(|doc| {
-                doc.exits
-                    .iter()
-                    .filter_map(|label| {
-                        let country = match (&label.geo, geo) {
-                            (Some(placed), _) => placed.newest.country.clone(),
-                            (None, Some(geo)) => {
-                                let ip = label.egress_ips.last()?.parse().ok()?;
-                                geo.place(ip).country
-                            }
-                            (None, None) => None,
-                        };
-                        Some((label.name.as_str(), country?))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let admitted = |name: &str| {
+            let facts = labels?.get(name)?;
+            let recent = facts.probed_at.is_some_and(|at| now - at <= max_age);
+            admits(facts.route).filter(|_| recent)
+        };
+        let seen_in = |name: &str| {
+            let facts = labels?.get(name)?;
+            match (&facts.place, geo) {
+                (Some(country), _) => country.clone(),
+                (None, Some(geo)) => geo.place(facts.last_egress?).country,
+                (None, None) => None,
+            }
+        };
         // A gateway admits the least any of its slots admits.
         let mut gateways: HashMap<&str, Option<LeaseClass>> = HashMap::new();
         for exit in self.order.iter().filter_map(|name| self.exits.get(name)) {
@@ -145,12 +125,45 @@ impl Pool {
                     draining: false,
                     country: exit
                         .country
-                        .as_deref()
-                        .or_else(|| seen_in.get(exit.name.as_str()).map(String::as_str))
-                        .map(str::to_ascii_uppercase),
+                        .clone()
+                        .or_else(|| seen_in(&exit.name))
+                        .map(|country| country.to_ascii_uppercase()),
                 }
             })
             .collect()
+    }
+}
+
+/// What the pool reads of each exit's newest label, by exit name: kept in place of the labels
+/// snapshot, which is read a page at a time ([`LabelFacts::of`]).
+pub type Labels = HashMap<String, LabelFacts>;
+
+/// What the pool reads of an exit's label: a few dozen bytes, where the label is kilobytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelFacts {
+    /// When the exit was last probed.
+    pub probed_at: Option<OffsetDateTime>,
+    /// Its route.
+    pub route: Route,
+    /// The country its label placed it in (`audit --geoip`): `Some(None)` when placed where no
+    /// database knew the country, `None` when not placed.
+    pub place: Option<Option<String>>,
+    /// Its last egress address, placed by `broker --geoip` when the label has no place.
+    pub last_egress: Option<IpAddr>,
+}
+
+impl LabelFacts {
+    /// The facts of `label`.
+    pub fn of(label: &ExitLabel) -> Self {
+        Self {
+            probed_at: label
+                .last_probe_at
+                .as_deref()
+                .and_then(|at| OffsetDateTime::parse(at, &Rfc3339).ok()),
+            route: label.route,
+            place: label.geo.as_ref().map(|geo| geo.newest.country.clone()),
+            last_egress: label.egress_ips.last().and_then(|ip| ip.parse().ok()),
+        }
     }
 }
 
@@ -202,10 +215,18 @@ pub fn life(exit: &Exit, max_life: Duration) -> Duration {
 mod tests {
     use super::*;
     use exitvoice_exits::ExitsFile;
+    use exitvoice_schema::LabelsDoc;
 
     fn pool(text: &str) -> Pool {
         let file: ExitsFile<serde::de::IgnoredAny> = ExitsFile::parse(text.as_bytes()).unwrap();
         Pool::new(file.exits)
+    }
+
+    fn facts(doc: &LabelsDoc) -> Labels {
+        doc.exits
+            .iter()
+            .map(|label| (label.name.clone(), LabelFacts::of(label)))
+            .collect()
     }
 
     fn labels(routes: &[(&str, &str, &str)]) -> LabelsDoc {
@@ -252,7 +273,14 @@ stateless_per_exit = 5
             ("gw#1", "identity", "2026-12-02T09:30:00Z"),
             ("gw#2", "stateless", "2026-12-02T09:30:00Z"),
         ]);
-        let units = pool.units(Some(&doc), now, Duration::from_secs(7200), 2, HOUR, None);
+        let units = pool.units(
+            Some(&facts(&doc)),
+            now,
+            Duration::from_secs(7200),
+            2,
+            HOUR,
+            None,
+        );
         let admits: Vec<_> = units
             .iter()
             .map(|u| {
@@ -275,7 +303,14 @@ stateless_per_exit = 5
             ]
         );
         // Too old, or no label at all: nothing.
-        let stale = pool.units(Some(&doc), now, Duration::from_secs(600), 2, HOUR, None);
+        let stale = pool.units(
+            Some(&facts(&doc)),
+            now,
+            Duration::from_secs(600),
+            2,
+            HOUR,
+            None,
+        );
         assert!(stale.iter().all(|u| u.admits.is_none()));
         assert!(pool
             .units(None, now, Duration::from_secs(7200), 2, HOUR, None)
@@ -284,7 +319,7 @@ stateless_per_exit = 5
         let quarantined = labels(&[("dc", "quarantine", "2026-12-02T09:30:00Z")]);
         assert_eq!(
             pool.units(
-                Some(&quarantined),
+                Some(&facts(&quarantined)),
                 now,
                 Duration::from_secs(7200),
                 2,
@@ -332,7 +367,7 @@ url = "http://u:p@127.0.0.1:3"
         doc.exits[1].geo = Some(place("ch"));
         let now = OffsetDateTime::parse("2026-12-02T10:00:00Z", &Rfc3339).unwrap();
         let countries: Vec<_> = pool
-            .units(Some(&doc), now, HOUR, 2, HOUR, None)
+            .units(Some(&facts(&doc)), now, HOUR, 2, HOUR, None)
             .into_iter()
             .map(|u| u.country)
             .collect();

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use exitvoice_exits::dial::Timeouts;
 use exitvoice_exits::{EchoTarget, Exit, Secret};
 use exitvoice_geo::GeoIp;
-use exitvoice_schema::LabelsDoc;
 use exitvoice_store::{Acquire, Effect, Granted, LeaseClass, Refusal, Released, Store, UnitSpec};
 use rand::Rng;
 use time::OffsetDateTime;
@@ -18,7 +17,7 @@ use crate::egress::{self, Egress};
 use crate::lease_store::{LeaseStore, StoreFailure};
 use crate::metrics::Metrics;
 use crate::policy::{self, BadOutcome};
-use crate::pool::{self, Pool};
+use crate::pool::{self, LabelFacts, Labels, Pool};
 use crate::reserve::{PendingRelease, Reserve, Turn};
 
 /// Leases an exclusive acquire with an egress check takes before it gives up finding one whose
@@ -247,8 +246,8 @@ pub struct Broker<S> {
     /// The units as this instance last wrote them; `None` before its first refresh. Locked
     /// only to read or swap it, never across a store call: a grant in an outage reads it.
     synced: std::sync::Mutex<Option<Arc<HashMap<String, UnitSpec>>>>,
-    /// The labels snapshot last read, with its id.
-    snapshot: tokio::sync::Mutex<Option<(i64, Arc<LabelsDoc>)>>,
+    /// What the pool reads of the labels snapshot last read, with its id.
+    snapshot: tokio::sync::Mutex<Option<(i64, Arc<Labels>)>>,
     reserve: Reserve,
 }
 
@@ -379,9 +378,10 @@ impl<S: LeaseStore> Broker<S> {
         self.refresh().await
     }
 
-    /// The persona's newest labels snapshot, parsed again only when a newer one was stored (at
-    /// 10,000 exits a snapshot is several MB of JSON).
-    async fn labels(&self) -> Result<Option<Arc<LabelsDoc>>, BrokerError> {
+    /// What the pool reads of the persona's newest labels snapshot, read again only when a
+    /// newer one was stored, a page of exits at a time: the broker keeps a few facts per exit,
+    /// never the snapshot (at 100,000 exits, hundreds of MB of labels).
+    async fn labels(&self) -> Result<Option<Arc<Labels>>, BrokerError> {
         let newest = self
             .labels
             .latest_labels_id_of(&self.config.persona)
@@ -390,18 +390,32 @@ impl<S: LeaseStore> Broker<S> {
         let mut cached = self.snapshot.lock().await;
         match (newest, cached.as_ref()) {
             (None, _) => return Ok(None),
-            (Some(id), Some((known, doc))) if id == *known => return Ok(Some(doc.clone())),
+            (Some(id), Some((known, facts))) if id == *known => return Ok(Some(facts.clone())),
             (Some(id), _) => {
-                let doc = self
+                let reader = self
                     .labels
-                    .labels_by_id(id)
+                    .read_labels(id)
                     .await
                     .map_err(StoreFailure::from)?;
-                *cached = doc.map(|doc| (id, Arc::new(doc)));
+                *cached = match reader {
+                    Some(mut reader) => {
+                        let mut facts = Labels::new();
+                        while let Some(page) =
+                            reader.next_page().await.map_err(StoreFailure::from)?
+                        {
+                            facts.extend(
+                                page.iter()
+                                    .map(|label| (label.name.clone(), LabelFacts::of(label))),
+                            );
+                        }
+                        Some((id, Arc::new(facts)))
+                    }
+                    None => None,
+                };
                 self.metrics.labels_snapshot(id);
             }
         }
-        Ok(cached.as_ref().map(|(_, doc)| doc.clone()))
+        Ok(cached.as_ref().map(|(_, facts)| facts.clone()))
     }
 
     /// Refreshes the labels every `labels_refresh`, and keeps the reserve, until the task is
