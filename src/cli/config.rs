@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context};
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use toml_edit::{ImDocument, Item, Table, Value};
+use toml_edit::{Document, Item, Table, Value};
 
 /// Prefix of every option's environment variable.
 const ENV_PREFIX: &str = "EXITVOICE_";
@@ -203,14 +203,14 @@ fn clap_message(error: &clap::Error) -> String {
 /// A parsed configuration file, its spans kept to name lines in errors.
 struct ConfigFile {
     path: PathBuf,
-    doc: ImDocument<String>,
+    doc: Document<String>,
 }
 
 impl ConfigFile {
     fn read(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let doc = ImDocument::parse(text)
+        let doc = Document::parse(text)
             .map_err(|error| anyhow!("{}: not TOML: {error}", path.display()))?;
         let file = Self {
             path: path.to_owned(),
