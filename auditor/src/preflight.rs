@@ -9,10 +9,10 @@
 //! its host's TCP stack is known and of that operating system's kin (`exitvoice_schema::
 //! coherence::os_kin`: Android's stack is Linux's).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use exitvoice_schema::coherence::os_kin;
-use exitvoice_schema::ExitLabel;
+use exitvoice_schema::{ExitLabel, Pool};
 
 /// What a pool must reach.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,8 +90,6 @@ fn share(part: usize, whole: usize) -> f64 {
 pub struct Judge<'t> {
     thresholds: &'t Thresholds,
     exits: Vec<ExitVerdict>,
-    buckets: BTreeMap<String, u32>,
-    egress: HashSet<String>,
     preserved: usize,
 }
 
@@ -102,8 +100,6 @@ impl<'t> Judge<'t> {
         Self {
             thresholds,
             exits: Vec::new(),
-            buckets: BTreeMap::new(),
-            egress: HashSet::new(),
             preserved: 0,
         }
     }
@@ -144,15 +140,6 @@ impl<'t> Judge<'t> {
                 reasons.push(format!("p95 {p95} ms > {max} ms"));
             }
         }
-        *self
-            .buckets
-            .entry(label.bucket.map_or("none".to_owned(), |b| b.to_string()))
-            .or_default() += 1;
-        for ip in &label.egress_ips {
-            if !self.egress.contains(ip) {
-                self.egress.insert(ip.clone());
-            }
-        }
         self.preserved += usize::from(label.flags.tls_preserved);
         self.exits.push(ExitVerdict {
             name: label.name.clone(),
@@ -160,16 +147,16 @@ impl<'t> Judge<'t> {
         });
     }
 
-    /// The pool's verdict on the labels judged.
+    /// The pool's verdict on the labels judged, whose `pool` (buckets, egress addresses) the
+    /// snapshot already counted.
     #[must_use]
-    pub fn finish(self) -> Verdict {
+    pub fn finish(self, pool: &Pool) -> Verdict {
         let Self {
             thresholds,
             exits,
-            buckets,
-            egress,
             preserved,
         } = self;
+        let buckets = pool.by_bucket.clone();
         let total = exits.len();
         let passing = exits.iter().filter(|e| e.reasons.is_empty()).count();
         let h2_exits: u32 = buckets
@@ -179,7 +166,7 @@ impl<'t> Judge<'t> {
             .sum();
         let a = buckets.get("A").copied().unwrap_or(0);
         let h2_health = (h2_exits > 0).then(|| f64::from(a) / f64::from(h2_exits));
-        let unique_egress = u32::try_from(egress.len()).unwrap_or(u32::MAX);
+        let unique_egress = pool.unique_egress;
         let pass_share = share(passing, total);
         let mut failures = Vec::new();
         if total == 0 {
@@ -222,7 +209,7 @@ fn judge(doc: &exitvoice_schema::LabelsDoc, thresholds: &Thresholds) -> Verdict 
     for label in &doc.exits {
         judge.add(label);
     }
-    judge.finish()
+    judge.finish(&crate::pool::summary(&doc.exits))
 }
 
 #[cfg(test)]

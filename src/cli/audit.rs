@@ -297,7 +297,8 @@ impl<'t> RunOutput<'t> {
         if let Some(json) = output.labels_out.take() {
             json.end().context("writing --labels-out")?.commit()?;
         }
-        Ok(output.judge.take().map(preflight::Judge::finish))
+        let pool = reader.header().pool.clone().unwrap_or_default();
+        Ok(output.judge.take().map(|judge| judge.finish(&pool)))
     }
 
     fn exit(&mut self, label: &ExitLabel) -> anyhow::Result<()> {
