@@ -90,7 +90,7 @@ pub(crate) fn summary(labels: &[ExitLabel]) -> Pool {
 /// The pool by country and by network of each exit's newest placed sample, and the share of
 /// the placed exits behind the largest network; nothing without `audit --geoip`.
 #[derive(Debug, Default)]
-pub struct Places {
+struct Places {
     by_country: BTreeMap<String, u32>,
     by_asn: BTreeMap<String, u32>,
     with_asn: u32,
@@ -111,7 +111,7 @@ impl Places {
     }
 
     /// Counts the newest place of `label`, if it has one.
-    pub fn add_label(&mut self, label: &ExitLabel) {
+    fn add_label(&mut self, label: &ExitLabel) {
         if let Some(geo) = &label.geo {
             self.add(&geo.newest);
         }
@@ -119,7 +119,7 @@ impl Places {
 
     /// Counts `pool` by country and network again from these places, and names `geo` among
     /// its sources.
-    pub fn recount(self, pool: &mut Pool, geo: &GeoIp) {
+    fn recount(self, pool: &mut Pool, geo: &GeoIp) {
         pool.by_country.clear();
         pool.by_asn.clear();
         pool.largest_asn_share = None;
@@ -152,18 +152,34 @@ impl Places {
 /// counts the pool by country and network again ([`place_label`], [`Places`]). How many exits
 /// it placed.
 pub fn place_unplaced(doc: &mut LabelsDoc, geo: &GeoIp) -> usize {
-    let mut places = Places::default();
-    let mut placed = 0;
+    let mut placing = Placing::default();
     for label in &mut doc.exits {
-        placed += usize::from(place_label(label, geo));
-        places.add_label(label);
+        placing.place(label, geo);
     }
-    if placed > 0 {
-        if let Some(pool) = doc.pool.as_mut() {
-            places.recount(pool, geo);
+    placing.recount(doc.pool.as_mut(), geo)
+}
+
+/// [`place_unplaced`] a label at a time, for a snapshot read a page at a time.
+#[derive(Debug, Default)]
+pub struct Placing {
+    places: Places,
+    placed: usize,
+}
+
+impl Placing {
+    /// Places `label` ([`place_label`]) and counts its place.
+    pub fn place(&mut self, label: &mut ExitLabel, geo: &GeoIp) {
+        self.placed += usize::from(place_label(label, geo));
+        self.places.add_label(label);
+    }
+
+    /// Counts `pool` by country and network again when a label was placed; how many were.
+    pub fn recount(self, pool: Option<&mut Pool>, geo: &GeoIp) -> usize {
+        if let (1.., Some(pool)) = (self.placed, pool) {
+            self.places.recount(pool, geo);
         }
+        self.placed
     }
-    placed
 }
 
 /// Places `label` by its egress addresses in `geo` when it has no place (audited without

@@ -21,7 +21,7 @@ use anyhow::Context;
 use exitvoice_auditor::drift::DriftConfig;
 use exitvoice_auditor::exposition::{self, AuditMetrics};
 use exitvoice_auditor::labels::RouteRule;
-use exitvoice_auditor::pool::{place_label, Places};
+use exitvoice_auditor::pool::{place_label, Placing};
 use exitvoice_auditor::preflight::{self, Thresholds};
 use exitvoice_auditor::probe::chromium::ChromiumConfig;
 use exitvoice_auditor::probe::H2Profile;
@@ -582,25 +582,17 @@ pub async fn labels(args: LabelsArgs) -> anyhow::Result<ExitCode> {
         .latest_labels_id()
         .await?
         .context("no labels yet: run `exitvoice audit` first")?;
-    let mut header = store
-        .read_labels(id)
-        .await?
-        .context(SNAPSHOT_GONE)?
-        .header()
-        .clone();
+    let mut reader = store.read_labels(id).await?.context(SNAPSHOT_GONE)?;
+    let mut header = reader.header().clone();
     // The pool's places are counted again over every exit before the first one is written.
     if let Some(geo) = &geo {
-        let mut reader = store.read_labels(id).await?.context(SNAPSHOT_GONE)?;
-        let (mut places, mut placed) = (Places::default(), false);
+        let mut placing = Placing::default();
         while let Some(mut page) = reader.next_page().await? {
             for label in &mut page {
-                placed |= place_label(label, geo);
-                places.add_label(label);
+                placing.place(label, geo);
             }
         }
-        if let (true, Some(pool)) = (placed, header.pool.as_mut()) {
-            places.recount(pool, geo);
-        }
+        placing.recount(header.pool.as_mut(), geo);
     }
     let mut file = args.out.as_deref().map(AtomicFile::create).transpose()?;
     let mut stdout = std::io::BufWriter::new(std::io::stdout());
