@@ -202,6 +202,29 @@ on_every_store! {
         );
     }
 
+    async fn the_unit_free_the_longest_serves_first_and_a_sync_keeps_the_order(store: Store) {
+        let pool = [
+            unit("a", Some(LeaseClass::Identity)),
+            unit("b", Some(LeaseClass::Identity)),
+        ];
+        store.sync_units(&pool, true).await.unwrap();
+        let first = take(&store, &ask("l1", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        end(&store, "l1", first.fence, "ok", None, Effect::Success)
+            .await
+            .unwrap();
+        // The labels' next refresh writes the whole pool again: it must not reorder it.
+        store.sync_units(&pool, true).await.unwrap();
+        let second = take(&store, &ask("l2", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        assert_ne!(
+            second.unit, first.unit,
+            "the unit never leased serves before the one just let go"
+        );
+    }
+
     async fn stateless_leases_share_up_to_capacity_never_beside_an_exclusive_one(store: Store) {
         store
             .sync_units(&[unit("a", Some(LeaseClass::Identity))], true)

@@ -73,30 +73,38 @@ local function int(n) return string.format('%d', n) end
 -- A unit's hash as a table.
 local function read_unit(unit)
   local f = redis.call('HMGET', unit_key(unit), 'exit', 'rank', 'cap', 'gw', 'life', 'excl',
-    'shared', 'lease', 'cc')
+    'shared', 'lease', 'cc', 'free_at')
   if not f[1] then return nil end
   return { name = unit, exit = f[1], rank = num(f[2]), cap = num(f[3]), gw = f[4] == '1',
-    life = num(f[5]), excl = num(f[6]), shared = num(f[7]), lease = f[8], cc = f[9] or '' }
+    life = num(f[5]), excl = num(f[6]), shared = num(f[7]), lease = f[8], cc = f[9] or '',
+    free_at = num(f[10]) }
 end
 
--- Puts unit `u` in set `key` (and its part for the unit's country) at `now` when `member`,
--- else takes it out.
-local function keep_in(key, member, u, now)
+-- Puts unit `u` in set `key` (and its part for the unit's country) at its `free_at` when
+-- `member`, else takes it out.
+local function keep_in(key, member, u)
   local command = member and 'ZADD' or 'ZREM'
   local function apply(k)
-    if member then redis.call(command, k, int(now), u.name) else redis.call(command, k, u.name) end
+    if member then redis.call(command, k, int(u.free_at), u.name) else redis.call(command, k, u.name) end
   end
   apply(key)
   if u.cc ~= '' then apply(in_country(key, u.cc)) end
 end
 
 -- Puts `u` in (or takes it out of) its rank's free and open sets, and their parts for its
--- country, as its counts call for, at `now`. (A unit whose rank or country changes leaves the
--- old sets first: see sync.lua.)
+-- country, as its counts call for. A grant or an end passes its time `now`, which becomes the
+-- unit's `free_at` (its place in the sets: least recently changed first); a write of the pool
+-- passes none and keeps the unit's place, so new units (0) come first and a sync does not
+-- reorder the pool. (A unit whose rank or country changes leaves the old sets first: see
+-- sync.lua.)
 local function place(u, now)
+  if now then
+    u.free_at = now
+    redis.call('HSET', unit_key(u.name), 'free_at', int(now))
+  end
   if u.rank <= 0 then return end
-  keep_in(free_key(u.rank), u.excl == 0 and u.shared == 0, u, now)
-  keep_in(open_key(u.rank), u.excl == 0 and u.shared < u.cap, u, now)
+  keep_in(free_key(u.rank), u.excl == 0 and u.shared == 0, u)
+  keep_in(open_key(u.rank), u.excl == 0 and u.shared < u.cap, u)
 end
 
 local function ban_member(exit, origin) return #exit .. ':' .. exit .. origin end

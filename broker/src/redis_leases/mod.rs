@@ -4,8 +4,8 @@
 //! ([`common.lua`] starts the library): acquire, renew and release judge fence and holder and
 //! change the pool in one step. Every time is the server's (`TIME` inside the function). An acquire never reads the pool: units
 //! free for a class sit in sorted sets (`free:<rank>`: nothing live; `open:<rank>`: room for
-//! stateless leases) ordered by their last change, and a grant or an end moves the one unit it
-//! touches; expired leases are ended, oldest first, by the next script that runs (a sorted set
+//! stateless leases) ordered by the last grant or end on each (a write of the pool keeps that
+//! order), and a grant or an end moves the one unit it touches; expired leases are ended, oldest first, by the next script that runs (a sorted set
 //! by expiry). Fences are per exit (`HINCRBY`), bans and their back-off per (exit, origin).
 //!
 //! Every key starts with `<prefix>{<pool>}:`: the hash tag puts one pool in one Redis Cluster

@@ -14,8 +14,8 @@ local revoked = 0
 local function write(name, exit, rank, cap, gw, life, cc)
   local old = read_unit(name)
   if old and old.rank > 0 and (old.rank ~= rank or (cc and cc ~= old.cc)) then
-    keep_in(free_key(old.rank), false, old, now)
-    keep_in(open_key(old.rank), false, old, now)
+    keep_in(free_key(old.rank), false, old)
+    keep_in(open_key(old.rank), false, old)
   end
   local fields = { 'exit', exit, 'rank', rank, 'stamp', stamp }
   if cap then
@@ -38,7 +38,7 @@ local function write(name, exit, rank, cap, gw, life, cc)
     end
   end
   local u = read_unit(name)
-  if u then place(u, now) end
+  if u then place(u) end
 end
 
 if ARGV[2] == 'sweep' then
