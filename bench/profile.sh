@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/profile.sh: where `exitvoice serve` spends its time under one of scripts/bench.sh's loads.
 #
-# Usage: [SERVER=baseline] bench/profile.sh TOOL TEST [PATH]
+# Usage: [SERVER=baseline|floor] bench/profile.sh TOOL TEST [PATH]
 #   TOOL  perf       `perf record -e cpu-clock` (a software clock: works where the hardware
 #                    counters do not, e.g. in a VM) on the running server; shares of CPU time
 #         groups     the same with DWARF call graphs, each sample put in one part of the server
@@ -9,9 +9,10 @@
 #                    two servers by their shares, or by samples per handshake sample
 #         callgrind  the server under `valgrind --tool=callgrind` (about 50× slower, so the load is
 #                    small); shares of instructions executed
-#   TEST  a (new TLS connection per request over h2) or b (h2 keep-alive, 10 × 10 streams)
+#   TEST  a (new TLS connection per request over h2), b (h2 keep-alive, 10 × 10 streams) or
+#         c (HTTP/1.1 keep-alive, 10 connections)
 #   PATH  the exitvoice path loaded (default /api/clean)
-#   N_A, N_B  load sizes: for callgrind 200 new connections and 1,000 keep-alive requests by
+#   N_A, N_B  load sizes (N_B for b and c): for callgrind 200 new connections and 1,000 keep-alive requests by
 #             default (larger ones amortise what the first batches prepare: each pooled SQLite
 #             connection prepares and caches each multi-row INSERT length once); for perf and
 #             groups 2,000 and 10,000
@@ -19,6 +20,8 @@
 #   SERVER=baseline profiles the bare rustls + hyper echo (bench/baseline) under the same load,
 #                   on exitvoice's certificate: callgrind's instruction counts per connection of
 #                   the two, unlike CPU time, do not move with the machine's load
+#   SERVER=floor    profiles floor-echo --upto store (bench/floor: the baseline plus the least of
+#                   exitvoice's work) the same way; its path is always /api/clean
 # Uses the release binary already built by scripts/bench.sh (debug = 1 keeps the symbols). Prints
 # the top symbols by self share and keeps the data in target/bench/profile-TOOL-TEST-*/.
 # Server on CPU 0, h2load on CPU 1, loopback only.
@@ -46,14 +49,15 @@ esac
 SERVE=("$EV" serve --listen 127.0.0.1:0 --db "$OUT/exitvoice.db"
   --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0)
 READY='certificate pin'
-if [ "${SERVER:-exitvoice}" = baseline ]; then
+if [ "${SERVER:-exitvoice}" != exitvoice ]; then
   # exitvoice makes the self-signed certificate; the baseline serves it.
   "$EV" serve --listen 127.0.0.1:0 --db "$OUT/cert.db" > "$OUT/cert.log" 2>&1 &
   MAKER=$!
   for ((i = 0; i < 600; i++)); do [ -s "$OUT/cert.db.key.pem" ] && break; sleep 0.1; done
   kill -TERM "$MAKER"; wait "$MAKER" || true
-  SERVE=("$(dirname "$EV")/baseline-echo" --listen 127.0.0.1:0
+  SERVE=("$(dirname "$EV")/$SERVER-echo" --listen 127.0.0.1:0
     --cert "$OUT/cert.db.cert.pem" --key "$OUT/cert.db.key.pem")
+  [ "$SERVER" = floor ] && SERVE+=(--db "$OUT/floor.db" --upto store)
   READY='listening on'
 fi
 taskset -c 0 "${WRAP[@]}" "${SERVE[@]}" > "$OUT/server.log" 2> "$OUT/server.err" &
@@ -71,6 +75,7 @@ load() {
   case $TEST in
     a) for ((b = 0; b < N_A / 100; b++)); do taskset -c 1 h2load -n 100 -c 100 -m 1 "$URL"; done ;;
     b) taskset -c 1 h2load -n "$N_B" -c 10 -m 10 "$URL" ;;
+    c) taskset -c 1 h2load --h1 -n "$N_B" -c 10 "$URL" ;;
   esac > "$OUT/h2load.txt" 2>&1
 }
 

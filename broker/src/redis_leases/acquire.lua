@@ -87,13 +87,12 @@ if task ~= '' then redis.call('SET', task_key(class, task), id) end
 if exclusive then
   -- An exclusive lease is its unit's only one: the unit names it.
   chosen.excl = chosen.excl + 1
-  redis.call('HSET', unit_key(chosen.name), 'excl', chosen.excl, 'lease', id)
   if chosen.excl > 1 then redis.call('SADD', COLLIDED, chosen.name) end
+  place(chosen, now, 'excl', chosen.excl, 'lease', id)
 else
   redis.call('SADD', live_key(chosen.name), id)
   chosen.shared = chosen.shared + 1
-  redis.call('HSET', unit_key(chosen.name), 'shared', chosen.shared)
   if origin ~= '' then redis.call('HINCRBY', origins_key(chosen.name), origin, 1) end
+  place(chosen, now, 'shared', chosen.shared)
 end
-place(chosen, now)
 return { id, chosen.name, chosen.exit, fence, expires, life_ends, session, now, 0 }

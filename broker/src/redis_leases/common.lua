@@ -93,14 +93,15 @@ end
 
 -- Puts `u` in (or takes it out of) its rank's free and open sets, and their parts for its
 -- country, as its counts call for. A grant or an end passes its time `now`, which becomes the
--- unit's `free_at` (its place in the sets: least recently changed first); a write of the pool
--- passes none and keeps the unit's place, so new units (0) come first and a sync does not
--- reorder the pool. (A unit whose rank or country changes leaves the old sets first: see
+-- unit's `free_at` (its place in the sets: least recently changed first), written with the
+-- grant's or end's own changes to the unit (`...`: name, value, …) in one command; a write of
+-- the pool passes none and keeps the unit's place, so new units (0) come first and a sync does
+-- not reorder the pool. (A unit whose rank or country changes leaves the old sets first: see
 -- sync.lua.)
-local function place(u, now)
+local function place(u, now, ...)
   if now then
     u.free_at = now
-    redis.call('HSET', unit_key(u.name), 'free_at', int(now))
+    redis.call('HSET', unit_key(u.name), 'free_at', int(now), ...)
   end
   if u.rank <= 0 then return end
   keep_in(free_key(u.rank), u.excl == 0 and u.shared == 0, u)
@@ -140,7 +141,6 @@ local function finish(l, state, now, fields)
   if l.class == 'stateless' then
     redis.call('SREM', live_key(l.unit), l.id)
     u.shared = math.max(u.shared - 1, 0)
-    redis.call('HSET', unit_key(u.name), 'shared', u.shared)
     if l.origin ~= '' then
       if redis.call('HINCRBY', origins_key(u.name), l.origin, -1) <= 0 then
         redis.call('HDEL', origins_key(u.name), l.origin)
@@ -148,10 +148,13 @@ local function finish(l, state, now, fields)
     end
   else
     u.excl = math.max(u.excl - 1, 0)
-    redis.call('HSET', unit_key(u.name), 'excl', u.excl)
     if u.excl == 1 then redis.call('SREM', COLLIDED, u.name) end
   end
-  place(u, now)
+  if l.class == 'stateless' then
+    place(u, now, 'shared', u.shared)
+  else
+    place(u, now, 'excl', u.excl)
+  end
   return true
 end
 
