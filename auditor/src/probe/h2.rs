@@ -8,7 +8,8 @@
 //! and CONTINUATION (section 6.10), DATA until END_STREAM. Every length is bounded.
 
 use exitvoice_exits::error::{Phase, ProbeError};
-use loona_hpack::{Decoder, Encoder};
+use exitvoice_protocol::h2::hpack::Decoder;
+use loona_hpack::Encoder;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The client connection preface (RFC 9113 section 3.4).
@@ -365,9 +366,9 @@ pub async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
                     block.clear();
                     if status.is_none() {
                         let value = fields
-                            .iter()
-                            .find(|(name, _)| name.as_slice() == b":status")
-                            .map(|(_, value)| value.as_slice())
+                            .fields()
+                            .find(|field| field.name == b":status")
+                            .map(|field| field.value)
                             .ok_or(ProbeError::H2("response without :status"))?;
                         let parsed = std::str::from_utf8(value)
                             .ok()
