@@ -11,7 +11,7 @@
 
 use exitvoice_schema::coherence::{self, HelloShape};
 use exitvoice_schema::{Alpn, Coherence, Echo, Families, Family, Http2Echo, TlsEcho};
-use serde_json::Value;
+use serde::Deserialize;
 
 /// The coherence of one echo, with the User-Agent family and operating system the echo read
 /// from the request, and the operating system its p0f database named for the SYN.
@@ -31,12 +31,11 @@ pub fn of_parts(
     ua: Option<Family>,
 ) -> Coherence {
     let tls_family = tls.and_then(|tls| {
-        let detail = tls.detail.to_value();
-        let cipher_suites = codes(&detail, "cipher_suites");
-        let extensions = codes(&detail, "extensions");
+        // Only the two lists are read: the rest of the detail is skipped, not built.
+        let detail: HelloCodes = serde_json::from_str(tls.detail.get()).unwrap_or_default();
         coherence::tls_family(&HelloShape {
-            cipher_suites: &cipher_suites,
-            extensions: &extensions,
+            cipher_suites: &codes(&detail.cipher_suites),
+            extensions: &codes(&detail.extensions),
             ja4: &tls.ja4,
         })
     });
@@ -48,19 +47,33 @@ pub fn of_parts(
     coherence::judge(alpn, families)
 }
 
-/// The code points of a list in the echo's ClientHello `detail` (`{"value": 4865, …}` for cipher
-/// suites, `{"type": {"value": 0, …}, …}` for extensions), wire order.
-fn codes(detail: &Value, key: &str) -> Vec<u16> {
-    detail
-        .get(key)
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
+/// The two lists of the echo's ClientHello `detail` that the family rules read; a detail that
+/// does not parse reads as empty lists.
+#[derive(Default, Deserialize)]
+struct HelloCodes {
+    #[serde(default)]
+    cipher_suites: Vec<Coded>,
+    #[serde(default)]
+    extensions: Vec<Coded>,
+}
+
+/// An item of those lists: `{"value": 4865, …}` for a cipher suite, `{"type": {"value": 0, …},
+/// …}` for an extension.
+#[derive(Deserialize)]
+struct Coded {
+    #[serde(default)]
+    value: Option<u64>,
+    #[serde(default, rename = "type")]
+    kind: Option<Box<Coded>>,
+}
+
+/// The code points of a list, wire order.
+fn codes(items: &[Coded]) -> Vec<u16> {
+    items
         .iter()
         .filter_map(|item| {
-            item.get("value")
-                .or_else(|| item.get("type").and_then(|t| t.get("value")))
-                .and_then(Value::as_u64)
+            item.value
+                .or_else(|| item.kind.as_ref().and_then(|kind| kind.value))
                 .and_then(|v| u16::try_from(v).ok())
         })
         .collect()

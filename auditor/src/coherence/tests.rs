@@ -3,7 +3,7 @@
 
 use super::*;
 use exitvoice_schema::Spoken;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn hello(ciphers: &[u64], extensions: &[u64]) -> Value {
     json!({
