@@ -136,3 +136,66 @@ async fn every_rechecks_changed_exits_until_they_settle() {
     assert_eq!(snapshots, 2, "one full run and one re-check:\n{log}");
     assert_eq!(samples, 6, "three samples each");
 }
+
+/// After a run, `--retain` deletes the probes and labels snapshots older than it, and keeps the
+/// run's own (its snapshot is the latest published one).
+#[tokio::test]
+async fn a_run_prunes_what_is_older_than_retain() {
+    let echo = EchoServer::start();
+    let tiny = Proxy::tinyproxy();
+    let work = tempfile::tempdir().unwrap();
+    let exits = work.path().join("exits.txt");
+    std::fs::write(&exits, format!("http://127.0.0.1:{}\n", tiny.port)).unwrap();
+    let db = work.path().join("audit.db");
+    let audit = |retain: &str| {
+        let status = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+            .arg("audit")
+            .arg("--exits")
+            .arg(&exits)
+            .arg("--db")
+            .arg(&db)
+            .args(["--once", "--samples", "1", "--retain", retain, "--echo-url"])
+            .arg(format!("https://localhost:{}", echo.port))
+            .arg("--echo-pin")
+            .arg(&echo.pin)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "audit --retain {retain}");
+    };
+    let runs = |store: Store| async move {
+        let probes: Vec<String> =
+            sqlx::query_scalar("SELECT DISTINCT run_id FROM probes ORDER BY run_id")
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+        let snapshots: Vec<i64> = sqlx::query_scalar("SELECT id FROM label_snapshots")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+        (probes, snapshots)
+    };
+
+    audit("30d");
+    audit("30d");
+    let (probes, snapshots) = runs(Store::open(&db).await.unwrap()).await;
+    assert_eq!(
+        (probes.len(), snapshots.len()),
+        (2, 2),
+        "30 days keep both runs"
+    );
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    audit("2s");
+    let store = Store::open(&db).await.unwrap();
+    let latest = store.latest_labels_id().await.unwrap();
+    let (kept, snapshots) = runs(store).await;
+    assert_eq!(
+        kept.len(),
+        1,
+        "only the last run's probes are left: {kept:?}"
+    );
+    assert!(!probes.contains(&kept[0]), "and they are the new run's");
+    assert_eq!(snapshots.len(), 1);
+    assert_eq!(Some(snapshots[0]), latest, "the latest snapshot stays");
+}

@@ -11,11 +11,20 @@ use crate::probe::ProbeOutcome;
 
 /// Now, RFC 3339 UTC with milliseconds.
 pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
+    rfc3339(time::OffsetDateTime::now_utc())
+}
+
+/// `ago` before now, in the form of [`now_rfc3339`]: stored times of that one form compare
+/// as text (the store's retention relies on it).
+pub fn rfc3339_ago(ago: std::time::Duration) -> String {
+    rfc3339(time::OffsetDateTime::now_utc() - ago)
+}
+
+fn rfc3339(at: time::OffsetDateTime) -> String {
     let format = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );
-    now.format(&format).unwrap_or_default()
+    at.format(&format).unwrap_or_default()
 }
 
 /// Everything about a probe except its outcome.

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::database::DatabaseArg;
+use super::serve::parse_retention;
 use anyhow::Context;
 use exitvoice_auditor::drift::DriftConfig;
 use exitvoice_auditor::exposition::{self, AuditMetrics};
@@ -48,6 +49,11 @@ pub struct Args {
     /// Run once and exit (the default).
     #[arg(long, conflicts_with = "every")]
     once: bool,
+    /// After each run, probes and labels snapshots from longer than this before the run's
+    /// start are deleted (`30d`, `12h`; `0` keeps them for ever); the latest published
+    /// snapshot of each persona always stays.
+    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = parse_retention)]
+    retain: Duration,
     /// Run forever, one run every DURATION (±10% jitter): `30m`, `1h`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     every: Option<Duration>,
@@ -482,6 +488,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             })
         });
         let started = std::time::Instant::now();
+        // --retain counts from the run's start, so a run longer than it keeps its own work.
+        let prune_before =
+            (!args.retain.is_zero()).then(|| exitvoice_auditor::record::rfc3339_ago(args.retain));
         let result = match &recheck {
             None => schedule::run_once(&mut exits, &echo, &config, &store, &mut minter).await,
             Some(names) => {
@@ -533,6 +542,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !report.labels.published {
             store.discard_labels(report.labels.id).await?;
         }
+        if let Some(before) = prune_before {
+            prune_past(&store, &before).await;
+        }
         let verdict = verdict?;
         println!("same-exit overlaps (must be 0): {}", report.violations);
         if report.violations > 0 {
@@ -568,6 +580,25 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             _ = tokio::time::sleep_until(wake) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
+    }
+}
+
+/// Rows deleted a statement when pruning past --retain: short enough that probes being written
+/// by other auditors wait little.
+const PRUNE_BATCH: u32 = 2_000;
+
+/// Deletes the probes and labels snapshots from before `before` (RFC 3339); a failure is
+/// logged, not fatal (the run's own work is stored, and the next run prunes again).
+async fn prune_past(store: &exitvoice_store::Store, before: &str) {
+    match store.prune_audit(before, PRUNE_BATCH).await {
+        Ok(pruned) if pruned.probes + pruned.snapshots > 0 => tracing::info!(
+            probes = pruned.probes,
+            snapshots = pruned.snapshots,
+            before,
+            "pruned what is older than --retain"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "pruning what is older than --retain failed"),
     }
 }
 

@@ -9,6 +9,7 @@
 #[macro_use]
 mod test_engines;
 
+mod audit_retention;
 mod broker;
 mod database;
 mod handle;
@@ -22,6 +23,7 @@ mod quic;
 mod retention;
 mod values;
 
+pub use audit_retention::AuditPruned;
 pub use broker::{
     Acquire, Backoff, Effect, EgressRecord, EpochLock, ExitReport, Gauges, Granted, LeaseClass,
     Refusal, Released, UnitSpec,
