@@ -81,7 +81,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use exitvoice_schema::label::LABELS_SCHEMA_VERSION;
+    use crate::labels::tests::doc;
     use exitvoice_schema::probe::PROBE_SCHEMA_VERSION;
     use exitvoice_schema::{LabelsDoc, ProbeRecord};
 
@@ -105,21 +105,9 @@ mod tests {
     }
 
     fn labels(at: &str, persona: &str, exits: usize) -> LabelsDoc {
-        serde_json::from_value(serde_json::json!({
-            "schema_version": LABELS_SCHEMA_VERSION,
-            "generated_at": at,
-            "persona": persona,
-            "baseline": null,
-            "exits": (0..exits).map(|i| serde_json::json!({
-                "name": format!("exit-{i}"), "url": "u", "tags": {}, "egress_ips": [],
-                "state": "stable", "changed_at": null, "bucket": null,
-                "flags": {"tls_preserved": true, "h2_preserved": true, "tls_intercepted": false},
-                "voices": [], "route": "identity", "route_reason": "r", "samples": 1,
-                "errors": {}, "latency": {"p50_ms": null, "p95_ms": null},
-                "last_probe_at": null, "history": [],
-            })).collect::<Vec<_>>(),
-        }))
-        .expect("a labels document")
+        let names: Vec<String> = (0..exits).map(|i| format!("exit-{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        doc(at, Some(persona), &names)
     }
 
     async fn count(store: &Store, sql: &str) -> i64 {

@@ -347,11 +347,12 @@ impl LabelsReader<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use exitvoice_schema::label::LABELS_SCHEMA_VERSION;
 
-    fn doc(at: &str, persona: Option<&str>, exits: &[&str]) -> LabelsDoc {
+    /// A labels snapshot generated `at` for `persona`, one stable identity exit per name.
+    pub(crate) fn doc(at: &str, persona: Option<&str>, exits: &[&str]) -> LabelsDoc {
         serde_json::from_value(serde_json::json!({
             "schema_version": LABELS_SCHEMA_VERSION,
             "generated_at": at,
