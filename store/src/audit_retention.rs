@@ -159,5 +159,31 @@ mod tests {
             let again = store.prune_audit(&day(5), 2).await.unwrap();
             assert_eq!(again, AuditPruned::default());
         }
+
+        async fn a_snapshot_pruned_while_read_is_an_error_not_a_short_list(store: Store) {
+            let old = store
+                .insert_labels(&labels("2026-11-01T00:00:00.000Z", "p", 1_300))
+                .await
+                .unwrap();
+            store
+                .insert_labels(&labels("2026-11-02T00:00:00.000Z", "p", 1))
+                .await
+                .unwrap();
+            let mut reader = store.read_labels(old).await.unwrap().unwrap();
+            assert_eq!(reader.next_page().await.unwrap().unwrap().len(), 512);
+            // The pruner deletes from the first position on: the next page starts past a gap.
+            sqlx::query("DELETE FROM exit_labels WHERE snapshot_id = $1 AND position < 700")
+                .bind(old)
+                .execute(store.pool())
+                .await
+                .unwrap();
+            assert!(matches!(reader.next_page().await, Err(StoreError::Malformed(_))));
+            // Once all of it went, a reader that had started finds nothing where rows were due.
+            let mut late = store.read_labels(old).await.unwrap().unwrap();
+            let pruned = store.prune_audit("2026-11-02T00:00:00.000Z", 100).await.unwrap();
+            assert_eq!(pruned.snapshots, 1);
+            assert!(matches!(late.next_page().await, Err(StoreError::Malformed(_))));
+            assert!(store.read_labels(old).await.unwrap().is_none());
+        }
     }
 }

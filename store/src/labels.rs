@@ -17,6 +17,8 @@ const LABEL_COLUMNS: usize = 4;
 const LABELS_PER_STATEMENT: usize = 64;
 /// Label rows written per transaction.
 const LABELS_PER_COMMIT: usize = 512;
+/// Why a reader stops: a snapshot pruned (`audit --retain`) while it was being read.
+const ROWS_WENT: &str = "labels snapshot rows went while read";
 /// Label rows read per page.
 const LABELS_PER_PAGE: usize = 512;
 
@@ -150,6 +152,7 @@ impl Store {
             id,
             header,
             stored_whole,
+            rows: rows.unwrap_or(0),
             next: 0,
         }))
     }
@@ -278,6 +281,8 @@ pub struct LabelsReader<'s> {
     header: LabelsDoc,
     /// The exits of a snapshot stored as one document, not yet read.
     stored_whole: Option<std::vec::IntoIter<ExitLabel>>,
+    /// The rows the snapshot was stored with.
+    rows: i64,
     /// The next row's position.
     next: i64,
 }
@@ -304,7 +309,9 @@ impl LabelsReader<'_> {
     /// The next exits, up to a page; `None` once all were read.
     ///
     /// # Errors
-    /// Database or JSON decoding failures.
+    /// Database or JSON decoding failures; [`StoreError::Malformed`] when rows are missing (the
+    /// snapshot was pruned while it was read, `audit --retain`): a reader never takes part of a
+    /// snapshot for the whole.
     pub async fn next_page(&mut self) -> Result<Option<Vec<ExitLabel>>, StoreError> {
         if let Some(rest) = &mut self.stored_whole {
             let page: Vec<ExitLabel> = rest.by_ref().take(LABELS_PER_PAGE).collect();
@@ -319,9 +326,18 @@ impl LabelsReader<'_> {
         .bind(i64::try_from(LABELS_PER_PAGE).unwrap_or(i64::MAX))
         .fetch_all(self.store.pool())
         .await?;
-        let Some(&(last, _)) = rows.last() else {
+        let (Some(&(first, _)), Some(&(last, _))) = (rows.first(), rows.last()) else {
+            if self.next < self.rows {
+                return Err(StoreError::Malformed(ROWS_WENT));
+            }
             return Ok(None);
         };
+        // Positions run from 0 without a gap: a page that does not start where the last one
+        // ended, or has a hole, lost rows.
+        let count = i64::try_from(rows.len()).unwrap_or(i64::MAX);
+        if first != self.next || last != self.next + count - 1 {
+            return Err(StoreError::Malformed(ROWS_WENT));
+        }
         self.next = last + 1;
         let page = rows
             .iter()
