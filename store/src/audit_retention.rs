@@ -24,7 +24,7 @@ impl Store {
     /// # Errors
     /// Fails if a statement fails; what was deleted before stays deleted.
     pub async fn prune_audit(&self, before: &str, batch: u32) -> Result<AuditPruned, StoreError> {
-        let batch = i64::from(batch.max(1));
+        let batch = batch.max(1);
         let mut pruned = AuditPruned::default();
         // Probes come in time order (ids grow with the runs), so the oldest are at the head:
         // each statement looks at the first `batch` rows only, never the whole table, and the
@@ -35,13 +35,13 @@ impl Store {
                  (SELECT id, started_at FROM probes ORDER BY id LIMIT $1) head \
                  WHERE started_at < $2)",
             )
-            .bind(batch)
+            .bind(i64::from(batch))
             .bind(before)
             .execute(self.pool())
             .await?
             .rows_affected();
             pruned.probes += gone;
-            if gone < batch.unsigned_abs() {
+            if gone < u64::from(batch) {
                 break;
             }
         }
@@ -62,7 +62,7 @@ impl Store {
                  ORDER BY position LIMIT $2)",
             )
             .bind(id)
-            .bind(batch)
+            .bind(i64::from(batch))
             .execute(self.pool())
             .await?
             .rows_affected()

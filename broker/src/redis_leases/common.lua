@@ -146,13 +146,10 @@ local function finish(l, state, now, fields)
         redis.call('HDEL', origins_key(u.name), l.origin)
       end
     end
+    place(u, now, 'shared', u.shared)
   else
     u.excl = math.max(u.excl - 1, 0)
     if u.excl == 1 then redis.call('SREM', COLLIDED, u.name) end
-  end
-  if l.class == 'stateless' then
-    place(u, now, 'shared', u.shared)
-  else
     place(u, now, 'excl', u.excl)
   end
   return true
