@@ -23,7 +23,6 @@ use exitvoice_store::{Batch, LedgerRow, QuicConnectionRow, QuicRequestRow};
 use time::OffsetDateTime;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use crate::capture::{Connection, Failed, RecordSink};
 use crate::config::WriterConfig;
@@ -245,12 +244,14 @@ impl Writer {
         let mut closing = false;
         let mut maintenance = tokio::time::interval(MAINTENANCE_EVERY);
         maintenance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // One buffer for every batch.
+        let mut queued = Vec::with_capacity(batch_size);
         loop {
-            let first = if closing {
-                rx.recv().await
+            let received = if closing {
+                rx.recv_many(&mut queued, batch_size).await
             } else {
                 tokio::select! {
-                    job = rx.recv() => job,
+                    received = rx.recv_many(&mut queued, batch_size) => received,
                     () = close.notified() => {
                         closing = true;
                         rx.close();
@@ -263,41 +264,46 @@ impl Writer {
                     }
                 }
             };
-            let Some(first) = first else { break };
-            let deadline = Instant::now() + self.config.flush_interval;
-            let mut jobs = vec![first];
-            while jobs.len() < batch_size {
-                if closing {
+            if received == 0 {
+                break;
+            }
+            // Up to a batch, or what arrives within the flush interval after the first job:
+            // one timer and one close waiter for the batch, not one of each per job.
+            if closing {
+                while queued.len() < batch_size {
                     match rx.try_recv() {
-                        Ok(queued) => jobs.push(queued),
+                        Ok(job) => queued.push(job),
                         Err(_) => break,
                     }
-                    continue;
                 }
-                tokio::select! {
-                    job = rx.recv() => match job {
-                        Some(queued) => jobs.push(queued),
-                        None => break,
-                    },
-                    () = tokio::time::sleep_until(deadline) => break,
-                    () = close.notified() => {
-                        closing = true;
-                        rx.close();
+            } else {
+                let flush = tokio::time::sleep(self.config.flush_interval);
+                let stop = close.notified();
+                tokio::pin!(flush, stop);
+                while queued.len() < batch_size {
+                    let room = batch_size - queued.len();
+                    tokio::select! {
+                        received = rx.recv_many(&mut queued, room) => if received == 0 { break },
+                        () = &mut flush => break,
+                        () = &mut stop, if !closing => {
+                            closing = true;
+                            rx.close();
+                        }
                     }
                 }
             }
             // The batch's bytes count against the budget until it is committed (or failed).
-            let bytes = jobs.iter().map(|queued| queued.bytes).sum::<usize>();
-            self.commit(jobs.into_iter().map(|queued| queued.job).collect())
-                .await;
+            let bytes = queued.iter().map(|queued| queued.bytes).sum::<usize>();
+            self.commit(queued.drain(..).map(|queued| queued.job)).await;
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
         self.write_ledger().await;
         tracing::debug!("observation writer drained");
     }
 
-    async fn commit(&self, jobs: Vec<Job>) {
+    async fn commit(&self, jobs: impl ExactSizeIterator<Item = Job>) {
         let mut batch = Batch::default();
+        batch.requests.reserve(jobs.len());
         // Observations as `/api/observations` lists them: requests, and connections without.
         let mut observations = 0;
         for job in jobs {
