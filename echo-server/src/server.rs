@@ -201,8 +201,9 @@ impl Server {
             alt_svc: config.quic,
             geo,
         });
-        let mut router = api::router(api_state.clone());
+        let router = api::router(api_state.clone());
         let mut udp_sockets = Vec::new();
+        let mut alt_svc_value = None;
         if config.quic {
             for local in &local_addrs {
                 let bind_error = |source| ServerError::Bind {
@@ -211,23 +212,14 @@ impl Server {
                 };
                 udp_sockets.push(std::net::UdpSocket::bind(local).map_err(bind_error)?);
             }
-            if let Some(first) = local_addrs.first() {
-                let value = alt_svc(first.port());
-                router = router.layer(axum::middleware::map_response(
-                    move |mut response: axum::response::Response| {
-                        response
-                            .headers_mut()
-                            .insert(axum::http::header::ALT_SVC, value.clone());
-                        std::future::ready(response)
-                    },
-                ));
-            }
+            alt_svc_value = local_addrs.first().map(|first| alt_svc(first.port()));
         }
         let (shutdown_tx, shutdown) = watch::channel(false);
         let boot_ms = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
         let shared = Arc::new(Shared {
             acceptor,
             router,
+            alt_svc: alt_svc_value,
             limiter: Arc::new(Limiter::new(
                 config.limits.max_connections,
                 config.limits.per_ip_connections,

@@ -48,26 +48,18 @@ fn json_answer(value: &impl Serialize, size: usize) -> Result<Response, ApiError
 }
 
 /// The request's connection and how the request arrived on it.
-pub(super) struct Ctx {
-    conn: Arc<Connection>,
-    arrival: Arrival,
-}
+pub(super) struct Ctx(Arrival);
 
 impl<S: Send + Sync> FromRequestParts<S> for Ctx {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let conn = parts
-            .extensions
-            .get::<Arc<Connection>>()
-            .cloned()
-            .ok_or(ApiError::NoCapture)?;
+        // Each handler extracts it once: moved out, not copied.
         let arrival = parts
             .extensions
-            .get::<Arrival>()
-            .cloned()
+            .remove::<Arrival>()
             .ok_or(ApiError::NoCapture)?;
-        Ok(Self { conn, arrival })
+        Ok(Self(arrival))
     }
 }
 
@@ -181,24 +173,27 @@ impl Observed {
 /// connection's first stored request, the connection), and returns what the views need.
 async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observed, ApiError> {
     let (parts, body) = request.into_parts();
-    let token = ctx.arrival.token.clone().map(valid_token).transpose()?;
+    let Arrival {
+        conn,
+        index,
+        token,
+        earlier_other_probe,
+    } = ctx.0;
+    let token = token.map(valid_token).transpose()?;
     drain_body(body, state.body_cap).await?;
-    let conn = ctx.conn;
-    let index = ctx.arrival.index;
     let facts = &conn.analysis(&state.metrics).facts;
     let head = conn.request_head(index, &state.metrics);
     let path = parts
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
-    let (bucket, bucket_rule) =
-        analysis::bucket_decision(facts, index, ctx.arrival.earlier_other_probe);
+    let (bucket, bucket_rule) = analysis::bucket_decision(facts, index, earlier_other_probe);
     let record = RequestRecord {
         conn_id: conn.id.clone(),
         index,
         time_unix_ms: unix_ms(OffsetDateTime::now_utc()),
         token,
-        method: parts.method.to_string(),
+        method: parts.method.as_str().to_owned(),
         path,
         stream_id: head.stream_id,
         bucket,

@@ -3,8 +3,8 @@
 //! Every route answers JSON, except for browsers at `/` (or any path without a route): a client
 //! whose `Accept` prefers `text/html` gets the fingerprint page of its echo there. `/api/…` and
 //! `/probe/…` are always JSON (the auditor's personas send a browser's `Accept`). The echo routes describe the request's own connection, which the
-//! connection task hands in as request extensions ([`crate::capture::Connection`] and
-//! [`crate::capture::Arrival`]), and queue the request's observation. `/healthz` and
+//! connection task hands in as a request extension ([`crate::capture::Arrival`], which carries
+//! the [`crate::capture::Connection`]), and queue the request's observation. `/healthz` and
 //! `/api/observations` only read.
 //!
 //! | route | answer |

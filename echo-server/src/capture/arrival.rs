@@ -1,8 +1,16 @@
-//! How one request arrived on its connection: its position, and its probe token as sent.
+//! How one request arrived on its connection: the connection, the request's position on it,
+//! and its probe token as sent.
 
-/// How one request arrived on its connection; handlers get it as a request extension.
-#[derive(Clone, Debug, PartialEq, Eq)]
+use std::sync::Arc;
+
+use super::Connection;
+
+/// How one request arrived on its connection; handlers get it as the request's one extension
+/// (one insert a request, taken out again by the handler rather than copied).
+#[derive(Clone, Debug)]
 pub struct Arrival {
+    /// The connection.
+    pub conn: Arc<Connection>,
     /// 1 for the first request on the connection, 2 for the second, … in arrival order.
     pub index: u32,
     /// The probe token as sent (`/probe/<token>` or `?token=`), not yet checked.

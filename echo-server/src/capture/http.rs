@@ -128,20 +128,28 @@ where
     };
     let _ = conn.spoken.set(spoken);
     let router = shared.router.clone();
+    let alt_svc = shared.alt_svc.clone();
     let service_conn = Arc::clone(&conn);
     let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
         // hyper calls the service synchronously as each request arrives (on HTTP/2 in the order
         // of the HEADERS frames), so numbering here, not in the handler, keeps arrival order.
         let token = probe_token(request.uri());
         let arrival = Arrival {
+            conn: Arc::clone(&service_conn),
             index: service_conn.next_request(),
             earlier_other_probe: service_conn.note_token(token.as_deref()),
             token,
         };
         request.extensions_mut().insert(arrival);
-        request.extensions_mut().insert(Arc::clone(&service_conn));
         let router = router.clone();
-        async move { router.oneshot(request).await }
+        let alt_svc = alt_svc.clone();
+        async move {
+            let mut response = router.oneshot(request).await?;
+            if let Some(value) = alt_svc {
+                response.headers_mut().insert(http::header::ALT_SVC, value);
+            }
+            Ok::<_, std::convert::Infallible>(response)
+        }
     });
     let io = TokioIo::new(tap);
     // Served by what the client speaks, not by ALPN: this is how a client that negotiated h2

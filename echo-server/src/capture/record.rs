@@ -34,7 +34,8 @@ pub(crate) struct Peers {
     pub(crate) proxy: Option<SocketAddr>,
 }
 
-/// What the server knows about one connection; handlers get it as a request extension.
+/// What the server knows about one connection; handlers get it through the request's
+/// [`super::Arrival`].
 #[derive(Debug)]
 pub struct Connection {
     /// Connection id, unique per server start.

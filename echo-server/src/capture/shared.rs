@@ -22,6 +22,10 @@ use crate::metrics::Metrics;
 pub(crate) struct Shared {
     pub(crate) acceptor: TlsAcceptor,
     pub(crate) router: axum::Router,
+    /// The `alt-svc` header every answer over TCP carries when QUIC is on (RFC 7838): set on
+    /// the router's response by the connection's service, not by a middleware layer around
+    /// every route.
+    pub(crate) alt_svc: Option<http::HeaderValue>,
     pub(crate) limits: Limits,
     pub(crate) metrics: Arc<Metrics>,
     /// Takes each connection's record when it ends (the writer queues it).
