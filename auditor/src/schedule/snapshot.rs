@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use exitvoice_exits::Exit;
-use exitvoice_schema::{ExitLabel, LabelsDoc, Pool, LABELS_SCHEMA_VERSION};
+use exitvoice_schema::{ExitLabel, LabelsDoc, Pool, ProbeRecord, LABELS_SCHEMA_VERSION};
 use exitvoice_store::{Store, StoreError};
 
 use super::config::RunConfig;
@@ -101,30 +101,39 @@ pub async fn store_labels(
     let mut writer = store.begin_labels(&generated_at, Some(&persona)).await?;
     let mut tally = PoolTally::default();
     let mut unsettled = Vec::new();
-    for exit in exits {
-        let records = store
-            .recent_probes(Some(&exit.name), &persona, window)
-            .await?;
-        let info = ExitInfo {
-            name: exit.name.clone(),
-            url: exit.redacted_url(),
-            tags: exit.tags.clone(),
-            rotate: exit.rotate,
-            country: exit.country.clone(),
-            asn: exit.asn,
+    let mut upcoming = exits.iter();
+    let mut current = with_window(store, upcoming.next(), &persona, window).await;
+    while let Some((exit, records)) = current.take() {
+        let records = records?;
+        // The next exit's window is read while this one is labelled and written: one read in
+        // flight, which the join polls to its end, so it never keeps a pooled connection from
+        // the labels writer.
+        let next = with_window(store, upcoming.next(), &persona, window);
+        let this = async {
+            let info = ExitInfo {
+                name: exit.name.clone(),
+                url: exit.redacted_url(),
+                tags: exit.tags.clone(),
+                rotate: exit.rotate,
+                country: exit.country.clone(),
+                asn: exit.asn,
+            };
+            let before = previous.label(store, &exit.name).await?;
+            let prior = Prior {
+                baseline: baseline_sample,
+                previous: before.as_ref(),
+                baseline_h3,
+            };
+            let label = labels::label(&info, &records, &config.route, config.drift, prior);
+            if !previous.exists() || before.is_none_or(|b| changed(&b, &label)) {
+                unsettled.push(label.name.clone());
+            }
+            tally.add(&label);
+            writer.push(&label).await
         };
-        let before = previous.label(store, &exit.name).await?;
-        let prior = Prior {
-            baseline: baseline_sample,
-            previous: before.as_ref(),
-            baseline_h3,
-        };
-        let label = labels::label(&info, &records, &config.route, config.drift, prior);
-        if !previous.exists() || before.is_none_or(|b| changed(&b, &label)) {
-            unsettled.push(label.name.clone());
-        }
-        tally.add(&label);
-        writer.push(&label).await?;
+        let (next, written) = tokio::join!(next, this);
+        written?;
+        current = next;
     }
     let header = LabelsDoc {
         schema_version: LABELS_SCHEMA_VERSION,
@@ -144,6 +153,20 @@ pub async fn store_labels(
         header,
         unsettled,
     })
+}
+
+/// `exit`, if any, with its stored window: the persona's last `window` probes of it.
+async fn with_window<'e>(
+    store: &Store,
+    exit: Option<&'e Exit>,
+    persona: &str,
+    window: u32,
+) -> Option<(&'e Exit, Result<Vec<ProbeRecord>, StoreError>)> {
+    let exit = exit?;
+    Some((
+        exit,
+        store.recent_probes(Some(&exit.name), persona, window).await,
+    ))
 }
 
 /// Whether an exit's label changed from `before` to `now` in what makes it unsettled: another
