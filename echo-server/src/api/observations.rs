@@ -11,8 +11,6 @@
 //!   rate-limit bucket, the one new connections take from, so guessing is as slow as connecting;
 //! - anyone else: `403` without `--api-token`, `401` with it.
 
-use std::sync::Arc;
-
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::Extension;
@@ -24,7 +22,7 @@ use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use super::{ApiError, ApiState};
-use crate::capture::Connection;
+use crate::capture::Arrival;
 use crate::config::ApiToken;
 
 /// Observations per answer when `limit` is not given.
@@ -93,15 +91,15 @@ pub(super) struct Observations {
 
 pub(super) async fn list(
     State(state): State<ApiState>,
-    conn: Option<Extension<Arc<Connection>>>,
+    arrival: Option<Extension<Arrival>>,
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Json<Observations>, ApiError> {
     let access = access(state.api_token.as_ref(), &headers, params.token.as_deref())?;
-    if let (Access::Token(_), Some(Extension(conn))) = (&access, &conn) {
+    if let (Access::Token(_), Some(Extension(arrival))) = (&access, &arrival) {
         if state
             .admission
-            .admit(conn.peer.ip(), tokio::time::Instant::now())
+            .admit(arrival.conn.peer.ip(), tokio::time::Instant::now())
             .is_err()
         {
             state.metrics.reject_token_query();
