@@ -96,7 +96,11 @@ pub(super) async fn list(
     Query(params): Query<Params>,
 ) -> Result<Json<Observations>, ApiError> {
     let access = access(state.api_token.as_ref(), &headers, params.token.as_deref())?;
-    if let (Access::Token(_), Some(Extension(arrival))) = (&access, &arrival) {
+    if let Access::Token(_) = &access {
+        // Every request the server routes arrived on a connection; fail closed if not.
+        let Some(Extension(arrival)) = &arrival else {
+            return Err(ApiError::NoCapture);
+        };
         if state
             .admission
             .admit(arrival.conn.peer.ip(), tokio::time::Instant::now())
