@@ -195,4 +195,27 @@ mod tests {
             assert!(store.probe_by_token("nope").await.unwrap().is_none());
         }
     }
+
+    /// PostgreSQL compresses a large record with lz4 (migration 0011), and it reads back whole.
+    #[tokio::test]
+    async fn postgres_compresses_large_records_with_lz4() {
+        let url = exitvoice_pgtest::fresh_database("probes_lz4");
+        let store = Store::connect(&url.parse().expect("a postgres URL"))
+            .await
+            .expect("connect");
+        let mut big = record(Some("x"), "p", "big");
+        if let Some(error) = big.error.as_mut() {
+            error.message = (0..2_000).map(|i| format!("{} ", i % 97)).collect();
+        }
+        store.insert_probe(&big).await.unwrap();
+        // The server's own account of how the stored value is compressed.
+        let method: Option<String> = sqlx::query_scalar(
+            "SELECT pg_column_compression(record)::TEXT FROM probes WHERE token = 'big'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(method.as_deref(), Some("lz4"));
+        assert_eq!(store.probe_by_token("big").await.unwrap(), Some(big));
+    }
 }
