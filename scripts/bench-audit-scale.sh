@@ -17,8 +17,9 @@
 #      distinct tokens), the echo server's request rows (the baseline's included), the
 #      simulator's tunnel counters (`GET /stats`: tunnels, the most open at once on one exit),
 #      and the CPU seconds (user + system) of the auditor, the echo server and the simulator
-#      during the audit (/proc/PID/stat): on 2 cores, their sum over the wall time says whether
-#      the machine, not the auditor, is the limit.
+#      during the audit (/proc/PID/stat), and with --postgres the cluster's (its postmaster's
+#      and closed backends'): on 2 cores, their sum over the wall time says whether the
+#      machine, not the auditor, is the limit.
 # Prints a markdown table and keeps it, with every log, in --out. Exits 1 if an audit failed or
 # a count is off (probes stored ≠ N × K, a failed probe, a token stored twice, an echo request
 # or a tunnel more or less than one per probe, two tunnels at once on one exit), so --quick can
@@ -128,8 +129,8 @@ TABLE=$OUT/results.md
 {
   echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); samples $SAMPLES, concurrency $CONCURRENCY, profile $PROFILE, auditor's database $([ -n "$PG" ] && echo PostgreSQL || echo SQLite)"
   echo
-  echo "| exits | wall s | peak RSS MB | RSS per exit KB | probes stored | failed | distinct tokens | echo requests | tunnels | max tunnels on one exit | CPU s auditor / echo / exitsim |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| exits | wall s | peak RSS MB | RSS per exit KB | probes stored | failed | distinct tokens | echo requests | tunnels | max tunnels on one exit | CPU s auditor / echo / exitsim | CPU s PostgreSQL |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 } >"$TABLE"
 
 for n in $EXITS; do
@@ -149,6 +150,7 @@ for n in $EXITS; do
 
   if [ -n "$PG" ]; then
     DB=$(pg_createdb "audit_n$n")
+    pg_cpu_before=$(pg_cpu_seconds)
     query() { psql -At -F' ' "$DB" -c "$1"; }
   else
     DB=$dir/audit.db
@@ -160,6 +162,12 @@ for n in $EXITS; do
     --database "$DB" --once --labels-out "$dir/labels.json" --samples "$SAMPLES" \
     --concurrency "$CONCURRENCY" >"$dir/audit.out" 2>"$dir/audit.log" || status=$?
   [ "$status" = 0 ] || say "$n exits: audit exited $status (see $dir/audit.log)"
+  pg_cpu=-
+  if [ -n "$PG" ]; then
+    # The auditor's backends have closed; give the postmaster a moment to reap them.
+    sleep 1
+    pg_cpu=$(awk -v a="$(pg_cpu_seconds)" -v b="$pg_cpu_before" 'BEGIN { printf "%.1f", a - b }')
+  fi
 
   wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$dir/time.txt" |
     awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; printf "%.1f", s }')
@@ -178,9 +186,9 @@ for n in $EXITS; do
   kill "$sim" 2>/dev/null || true
   wait "$sim" 2>/dev/null || true
 
-  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s |\n' "$n" "$wall" \
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s | %s |\n' "$n" "$wall" \
     "$((rss_kb / 1024))" "$((rss_kb / n))" "$stored" "$failed" "$tokens" "$echoed" \
-    "$tunnels" "$max_open" "$audit_cpu" "$echo_cpu" "$sim_cpu" >>"$TABLE"
+    "$tunnels" "$max_open" "$audit_cpu" "$echo_cpu" "$sim_cpu" "$pg_cpu" >>"$TABLE"
   say "$n exits: ${wall} s, peak RSS $((rss_kb / 1024)) MB, $stored probes stored ($failed failed)"
   expected=$((n * SAMPLES))
   # The echo's rows include the baseline's request.

@@ -3,6 +3,7 @@
 # refuses root), trust authentication on loopback, default settings, in a temporary directory.
 #   pg_start      starts it; sets PGBIN, PGDIR, PGPORT and PGRUN (the command prefix)
 #   pg_createdb N creates database N; prints its URL
+#   pg_cpu_seconds the cluster's CPU seconds so far (closed backends included)
 #   pg_stop       stops it and removes its directory (safe to call when none was started)
 PGDIR= PGRUN=()
 
@@ -20,6 +21,14 @@ pg_start() {
 pg_createdb() {
   "$PGBIN/createdb" -h "$PGDIR" -p "$PGPORT" -U exitvoice "$1"
   echo "postgres://exitvoice@127.0.0.1:$PGPORT/$1"
+}
+
+# The cluster's CPU seconds so far: the postmaster's own and its ended children's (every
+# backend that has closed), so a client's whole use once it has disconnected.
+pg_cpu_seconds() {
+  local pid
+  pid=$(head -1 "$PGDIR/data/postmaster.pid")
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15 + $16 + $17) / hz }' "/proc/$pid/stat"
 }
 
 pg_stop() {
