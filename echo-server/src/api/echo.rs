@@ -47,8 +47,9 @@ fn json_answer(value: &impl Serialize, size: usize) -> Result<Response, ApiError
         .into_response())
 }
 
-/// The request's connection and how the request arrived on it.
-pub(super) struct Ctx(Arrival);
+/// The request's connection and how the request arrived on it; a request without it (one
+/// that did not come through the capture) is refused with `no_capture`.
+pub(super) struct Ctx(pub(super) Arrival);
 
 impl<S: Send + Sync> FromRequestParts<S> for Ctx {
     type Rejection = ApiError;

@@ -13,7 +13,6 @@
 
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
-use axum::Extension;
 use axum::Json;
 use exitvoice_schema::{ObservationQuery, StoredObservation, OBSERVATION_SCHEMA_VERSION};
 use exitvoice_store::StoredQuicRequest;
@@ -21,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
+use super::echo::Ctx;
 use super::{ApiError, ApiState};
-use crate::capture::Arrival;
 use crate::config::ApiToken;
 
 /// Observations per answer when `limit` is not given.
@@ -91,19 +90,15 @@ pub(super) struct Observations {
 
 pub(super) async fn list(
     State(state): State<ApiState>,
-    arrival: Option<Extension<Arrival>>,
+    ctx: Ctx,
     headers: HeaderMap,
     Query(params): Query<Params>,
 ) -> Result<Json<Observations>, ApiError> {
     let access = access(state.api_token.as_ref(), &headers, params.token.as_deref())?;
     if let Access::Token(_) = &access {
-        // Every request the server routes arrived on a connection; fail closed if not.
-        let Some(Extension(arrival)) = &arrival else {
-            return Err(ApiError::NoCapture);
-        };
         if state
             .admission
-            .admit(arrival.conn.peer.ip(), tokio::time::Instant::now())
+            .admit(ctx.0.conn.peer.ip(), tokio::time::Instant::now())
             .is_err()
         {
             state.metrics.reject_token_query();
