@@ -3,9 +3,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyPool, Executor as _};
+use sqlx::{AnyPool, Connection as _, Executor as _};
 
 use crate::database::Database;
 use crate::legacy;
@@ -59,6 +60,28 @@ pub struct Store {
     pub(crate) writer_turn: Arc<tokio::sync::Mutex<()>>,
 }
 
+/// How long a pooled connection may sit idle before it is checked with a round trip when it is
+/// next taken.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(30);
+
+/// The pool's options for both engines: a connection is pinged before use only when it has been
+/// idle for [`PING_AFTER_IDLE`], not every time it is taken (sqlx's default). A ping is a round
+/// trip to the server (PostgreSQL) or to the connection's thread (SQLite), as much as a
+/// broker's one-statement release costs; a connection that broke while busy fails its
+/// statement, and the pool drops it.
+fn pool_options() -> AnyPoolOptions {
+    AnyPoolOptions::new()
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_AFTER_IDLE {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+}
+
 impl Store {
     /// Opens (creating if needed) the SQLite database at `path`; see [`Store::connect`].
     ///
@@ -78,7 +101,7 @@ impl Store {
         sqlx::any::install_default_drivers();
         let pool = match database {
             Database::Sqlite(path) => {
-                let pool = AnyPoolOptions::new()
+                let pool = pool_options()
                     .max_connections(4)
                     .after_connect(|conn, _| {
                         Box::pin(async move {
@@ -99,7 +122,7 @@ impl Store {
                 pool
             }
             Database::Postgres(url) => {
-                let pool = AnyPoolOptions::new()
+                let pool = pool_options()
                     .max_connections(8)
                     .connect(url.expose())
                     .await?;
