@@ -20,9 +20,11 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::handle::{Engine, Store, StoreError};
 
+mod batched_release;
 mod epochs;
 mod one_statement;
 
+pub(crate) use batched_release::ReleaseQueue;
 pub use epochs::EpochLock;
 
 /// What a unit's label admits, and what a lease asks for: identity ⊂ anonymous ⊂ stateless.
@@ -528,6 +530,12 @@ impl Store {
         let plain = matches!(effect, Effect::Success | Effect::Neutral);
         if self.engine() == Engine::Postgres && plain {
             let success = effect == Effect::Success;
+            if let Some(released) = self
+                .release_in_batch(lease_id, fence, outcome, latency_ms, success)
+                .await
+            {
+                return Ok(Ok(released));
+            }
             return self
                 .release_in_one_statement(lease_id, fence, outcome, latency_ms, success)
                 .await;

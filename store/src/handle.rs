@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Connection as _, Executor as _};
 
+use crate::broker::ReleaseQueue;
 use crate::database::Database;
 use crate::legacy;
 
@@ -58,6 +59,8 @@ pub struct Store {
     /// here, in arrival order, rather than in SQLite's busy handler, which sleeps 1, 2, 5,
     /// 10… ms between tries and so turns a short wait into a long tail.
     pub(crate) writer_turn: Arc<tokio::sync::Mutex<()>>,
+    /// PostgreSQL's plain broker releases, ended a batch per statement.
+    pub(crate) release_queue: Arc<ReleaseQueue>,
 }
 
 /// How long a pooled connection may sit idle before it is checked with a round trip when it is
@@ -134,6 +137,7 @@ impl Store {
             pool,
             database: Arc::new(database.clone()),
             writer_turn: Arc::default(),
+            release_queue: Arc::default(),
         })
     }
 

@@ -1,0 +1,293 @@
+//! PostgreSQL's plain releases (an outcome that bans, retires or counts no failure) from many
+//! requests at once, in one statement: group commit for releases.
+//!
+//! A statement's fixed costs (the round trip, waking the server's backend, setting up the
+//! plan's nodes, the commit) are most of what a release costs the server; a release changes a
+//! lease row and its unit's row. So one task per store takes every release queued while the
+//! previous statement ran and ends them together. Under load the queue fills while a statement
+//! runs; alone, a release goes at once.
+//!
+//! The statement keeps [`one_statement`](super::one_statement)'s rules, per unit: its ended
+//! exclusive lease sets `exclusive_until` to 0, its ended stateless leases come off
+//! `shared_count` together (one `UPDATE … FROM` changes a row once, so the leases are counted
+//! per unit first). A release the statement does not end (a stale fence, an expired lease, a
+//! lease named twice in one batch) or a batch that fails (a deadlock with another instance's
+//! batch) goes again through the one-statement path, which ends it or says why not: a lease
+//! only ever moves away from `live`, so trying again changes nothing twice.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use sqlx::{AnyPool, Row as _};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{now_ms, Released};
+use crate::handle::{Engine, Store, StoreError};
+
+/// At most this many releases go in one statement.
+const MAX_BATCH: usize = 64;
+
+/// The queue of a store's releases, and the task that ends them (started by the first).
+#[derive(Debug, Default)]
+pub(crate) struct ReleaseQueue(OnceLock<mpsc::UnboundedSender<Job>>);
+
+/// One release waiting for its statement.
+struct Job {
+    lease_id: String,
+    fence: i64,
+    outcome: String,
+    latency_ms: Option<i64>,
+    success: bool,
+    /// The release, or `None` when the statement did not end the lease.
+    answer: oneshot::Sender<Option<Released>>,
+}
+
+impl Store {
+    /// Ends lease `lease_id` in the next batch, as
+    /// [`release_in_one_statement`](Self::release_in_one_statement) would; `None` when the
+    /// batch did not end it (refused, or the batch failed), for that path to try.
+    pub(super) async fn release_in_batch(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+        success: bool,
+    ) -> Option<Released> {
+        let jobs = self.release_queue.0.get_or_init(|| {
+            let (jobs, queued) = mpsc::unbounded_channel();
+            tokio::spawn(end_batches(self.pool().clone(), queued));
+            jobs
+        });
+        let (answer, answered) = oneshot::channel();
+        let job = Job {
+            lease_id: lease_id.to_owned(),
+            fence,
+            outcome: outcome.to_owned(),
+            latency_ms,
+            success,
+            answer,
+        };
+        // The task is gone only with the runtime that started it: the caller goes alone.
+        jobs.send(job).ok()?;
+        answered.await.ok().flatten()
+    }
+}
+
+/// Ends the queued releases, a batch per statement, until every sender is gone.
+async fn end_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while queued.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let mut ended = match end_all(&pool, &batch).await {
+            Ok(ended) => ended,
+            Err(error) => {
+                tracing::debug!(%error, releases = batch.len(), "a batch of releases failed; each goes alone");
+                HashMap::new()
+            }
+        };
+        for job in batch.drain(..) {
+            // The caller may have gone (its request dropped); its lease is ended all the same.
+            let _ = job.answer.send(ended.remove(&job.lease_id));
+        }
+    }
+}
+
+/// Ends the leases of `batch` that are live and fenced as their job says: each one's release,
+/// by lease id.
+async fn end_all(pool: &AnyPool, batch: &[Job]) -> Result<HashMap<String, Released>, StoreError> {
+    let releases: Vec<_> = batch
+        .iter()
+        .map(|job| {
+            serde_json::json!({
+                "lease_id": job.lease_id,
+                "fence": job.fence,
+                "outcome": job.outcome,
+                "latency_ms": job.latency_ms,
+                "success": job.success,
+            })
+        })
+        .collect();
+    // The leases are found through their primary key (`= ANY`): joined to the JSON rows alone,
+    // the planner reads the whole table. Each expired ban a success forgets is counted once,
+    // for one of the leases that forgot it (a `DELETE … USING` returns a deleted row once).
+    let sql = format!(
+        "WITH n AS (SELECT {now} AS ms), \
+         r AS (SELECT * FROM json_to_recordset($1::json) AS r(lease_id TEXT, fence BIGINT, \
+           outcome TEXT, latency_ms BIGINT, success BOOLEAN)), \
+         l AS (UPDATE broker_leases SET state = 'released', outcome = r.outcome, \
+           latency_ms = r.latency_ms, ended_ms = n.ms FROM n, r \
+           WHERE broker_leases.lease_id = ANY (ARRAY(SELECT lease_id FROM r)) \
+           AND broker_leases.lease_id = r.lease_id AND broker_leases.fence = r.fence \
+           AND state = 'live' AND expires_ms > n.ms \
+           RETURNING broker_leases.lease_id, unit, exit_name, class, origin, ended_ms, r.success), \
+         u AS (SELECT unit, COUNT(*) FILTER (WHERE class = 'stateless') AS shared, \
+           bool_or(class <> 'stateless') AS exclusive, MAX(ended_ms) AS ended FROM l GROUP BY unit), \
+         s AS (UPDATE broker_units SET \
+           exclusive_until = CASE WHEN u.exclusive THEN 0 ELSE exclusive_until END, \
+           shared_count = GREATEST(shared_count - u.shared, 0), free_at = u.ended \
+           FROM u WHERE broker_units.unit = u.unit), \
+         e AS (UPDATE broker_exits SET error_streak = 0 FROM l \
+           WHERE l.success AND broker_exits.exit_name = l.exit_name AND error_streak <> 0), \
+         b AS (DELETE FROM broker_bans USING l WHERE l.success \
+           AND broker_bans.exit_name = l.exit_name \
+           AND broker_bans.origin IN ('', COALESCE(l.origin, '')) \
+           AND broker_bans.until_ms <= l.ended_ms RETURNING l.lease_id) \
+         SELECT l.lease_id, l.unit, l.exit_name, l.ended_ms, \
+         (SELECT COUNT(*) FROM b WHERE b.lease_id = l.lease_id), \
+         set_config('synchronous_commit', 'off', true) FROM l",
+        now = now_ms(Engine::Postgres),
+    );
+    // Its commit does not wait for the WAL flush, as a single release's does not (see
+    // `release_in_one_statement`).
+    let rows = sqlx::query(&sql)
+        .bind(serde_json::Value::Array(releases).to_string())
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let recovered: i64 = row.try_get(4)?;
+            let released = Released {
+                unit: row.try_get(1)?,
+                exit_name: row.try_get(2)?,
+                banned_until_ms: None,
+                recovered_bans: u64::try_from(recovered).unwrap_or(0),
+                retired_session: None,
+                now_ms: row.try_get(3)?,
+            };
+            Ok((row.try_get(0)?, released))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::{Acquire, LeaseClass, UnitSpec};
+
+    fn unit(name: &str) -> UnitSpec {
+        UnitSpec {
+            unit: name.into(),
+            exit_name: name.into(),
+            admits: Some(LeaseClass::Identity),
+            capacity: 2,
+            gateway: false,
+            life_ms: 600_000,
+            draining: false,
+            country: None,
+        }
+    }
+
+    async fn take(store: &Store, lease_id: &str, class: LeaseClass) -> (String, i64) {
+        let request = Acquire {
+            lease_id,
+            class,
+            holder: "w",
+            task: None,
+            origin: None,
+            ttl_ms: 60_000,
+            life_ms: 600_000,
+            session_nonce: "n",
+            stateless_per_origin: None,
+            fences: 1,
+            country: None,
+        };
+        let granted = store
+            .broker_acquire(&request)
+            .await
+            .unwrap()
+            .expect("a free unit");
+        (granted.unit, granted.fence)
+    }
+
+    fn job(lease_id: &str, fence: i64) -> Job {
+        Job {
+            lease_id: lease_id.into(),
+            fence,
+            outcome: "ok".into(),
+            latency_ms: Some(12),
+            success: true,
+            answer: oneshot::channel().0,
+        }
+    }
+
+    /// Two stateless leases on one unit, an exclusive one named twice, one with a stale fence
+    /// and an unknown one, in one statement: the first three end, and their units are free.
+    #[tokio::test]
+    async fn a_batch_ends_its_live_leases_and_counts_shared_ones_per_unit() {
+        let url = exitvoice_pgtest::fresh_database("batched_release");
+        let store = Store::connect(&url.parse().unwrap()).await.unwrap();
+        store.broker_sync_units(&[unit("a")], true).await.unwrap();
+        let (a1, s1) = take(&store, "s1", LeaseClass::Stateless).await;
+        let (a2, s2) = take(&store, "s2", LeaseClass::Stateless).await;
+        assert_eq!((a1.as_str(), a2.as_str()), ("a", "a"));
+        store
+            .broker_sync_units(&[unit("a"), unit("b"), unit("c")], true)
+            .await
+            .unwrap();
+        let (b, x) = take(&store, "x", LeaseClass::Identity).await;
+        let (c, y) = take(&store, "y", LeaseClass::Identity).await;
+        assert_eq!((b.as_str(), c.as_str()), ("b", "c"));
+
+        let batch = [
+            job("s1", s1),
+            job("s2", s2),
+            job("x", x),
+            job("x", x),
+            job("y", y + 7),
+            job("nobody", 1),
+        ];
+        let ended = end_all(store.pool(), &batch).await.unwrap();
+        let mut names: Vec<_> = ended.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["s1", "s2", "x"]);
+        assert_eq!(ended["x"].unit, "b");
+
+        let units: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT unit, exclusive_until, shared_count FROM broker_units ORDER BY unit",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(
+            units[0],
+            ("a".into(), 0, 0),
+            "both stateless leases came off"
+        );
+        assert_eq!((units[1].1, units[1].2), (0, 0), "b is free");
+        assert!(units[2].1 > 0, "y's stale fence left c held: {units:?}");
+        let outcomes: Vec<(String, String, Option<String>, Option<i64>)> = sqlx::query_as(
+            "SELECT lease_id, state, outcome, latency_ms FROM broker_leases ORDER BY lease_id",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+        for (lease, state, outcome, latency) in &outcomes {
+            if lease == "y" {
+                assert_eq!((state.as_str(), outcome, latency), ("live", &None, &None));
+            } else {
+                assert_eq!(
+                    (state.as_str(), outcome.as_deref(), latency),
+                    ("released", Some("ok"), &Some(12)),
+                    "{lease}"
+                );
+            }
+        }
+        // Both freed units take an exclusive lease again; c does not.
+        take(&store, "after-1", LeaseClass::Identity).await;
+        take(&store, "after-2", LeaseClass::Identity).await;
+        let request = Acquire {
+            lease_id: "after-3",
+            class: LeaseClass::Identity,
+            holder: "w",
+            task: None,
+            origin: None,
+            ttl_ms: 60_000,
+            life_ms: 600_000,
+            session_nonce: "n",
+            stateless_per_origin: None,
+            fences: 1,
+            country: None,
+        };
+        assert!(store.broker_acquire(&request).await.unwrap().is_none());
+    }
+}
