@@ -5,7 +5,7 @@
 //! plan's nodes, the commit) are most of what a release costs the server; a release changes a
 //! lease row and its unit's row. So one task per store takes every release queued while the
 //! previous statement ran and ends them together. Under load the queue fills while a statement
-//! runs; alone, a release goes at once.
+//! runs; alone, a release goes at once, as a single release's statement.
 //!
 //! The statement keeps [`one_statement`](super::one_statement)'s rules, per unit: its ended
 //! exclusive lease sets `exclusive_until` to 0, its ended stateless leases come off
@@ -21,6 +21,7 @@ use std::sync::OnceLock;
 use sqlx::{AnyPool, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
+use super::one_statement::end_lease;
 use super::{now_ms, Released};
 use crate::handle::{Engine, Store, StoreError};
 
@@ -93,8 +94,26 @@ async fn end_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Job>) {
 }
 
 /// Ends the leases of `batch` that are live and fenced as their job says: each one's release,
-/// by lease id.
+/// by lease id. A batch of one goes as a single release's statement, which costs the server a
+/// third of what the batch's statement does for one lease (PostgreSQL 15, measured with
+/// `pg_stat_statements`: 127 against 350 µs).
 async fn end_all(pool: &AnyPool, batch: &[Job]) -> Result<HashMap<String, Released>, StoreError> {
+    if let [job] = batch {
+        let mut conn = pool.acquire().await?;
+        let released = end_lease(
+            &mut conn,
+            &job.lease_id,
+            job.fence,
+            &job.outcome,
+            job.latency_ms,
+            job.success,
+        )
+        .await?;
+        return Ok(released
+            .map(|released| (job.lease_id.clone(), released))
+            .into_iter()
+            .collect());
+    }
     let releases: Vec<_> = batch
         .iter()
         .map(|job| {

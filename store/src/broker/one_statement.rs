@@ -126,14 +126,8 @@ impl Store {
         }
     }
 
-    /// Ends lease `lease_id` (if `fence` is its own and it is live) with `outcome`; a
-    /// `success` also ends its exit's error streak and forgets the expired bans of its pair.
-    /// What it held and how many bans were forgotten, or why not.
-    ///
-    /// Its commit does not wait for the WAL to reach the disk (`synchronous_commit = off` for
-    /// this transaction only): a release that a server crash loses leaves its unit held until
-    /// the lease expires, which costs a free unit for a while, never a second holder. Grants
-    /// and renewals wait: losing one of those would hand out a unit a worker still uses.
+    /// Ends lease `lease_id` (if `fence` is its own and it is live) with `outcome`, as
+    /// [`end_lease`] does: what it held and how many bans were forgotten, or why not.
     pub(super) async fn release_in_one_statement(
         &self,
         lease_id: &str,
@@ -142,47 +136,11 @@ impl Store {
         latency_ms: Option<i64>,
         success: bool,
     ) -> Result<Result<Released, Refusal>, StoreError> {
-        let sql = format!(
-            "WITH n AS (SELECT {now} AS ms), \
-             l AS (UPDATE broker_leases SET state = 'released', outcome = $1, latency_ms = $2, \
-               ended_ms = n.ms FROM n \
-               WHERE lease_id = $3 AND fence = $4 AND state = 'live' AND expires_ms > n.ms \
-               RETURNING unit, exit_name, class, origin, ended_ms), \
-             s AS (UPDATE broker_units SET \
-               exclusive_until = CASE WHEN l.class = 'stateless' THEN exclusive_until ELSE 0 END, \
-               shared_count = CASE WHEN l.class = 'stateless' \
-                 THEN GREATEST(shared_count - 1, 0) ELSE shared_count END, \
-               free_at = l.ended_ms FROM l WHERE broker_units.unit = l.unit), \
-             e AS (UPDATE broker_exits SET error_streak = 0 FROM l \
-               WHERE $5 AND broker_exits.exit_name = l.exit_name AND error_streak <> 0), \
-             b AS (DELETE FROM broker_bans USING l WHERE $5 AND broker_bans.exit_name = l.exit_name \
-               AND broker_bans.origin IN ('', COALESCE(l.origin, '')) \
-               AND broker_bans.until_ms <= l.ended_ms RETURNING 1) \
-             SELECT unit, exit_name, ended_ms, (SELECT COUNT(*) FROM b), \
-             set_config('synchronous_commit', 'off', true) FROM l",
-            now = now_ms(Engine::Postgres),
-        );
         let mut conn = self.pool().acquire().await?;
-        let row = sqlx::query(&sql)
-            .bind(outcome)
-            .bind(latency_ms)
-            .bind(lease_id)
-            .bind(fence)
-            .bind(success)
-            .fetch_optional(&mut *conn)
-            .await?;
-        let Some(row) = row else {
-            return Ok(Err(self.refusal(&mut conn, lease_id, fence).await?));
-        };
-        let recovered: i64 = row.try_get(3)?;
-        Ok(Ok(Released {
-            unit: row.try_get(0)?,
-            exit_name: row.try_get(1)?,
-            banned_until_ms: None,
-            recovered_bans: u64::try_from(recovered).unwrap_or(0),
-            retired_session: None,
-            now_ms: row.try_get(2)?,
-        }))
+        match end_lease(&mut conn, lease_id, fence, outcome, latency_ms, success).await? {
+            Some(released) => Ok(Ok(released)),
+            None => Ok(Err(self.refusal(&mut conn, lease_id, fence).await?)),
+        }
     }
 
     /// Why a one-statement renew or release of `lease_id` changed nothing, read afterwards.
@@ -199,4 +157,62 @@ impl Store {
             Ok(_) => Refusal::LifeCap,
         })
     }
+}
+
+/// Ends lease `lease_id` (if `fence` is its own and it is live) with `outcome`; a `success`
+/// also ends its exit's error streak and forgets the expired bans of its pair. What it held and
+/// how many bans were forgotten, or `None` when it changed nothing.
+///
+/// Its commit does not wait for the WAL to reach the disk (`synchronous_commit = off` for this
+/// transaction only): a release that a server crash loses leaves its unit held until the lease
+/// expires, which costs a free unit for a while, never a second holder. Grants and renewals
+/// wait: losing one of those would hand out a unit a worker still uses.
+pub(super) async fn end_lease(
+    conn: &mut AnyConnection,
+    lease_id: &str,
+    fence: i64,
+    outcome: &str,
+    latency_ms: Option<i64>,
+    success: bool,
+) -> Result<Option<Released>, StoreError> {
+    let sql = format!(
+        "WITH n AS (SELECT {now} AS ms), \
+         l AS (UPDATE broker_leases SET state = 'released', outcome = $1, latency_ms = $2, \
+           ended_ms = n.ms FROM n \
+           WHERE lease_id = $3 AND fence = $4 AND state = 'live' AND expires_ms > n.ms \
+           RETURNING unit, exit_name, class, origin, ended_ms), \
+         s AS (UPDATE broker_units SET \
+           exclusive_until = CASE WHEN l.class = 'stateless' THEN exclusive_until ELSE 0 END, \
+           shared_count = CASE WHEN l.class = 'stateless' \
+             THEN GREATEST(shared_count - 1, 0) ELSE shared_count END, \
+           free_at = l.ended_ms FROM l WHERE broker_units.unit = l.unit), \
+         e AS (UPDATE broker_exits SET error_streak = 0 FROM l \
+           WHERE $5 AND broker_exits.exit_name = l.exit_name AND error_streak <> 0), \
+         b AS (DELETE FROM broker_bans USING l WHERE $5 AND broker_bans.exit_name = l.exit_name \
+           AND broker_bans.origin IN ('', COALESCE(l.origin, '')) \
+           AND broker_bans.until_ms <= l.ended_ms RETURNING 1) \
+         SELECT unit, exit_name, ended_ms, (SELECT COUNT(*) FROM b), \
+         set_config('synchronous_commit', 'off', true) FROM l",
+        now = now_ms(Engine::Postgres),
+    );
+    let row = sqlx::query(&sql)
+        .bind(outcome)
+        .bind(latency_ms)
+        .bind(lease_id)
+        .bind(fence)
+        .bind(success)
+        .fetch_optional(conn)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let recovered: i64 = row.try_get(3)?;
+    Ok(Some(Released {
+        unit: row.try_get(0)?,
+        exit_name: row.try_get(1)?,
+        banned_until_ms: None,
+        recovered_bans: u64::try_from(recovered).unwrap_or(0),
+        retired_session: None,
+        now_ms: row.try_get(2)?,
+    }))
 }
