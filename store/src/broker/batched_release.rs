@@ -1,5 +1,5 @@
-//! PostgreSQL's plain releases (an outcome that bans, retires or counts no failure) from many
-//! requests at once, in one statement: group commit for releases.
+//! PostgreSQL's plain releases (an outcome that neither bans nor retires nor counts a failure)
+//! from many requests at once, in one statement: group commit for releases.
 //!
 //! A statement's fixed costs (the round trip, waking the server's backend, setting up the
 //! plan's nodes, the commit) are most of what a release costs the server; a release changes a
@@ -157,7 +157,7 @@ async fn end_all(pool: &AnyPool, batch: &[Job]) -> Result<HashMap<String, Releas
         now = now_ms(Engine::Postgres),
     );
     // Its commit does not wait for the WAL flush, as a single release's does not (see
-    // `release_in_one_statement`).
+    // `end_lease`).
     let rows = sqlx::query(&sql)
         .bind(serde_json::Value::Array(releases).to_string())
         .fetch_all(pool)
@@ -196,8 +196,8 @@ mod tests {
         }
     }
 
-    async fn take(store: &Store, lease_id: &str, class: LeaseClass) -> (String, i64) {
-        let request = Acquire {
+    fn ask(lease_id: &str, class: LeaseClass) -> Acquire<'_> {
+        Acquire {
             lease_id,
             class,
             holder: "w",
@@ -209,9 +209,12 @@ mod tests {
             stateless_per_origin: None,
             fences: 1,
             country: None,
-        };
+        }
+    }
+
+    async fn take(store: &Store, lease_id: &str, class: LeaseClass) -> (String, i64) {
         let granted = store
-            .broker_acquire(&request)
+            .broker_acquire(&ask(lease_id, class))
             .await
             .unwrap()
             .expect("a free unit");
@@ -294,19 +297,7 @@ mod tests {
         // Both freed units take an exclusive lease again; c does not.
         take(&store, "after-1", LeaseClass::Identity).await;
         take(&store, "after-2", LeaseClass::Identity).await;
-        let request = Acquire {
-            lease_id: "after-3",
-            class: LeaseClass::Identity,
-            holder: "w",
-            task: None,
-            origin: None,
-            ttl_ms: 60_000,
-            life_ms: 600_000,
-            session_nonce: "n",
-            stateless_per_origin: None,
-            fences: 1,
-            country: None,
-        };
-        assert!(store.broker_acquire(&request).await.unwrap().is_none());
+        let third = ask("after-3", LeaseClass::Identity);
+        assert!(store.broker_acquire(&third).await.unwrap().is_none());
     }
 }
