@@ -530,14 +530,8 @@ impl Store {
         let plain = matches!(effect, Effect::Success | Effect::Neutral);
         if self.engine() == Engine::Postgres && plain {
             let success = effect == Effect::Success;
-            if let Some(released) = self
-                .release_in_batch(lease_id, fence, outcome, latency_ms, success)
-                .await
-            {
-                return Ok(Ok(released));
-            }
             return self
-                .release_in_one_statement(lease_id, fence, outcome, latency_ms, success)
+                .release_in_batch(lease_id, fence, outcome, latency_ms, success)
                 .await;
         }
         let (mut tx, now, lease) = match self.live_lease(lease_id, fence).await? {

@@ -10,10 +10,11 @@
 //! The statement keeps [`one_statement`](super::one_statement)'s rules, per unit: its ended
 //! exclusive lease sets `exclusive_until` to 0, its ended stateless leases come off
 //! `shared_count` together (one `UPDATE … FROM` changes a row once, so the leases are counted
-//! per unit first). A release the statement does not end (a stale fence, an expired lease, a
-//! lease named twice in one batch) or a batch that fails (a deadlock with another instance's
-//! batch) goes again through the one-statement path, which ends it or says why not: a lease
-//! only ever moves away from `live`, so trying again changes nothing twice.
+//! per unit first). A release the statement did not end (a stale fence, an expired lease, a
+//! lease named twice in one batch) is told why, read afterwards as a single release's refusal
+//! is: a lease only ever moves away from `live`, so the statement again would change nothing.
+//! The releases of a batch that failed (a deadlock with another instance's batch) go again
+//! alone, through the one-statement path.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -21,8 +22,8 @@ use std::sync::OnceLock;
 use sqlx::{AnyPool, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
-use super::one_statement::end_lease;
-use super::{now_ms, Released};
+use super::one_statement::{end_lease, released};
+use super::{now_ms, Refusal, Released};
 use crate::handle::{Engine, Store, StoreError};
 
 /// At most this many releases go in one statement.
@@ -39,14 +40,22 @@ struct Job {
     outcome: String,
     latency_ms: Option<i64>,
     success: bool,
-    /// The release, or `None` when the statement did not end the lease.
-    answer: oneshot::Sender<Option<Released>>,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// What a batch did with one release.
+enum Answer {
+    Ended(Released),
+    /// The statement ran and did not end the lease.
+    NotEnded,
+    /// The statement failed.
+    Failed,
 }
 
 impl Store {
     /// Ends lease `lease_id` in the next batch, as
-    /// [`release_in_one_statement`](Self::release_in_one_statement) would; `None` when the
-    /// batch did not end it (refused, or the batch failed), for that path to try.
+    /// [`release_in_one_statement`](Self::release_in_one_statement) would: what it held, or
+    /// why not.
     pub(super) async fn release_in_batch(
         &self,
         lease_id: &str,
@@ -54,7 +63,32 @@ impl Store {
         outcome: &str,
         latency_ms: Option<i64>,
         success: bool,
-    ) -> Option<Released> {
+    ) -> Result<Result<Released, Refusal>, StoreError> {
+        match self
+            .queue_release(lease_id, fence, outcome, latency_ms, success)
+            .await
+        {
+            Answer::Ended(released) => Ok(Ok(released)),
+            Answer::NotEnded => {
+                let mut conn = self.pool().acquire().await?;
+                Ok(Err(self.refusal(&mut conn, lease_id, fence).await?))
+            }
+            Answer::Failed => {
+                self.release_in_one_statement(lease_id, fence, outcome, latency_ms, success)
+                    .await
+            }
+        }
+    }
+
+    /// Queues the release for the next batch and waits for its answer.
+    async fn queue_release(
+        &self,
+        lease_id: &str,
+        fence: i64,
+        outcome: &str,
+        latency_ms: Option<i64>,
+        success: bool,
+    ) -> Answer {
         let jobs = self.release_queue.0.get_or_init(|| {
             let (jobs, queued) = mpsc::unbounded_channel();
             tokio::spawn(end_batches(self.pool().clone(), queued));
@@ -70,8 +104,10 @@ impl Store {
             answer,
         };
         // The task is gone only with the runtime that started it: the caller goes alone.
-        jobs.send(job).ok()?;
-        answered.await.ok().flatten()
+        if jobs.send(job).is_err() {
+            return Answer::Failed;
+        }
+        answered.await.unwrap_or(Answer::Failed)
     }
 }
 
@@ -79,16 +115,19 @@ impl Store {
 async fn end_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Job>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queued.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let mut ended = match end_all(&pool, &batch).await {
-            Ok(ended) => ended,
-            Err(error) => {
-                tracing::debug!(%error, releases = batch.len(), "a batch of releases failed; each goes alone");
-                HashMap::new()
-            }
-        };
+        let mut ended = end_all(&pool, &batch).await;
+        if let Err(error) = &ended {
+            tracing::debug!(%error, releases = batch.len(), "a batch of releases failed; each goes alone");
+        }
         for job in batch.drain(..) {
+            let answer = match &mut ended {
+                Ok(ended) => ended
+                    .remove(&job.lease_id)
+                    .map_or(Answer::NotEnded, Answer::Ended),
+                Err(_) => Answer::Failed,
+            };
             // The caller may have gone (its request dropped); its lease is ended all the same.
-            let _ = job.answer.send(ended.remove(&job.lease_id));
+            let _ = job.answer.send(answer);
         }
     }
 }
@@ -100,7 +139,7 @@ async fn end_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Job>) {
 async fn end_all(pool: &AnyPool, batch: &[Job]) -> Result<HashMap<String, Released>, StoreError> {
     if let [job] = batch {
         let mut conn = pool.acquire().await?;
-        let released = end_lease(
+        let ended = end_lease(
             &mut conn,
             &job.lease_id,
             job.fence,
@@ -109,8 +148,8 @@ async fn end_all(pool: &AnyPool, batch: &[Job]) -> Result<HashMap<String, Releas
             job.success,
         )
         .await?;
-        return Ok(released
-            .map(|released| (job.lease_id.clone(), released))
+        return Ok(ended
+            .map(|lease| (job.lease_id.clone(), lease))
             .into_iter()
             .collect());
     }
@@ -163,18 +202,7 @@ async fn end_all(pool: &AnyPool, batch: &[Job]) -> Result<HashMap<String, Releas
         .fetch_all(pool)
         .await?;
     rows.iter()
-        .map(|row| {
-            let recovered: i64 = row.try_get(4)?;
-            let released = Released {
-                unit: row.try_get(1)?,
-                exit_name: row.try_get(2)?,
-                banned_until_ms: None,
-                recovered_bans: u64::try_from(recovered).unwrap_or(0),
-                retired_session: None,
-                now_ms: row.try_get(3)?,
-            };
-            Ok((row.try_get(0)?, released))
-        })
+        .map(|row| Ok((row.try_get(0)?, released(row, 1)?)))
         .collect()
 }
 

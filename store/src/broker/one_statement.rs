@@ -16,6 +16,7 @@
 //! The transaction path (SQLite, a per-origin cap, a release that bans or retires) recomputes
 //! them from the unit's leases under its lock, which keeps the same two rules.
 
+use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
 use super::{granted, judge, now_ms, Acquire, Granted, Refusal, Released};
@@ -144,7 +145,7 @@ impl Store {
     }
 
     /// Why a one-statement renew or release of `lease_id` changed nothing, read afterwards.
-    async fn refusal(
+    pub(super) async fn refusal(
         &self,
         conn: &mut AnyConnection,
         lease_id: &str,
@@ -203,16 +204,19 @@ pub(super) async fn end_lease(
         .bind(success)
         .fetch_optional(conn)
         .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let recovered: i64 = row.try_get(3)?;
-    Ok(Some(Released {
-        unit: row.try_get(0)?,
-        exit_name: row.try_get(1)?,
+    Ok(row.map(|row| released(&row, 0)).transpose()?)
+}
+
+/// A plain release from a release statement's row: from column `first` on, the unit, the exit,
+/// when it ended and how many bans it forgot.
+pub(super) fn released(row: &AnyRow, first: usize) -> Result<Released, sqlx::Error> {
+    let recovered: i64 = row.try_get(first + 3)?;
+    Ok(Released {
+        unit: row.try_get(first)?,
+        exit_name: row.try_get(first + 1)?,
         banned_until_ms: None,
         recovered_bans: u64::try_from(recovered).unwrap_or(0),
         retired_session: None,
-        now_ms: row.try_get(2)?,
-    }))
+        now_ms: row.try_get(first + 2)?,
+    })
 }
