@@ -64,31 +64,6 @@ impl Store {
         latency_ms: Option<i64>,
         success: bool,
     ) -> Result<Result<Released, Refusal>, StoreError> {
-        match self
-            .queue_release(lease_id, fence, outcome, latency_ms, success)
-            .await
-        {
-            Answer::Ended(released) => Ok(Ok(released)),
-            Answer::NotEnded => {
-                let mut conn = self.pool().acquire().await?;
-                Ok(Err(self.refusal(&mut conn, lease_id, fence).await?))
-            }
-            Answer::Failed => {
-                self.release_in_one_statement(lease_id, fence, outcome, latency_ms, success)
-                    .await
-            }
-        }
-    }
-
-    /// Queues the release for the next batch and waits for its answer.
-    async fn queue_release(
-        &self,
-        lease_id: &str,
-        fence: i64,
-        outcome: &str,
-        latency_ms: Option<i64>,
-        success: bool,
-    ) -> Answer {
         let jobs = self.release_queue.0.get_or_init(|| {
             let (jobs, queued) = mpsc::unbounded_channel();
             tokio::spawn(end_batches(self.pool().clone(), queued));
@@ -104,10 +79,21 @@ impl Store {
             answer,
         };
         // The task is gone only with the runtime that started it: the caller goes alone.
-        if jobs.send(job).is_err() {
-            return Answer::Failed;
+        let answer = match jobs.send(job) {
+            Ok(()) => answered.await.unwrap_or(Answer::Failed),
+            Err(_) => Answer::Failed,
+        };
+        match answer {
+            Answer::Ended(released) => Ok(Ok(released)),
+            Answer::NotEnded => {
+                let mut conn = self.pool().acquire().await?;
+                Ok(Err(self.refusal(&mut conn, lease_id, fence).await?))
+            }
+            Answer::Failed => {
+                self.release_in_one_statement(lease_id, fence, outcome, latency_ms, success)
+                    .await
+            }
         }
-        answered.await.unwrap_or(Answer::Failed)
     }
 }
 
