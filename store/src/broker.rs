@@ -20,10 +20,12 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::handle::{Engine, Store, StoreError};
 
+mod batched_grant;
 mod batched_release;
 mod epochs;
 mod one_statement;
 
+pub(crate) use batched_grant::GrantQueue;
 pub(crate) use batched_release::ReleaseQueue;
 pub use epochs::EpochLock;
 
@@ -334,14 +336,14 @@ impl Store {
         request: &Acquire<'_>,
     ) -> Result<Option<Granted>, StoreError> {
         if self.engine() == Engine::Postgres && self.origin_cap(request).is_none() {
-            let mut conn = self.pool().acquire().await?;
             if let Some(task) = request.task {
+                let mut conn = self.pool().acquire().await?;
                 let now = clock(&mut conn, self.engine()).await?;
                 if let Some(granted) = sticky(&mut conn, task, request.class, now).await? {
                     return Ok(Some(granted));
                 }
             }
-            return self.acquire_in_one_statement(&mut conn, request).await;
+            return self.acquire_in_batch(request).await;
         }
         let mut tx = self.broker_transaction().await?;
         let now = clock(&mut tx, self.engine()).await?;

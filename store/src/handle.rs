@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Connection as _, Executor as _};
 
-use crate::broker::ReleaseQueue;
+use crate::broker::{GrantQueue, ReleaseQueue};
 use crate::database::Database;
 use crate::legacy;
 
@@ -61,6 +61,8 @@ pub struct Store {
     pub(crate) writer_turn: Arc<tokio::sync::Mutex<()>>,
     /// PostgreSQL's plain broker releases, ended a batch per statement.
     pub(crate) release_queue: Arc<ReleaseQueue>,
+    /// PostgreSQL's broker grants, a batch of alike acquires per statement.
+    pub(crate) grant_queue: Arc<GrantQueue>,
 }
 
 /// How long a pooled connection may sit idle before it is checked with a round trip when it is
@@ -138,6 +140,7 @@ impl Store {
             database: Arc::new(database.clone()),
             writer_turn: Arc::default(),
             release_queue: Arc::default(),
+            grant_queue: Arc::default(),
         })
     }
 

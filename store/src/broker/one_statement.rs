@@ -19,79 +19,84 @@
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
-use super::{granted, judge, now_ms, Acquire, Granted, Refusal, Released};
+use super::{granted, judge, now_ms, Acquire, Granted, LeaseClass, Refusal, Released};
 use crate::handle::{Engine, Store, StoreError};
 
-impl Store {
-    /// A new lease on the least recently touched free unit that admits `request.class`, or
-    /// `None`; see the module docs.
-    pub(super) async fn acquire_in_one_statement(
-        &self,
-        conn: &mut AnyConnection,
-        request: &Acquire<'_>,
-    ) -> Result<Option<Granted>, StoreError> {
-        let (free, columns) = if request.class.exclusive() {
-            (
-                "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count = 0)",
-                "exclusive_until = l.expires_ms",
-            )
-        } else {
-            (
-                "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count < u.capacity)",
-                "shared_count = CASE WHEN broker_units.shared_until <= l.granted_ms THEN 1 \
-                 ELSE broker_units.shared_count + 1 END, \
-                 shared_until = GREATEST(broker_units.shared_until, l.expires_ms)",
-            )
-        };
-        // `$12` is '' for a lease that asks for no country; `u.country <> ''` lets the planner
-        // use the partial index of the units with a country.
-        let in_country = if request.country.is_some() {
-            " AND u.country = $12 AND u.country <> ''"
-        } else {
-            " AND $12 = ''"
-        };
-        let sql = format!(
-            "WITH n AS (SELECT {now} AS ms), \
-             c AS (SELECT u.unit, u.exit_name, u.gateway, n.ms AS now_ms, \
-               n.ms + GREATEST(LEAST($1, u.life_ms), 1) AS life_ends \
-               FROM broker_units u, n \
-               WHERE u.rank > 0 AND u.rank >= $2 AND {free}{in_country} \
-               AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
-                 AND b.origin IN ('', $3) AND b.until_ms > n.ms) \
-               ORDER BY u.free_at LIMIT 1 FOR UPDATE OF u SKIP LOCKED), \
-             f AS (UPDATE broker_exits e SET fence = e.fence + $11 FROM c \
-               WHERE e.exit_name = c.exit_name RETURNING e.fence - $11 + 1 AS fence), \
-             l AS (INSERT INTO broker_leases (lease_id, unit, exit_name, class, holder, task, \
-               origin, fence, session, granted_ms, expires_ms, life_ends_ms, state) \
-               SELECT $4, c.unit, c.exit_name, $5, $6, $7, $8, f.fence, \
-               CASE WHEN c.gateway <> 0 THEN $9 || f.fence END, c.now_ms, \
-               LEAST(c.now_ms + $10, c.life_ends), c.life_ends, 'live' FROM c, f \
-               RETURNING lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
-               granted_ms), \
-             s AS (UPDATE broker_units SET {columns}, free_at = l.granted_ms FROM l \
-               WHERE broker_units.unit = l.unit) \
-             SELECT lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
-             granted_ms FROM l",
-            now = now_ms(Engine::Postgres),
-        );
-        let row = sqlx::query(&sql)
-            .bind(request.life_ms)
-            .bind(request.class.rank())
-            .bind(request.origin.unwrap_or(""))
-            .bind(request.lease_id)
-            .bind(request.class.as_str())
-            .bind(request.holder)
-            .bind(request.task)
-            .bind(request.origin)
-            .bind(request.session_nonce)
-            .bind(request.ttl_ms.max(1))
-            .bind(request.fences.max(1))
-            .bind(request.country.unwrap_or(""))
-            .fetch_optional(conn)
-            .await?;
-        Ok(row.map(|row| granted(&row, false)).transpose()?)
+/// What a unit's row must say for a lease of `class` to fit it (`u`: the row, `n.ms`: the
+/// store's now), and how the grant changes the row (`l`: the lease's new row).
+pub(super) fn fit_and_change(class: LeaseClass) -> (&'static str, &'static str) {
+    if class.exclusive() {
+        (
+            "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count = 0)",
+            "exclusive_until = l.expires_ms",
+        )
+    } else {
+        (
+            "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count < u.capacity)",
+            "shared_count = CASE WHEN broker_units.shared_until <= l.granted_ms THEN 1 \
+         ELSE broker_units.shared_count + 1 END, \
+         shared_until = GREATEST(broker_units.shared_until, l.expires_ms)",
+        )
     }
+}
 
+/// A new lease on the least recently touched free unit that admits `request.class`, or
+/// `None`; see the module docs.
+pub(super) async fn acquire_in_one_statement(
+    conn: &mut AnyConnection,
+    request: &Acquire<'_>,
+) -> Result<Option<Granted>, StoreError> {
+    let (free, columns) = fit_and_change(request.class);
+    // `$12` is '' for a lease that asks for no country; `u.country <> ''` lets the planner
+    // use the partial index of the units with a country.
+    let in_country = if request.country.is_some() {
+        " AND u.country = $12 AND u.country <> ''"
+    } else {
+        " AND $12 = ''"
+    };
+    let sql = format!(
+        "WITH n AS (SELECT {now} AS ms), \
+         c AS (SELECT u.unit, u.exit_name, u.gateway, n.ms AS now_ms, \
+           n.ms + GREATEST(LEAST($1, u.life_ms), 1) AS life_ends \
+           FROM broker_units u, n \
+           WHERE u.rank > 0 AND u.rank >= $2 AND {free}{in_country} \
+           AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
+             AND b.origin IN ('', $3) AND b.until_ms > n.ms) \
+           ORDER BY u.free_at LIMIT 1 FOR UPDATE OF u SKIP LOCKED), \
+         f AS (UPDATE broker_exits e SET fence = e.fence + $11 FROM c \
+           WHERE e.exit_name = c.exit_name RETURNING e.fence - $11 + 1 AS fence), \
+         l AS (INSERT INTO broker_leases (lease_id, unit, exit_name, class, holder, task, \
+           origin, fence, session, granted_ms, expires_ms, life_ends_ms, state) \
+           SELECT $4, c.unit, c.exit_name, $5, $6, $7, $8, f.fence, \
+           CASE WHEN c.gateway <> 0 THEN $9 || f.fence END, c.now_ms, \
+           LEAST(c.now_ms + $10, c.life_ends), c.life_ends, 'live' FROM c, f \
+           RETURNING lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
+           granted_ms), \
+         s AS (UPDATE broker_units SET {columns}, free_at = l.granted_ms FROM l \
+           WHERE broker_units.unit = l.unit) \
+         SELECT lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
+         granted_ms FROM l",
+        now = now_ms(Engine::Postgres),
+    );
+    let row = sqlx::query(&sql)
+        .bind(request.life_ms)
+        .bind(request.class.rank())
+        .bind(request.origin.unwrap_or(""))
+        .bind(request.lease_id)
+        .bind(request.class.as_str())
+        .bind(request.holder)
+        .bind(request.task)
+        .bind(request.origin)
+        .bind(request.session_nonce)
+        .bind(request.ttl_ms.max(1))
+        .bind(request.fences.max(1))
+        .bind(request.country.unwrap_or(""))
+        .fetch_optional(conn)
+        .await?;
+    Ok(row.map(|row| granted(&row, false)).transpose()?)
+}
+
+impl Store {
     /// Extends lease `lease_id` (if `fence` is its own and it is live below its life cap) by
     /// `ttl_ms` from now, never past its life's end: the new expiry, or why not.
     pub(super) async fn renew_in_one_statement(
