@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
-use super::one_statement::{acquire_in_one_statement, fit_and_change};
+use super::one_statement::{acquire_in_one_statement, free_for, grant_changes};
 use super::{granted, now_ms, Acquire, Granted, LeaseClass};
 use crate::handle::{Engine, Store, StoreError};
 
@@ -180,14 +180,8 @@ async fn grant_all(pool: &AnyPool, group: &[Ask]) -> Result<HashMap<String, Gran
             })
         })
         .collect();
-    let (free, columns) = fit_and_change(first.class);
-    // `$6` is '' for leases that ask for no country; `u.country <> ''` lets the planner use
-    // the partial index of the units with a country.
-    let in_country = if first.country.is_some() {
-        " AND u.country = $6 AND u.country <> ''"
-    } else {
-        " AND $6 = ''"
-    };
+    let free = free_for(first.class, first.country.is_some(), [2, 3, 6]);
+    let columns = grant_changes(first.class);
     // `p.i` numbers the units as the walk found them, `r.i` the requests as they came; `p.k`
     // numbers the units of one exit, for their fences.
     let sql = format!(
@@ -195,10 +189,7 @@ async fn grant_all(pool: &AnyPool, group: &[Ask]) -> Result<HashMap<String, Gran
          r AS (SELECT row_number() OVER () AS i, * FROM json_to_recordset($1::json) \
            AS r(lease_id TEXT, holder TEXT, task TEXT, ttl_ms BIGINT, life_ms BIGINT, nonce TEXT)), \
          c AS (SELECT u.unit, u.exit_name, u.gateway, u.life_ms, u.free_at, n.ms AS now_ms \
-           FROM broker_units u, n \
-           WHERE u.rank > 0 AND u.rank >= $2 AND {free}{in_country} \
-           AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
-             AND b.origin IN ('', $3) AND b.until_ms > n.ms) \
+           FROM broker_units u, n WHERE {free} \
            ORDER BY u.free_at LIMIT $7 FOR UPDATE OF u SKIP LOCKED), \
          p AS (SELECT c.*, row_number() OVER (ORDER BY c.free_at, c.unit) AS i, \
            row_number() OVER (PARTITION BY c.exit_name ORDER BY c.free_at, c.unit) AS k FROM c), \

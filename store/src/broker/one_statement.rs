@@ -22,21 +22,40 @@ use sqlx::{AnyConnection, Row as _};
 use super::{granted, judge, now_ms, Acquire, Granted, LeaseClass, Refusal, Released};
 use crate::handle::{Engine, Store, StoreError};
 
-/// What a unit's row must say for a lease of `class` to fit it (`u`: the row, `n.ms`: the
-/// store's now), and how the grant changes the row (`l`: the lease's new row).
-pub(super) fn fit_and_change(class: LeaseClass) -> (&'static str, &'static str) {
-    if class.exclusive() {
-        (
-            "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count = 0)",
-            "exclusive_until = l.expires_ms",
-        )
+/// The walk's filter over units `u` at the store's now `n.ms`: those that admit `class` (its
+/// rank in parameter `$rank`), free for it, not banned for the origin (`$origin`), and of the
+/// country asked for (`$country`, '' for any; `u.country <> ''` lets the planner use the
+/// partial index of the units with a country).
+pub(super) fn free_for(
+    class: LeaseClass,
+    by_country: bool,
+    [rank, origin, country]: [u8; 3],
+) -> String {
+    let fits = if class.exclusive() {
+        "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count = 0)"
     } else {
-        (
-            "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count < u.capacity)",
-            "shared_count = CASE WHEN broker_units.shared_until <= l.granted_ms THEN 1 \
+        "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count < u.capacity)"
+    };
+    let in_country = if by_country {
+        format!("u.country = ${country} AND u.country <> ''")
+    } else {
+        format!("${country} = ''")
+    };
+    format!(
+        "u.rank > 0 AND u.rank >= ${rank} AND {fits} AND {in_country} \
+         AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
+           AND b.origin IN ('', ${origin}) AND b.until_ms > n.ms)"
+    )
+}
+
+/// How a grant changes its unit's row (`l`: the lease's new row).
+pub(super) fn grant_changes(class: LeaseClass) -> &'static str {
+    if class.exclusive() {
+        "exclusive_until = l.expires_ms"
+    } else {
+        "shared_count = CASE WHEN broker_units.shared_until <= l.granted_ms THEN 1 \
          ELSE broker_units.shared_count + 1 END, \
-         shared_until = GREATEST(broker_units.shared_until, l.expires_ms)",
-        )
+         shared_until = GREATEST(broker_units.shared_until, l.expires_ms)"
     }
 }
 
@@ -46,22 +65,13 @@ pub(super) async fn acquire_in_one_statement(
     conn: &mut AnyConnection,
     request: &Acquire<'_>,
 ) -> Result<Option<Granted>, StoreError> {
-    let (free, columns) = fit_and_change(request.class);
-    // `$12` is '' for a lease that asks for no country; `u.country <> ''` lets the planner
-    // use the partial index of the units with a country.
-    let in_country = if request.country.is_some() {
-        " AND u.country = $12 AND u.country <> ''"
-    } else {
-        " AND $12 = ''"
-    };
+    let free = free_for(request.class, request.country.is_some(), [2, 3, 12]);
+    let columns = grant_changes(request.class);
     let sql = format!(
         "WITH n AS (SELECT {now} AS ms), \
          c AS (SELECT u.unit, u.exit_name, u.gateway, n.ms AS now_ms, \
            n.ms + GREATEST(LEAST($1, u.life_ms), 1) AS life_ends \
-           FROM broker_units u, n \
-           WHERE u.rank > 0 AND u.rank >= $2 AND {free}{in_country} \
-           AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
-             AND b.origin IN ('', $3) AND b.until_ms > n.ms) \
+           FROM broker_units u, n WHERE {free} \
            ORDER BY u.free_at LIMIT 1 FOR UPDATE OF u SKIP LOCKED), \
          f AS (UPDATE broker_exits e SET fence = e.fence + $11 FROM c \
            WHERE e.exit_name = c.exit_name RETURNING e.fence - $11 + 1 AS fence), \
