@@ -56,9 +56,25 @@ fn three_auditors_split_the_exits_and_survive_one_killed() {
     );
 
     let mut auditors: Vec<Child> = (0..3).map(|_| auditor(&exits, &url)).collect();
-    // Mid-run: the run takes several seconds (24 exits × 3 samples 150 ms apart, 3 at a time
-    // per auditor).
-    std::thread::sleep(Duration::from_millis(1_500));
+    // Mid-run: once a sixth of the 72 probes are stored. No auditor can have finished then (it
+    // finishes when every exit is done or held), so none is writing its snapshot. A fixed delay
+    // could let the first auditor finish its probes and die writing its own (unpublished)
+    // snapshot, left behind beside the survivor's.
+    runtime.block_on(async {
+        let pool = sqlx::PgPool::connect(&url).await.expect("connect");
+        for _ in 0..400 {
+            let stored: i64 =
+                sqlx::query_scalar("SELECT count(*) FROM probes WHERE exit_name IS NOT NULL")
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap_or(0);
+            if stored >= i64::try_from(EXITS * SAMPLES / 6).unwrap_or(i64::MAX) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("no auditor stored a sixth of the probes in 10 s");
+    });
     let killed = auditors.remove(0);
     let mut killed = killed;
     killed.kill().expect("SIGKILL the first auditor");
