@@ -20,6 +20,7 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::handle::{Engine, Store, StoreError};
 
+mod batch_connection;
 mod batched_grant;
 mod batched_release;
 mod epochs;

@@ -19,9 +19,10 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use sqlx::AnyPool;
+use sqlx::{AnyConnection, AnyPool};
 use tokio::sync::{mpsc, oneshot};
 
+use super::batch_connection::BatchConnection;
 use super::one_statement::{acquire_in_one_statement, free_for, grant_changes};
 use super::{granted, now_ms, Acquire, Granted, LeaseClass};
 use crate::handle::{Engine, Store, StoreError};
@@ -125,6 +126,7 @@ impl Store {
 /// Grants the queued acquires, a group of alike ones per statement, until every sender is
 /// gone.
 async fn grant_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Ask>) {
+    let mut conn = BatchConnection::new(pool);
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queued.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let mut left = std::mem::take(&mut batch);
@@ -134,15 +136,22 @@ async fn grant_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Ask>) 
                 left.into_iter().partition(|ask| ask.alike(&first));
             group.insert(0, first);
             left = rest;
-            answer_group(&pool, group).await;
+            answer_group(&mut conn, group).await;
+        }
+        if queued.is_empty() {
+            conn.give_back();
         }
     }
 }
 
 /// Grants one group and answers each of its requests.
-async fn answer_group(pool: &AnyPool, group: Vec<Ask>) {
-    let mut granted = grant_all(pool, &group).await;
+async fn answer_group(conn: &mut BatchConnection, group: Vec<Ask>) {
+    let mut granted = match conn.get().await {
+        Ok(held) => grant_all(held, &group).await,
+        Err(error) => Err(error),
+    };
     if let Err(error) = &granted {
+        conn.give_back();
         tracing::debug!(%error, acquires = group.len(), "a batch of grants failed; each goes alone");
     }
     for ask in group {
@@ -157,10 +166,12 @@ async fn answer_group(pool: &AnyPool, group: Vec<Ask>) {
 
 /// Grants a lease to each request of `group` (alike requests, in arrival order) while free
 /// units last: the leases by lease id.
-async fn grant_all(pool: &AnyPool, group: &[Ask]) -> Result<HashMap<String, Granted>, StoreError> {
-    let mut conn = pool.acquire().await?;
+async fn grant_all(
+    conn: &mut AnyConnection,
+    group: &[Ask],
+) -> Result<HashMap<String, Granted>, StoreError> {
     if let [ask] = group {
-        let granted = acquire_in_one_statement(&mut conn, &ask.request()).await?;
+        let granted = acquire_in_one_statement(conn, &ask.request()).await?;
         return Ok(granted
             .map(|lease| (lease.lease_id.clone(), lease))
             .into_iter()
@@ -222,7 +233,7 @@ async fn grant_all(pool: &AnyPool, group: &[Ask]) -> Result<HashMap<String, Gran
         .bind(first.country.as_deref().unwrap_or(""))
         .bind(i64::try_from(group.len()).unwrap_or(i64::MAX))
         .bind(first.origin.as_deref())
-        .fetch_all(&mut *conn)
+        .fetch_all(conn)
         .await?;
     rows.iter()
         .map(|row| {
@@ -282,7 +293,9 @@ mod tests {
         ];
         store.broker_sync_units(&units, true).await.unwrap();
         let group: Vec<_> = (1..=5).map(|i| ask(&format!("l{i}"), 2)).collect();
-        let granted = grant_all(store.pool(), &group).await.unwrap();
+        let granted = grant_all(&mut store.pool().acquire().await.unwrap(), &group)
+            .await
+            .unwrap();
 
         let mut names: Vec<_> = granted.keys().map(String::as_str).collect();
         names.sort_unstable();
@@ -323,10 +336,15 @@ mod tests {
 
         // Every unit is held: a batch of two more finds nothing, and neither does one alone.
         let more = [ask("m1", 1), ask("m2", 1)];
-        assert!(grant_all(store.pool(), &more).await.unwrap().is_empty());
-        assert!(grant_all(store.pool(), &more[..1])
+        assert!(grant_all(&mut store.pool().acquire().await.unwrap(), &more)
             .await
             .unwrap()
             .is_empty());
+        assert!(
+            grant_all(&mut store.pool().acquire().await.unwrap(), &more[..1])
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 }

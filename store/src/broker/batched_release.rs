@@ -19,9 +19,10 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use sqlx::{AnyPool, Row as _};
+use sqlx::{AnyConnection, AnyPool, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
+use super::batch_connection::BatchConnection;
 use super::one_statement::{end_lease, released};
 use super::{now_ms, Refusal, Released};
 use crate::handle::{Engine, Store, StoreError};
@@ -106,10 +107,15 @@ impl Store {
 
 /// Ends the queued releases, a batch per statement, until every sender is gone.
 async fn end_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Job>) {
+    let mut conn = BatchConnection::new(pool);
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queued.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let mut ended = end_all(&pool, &batch).await;
+        let mut ended = match conn.get().await {
+            Ok(held) => end_all(held, &batch).await,
+            Err(error) => Err(error),
+        };
         if let Err(error) = &ended {
+            conn.give_back();
             tracing::debug!(%error, releases = batch.len(), "a batch of releases failed; each goes alone");
         }
         for job in batch.drain(..) {
@@ -122,6 +128,9 @@ async fn end_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Job>) {
             // The caller may have gone (its request dropped); its lease is ended all the same.
             let _ = job.answer.send(answer);
         }
+        if queued.is_empty() {
+            conn.give_back();
+        }
     }
 }
 
@@ -129,11 +138,13 @@ async fn end_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Job>) {
 /// by lease id. A batch of one goes as a single release's statement, which costs the server a
 /// third of what the batch's statement does for one lease (PostgreSQL 15, measured with
 /// `pg_stat_statements`: 127 against 350 µs).
-async fn end_all(pool: &AnyPool, batch: &[Job]) -> Result<HashMap<String, Released>, StoreError> {
+async fn end_all(
+    conn: &mut AnyConnection,
+    batch: &[Job],
+) -> Result<HashMap<String, Released>, StoreError> {
     if let [job] = batch {
-        let mut conn = pool.acquire().await?;
         let ended = end_lease(
-            &mut conn,
+            conn,
             &job.lease_id,
             job.fence,
             &job.outcome,
@@ -198,7 +209,7 @@ async fn end_all(pool: &AnyPool, batch: &[Job]) -> Result<HashMap<String, Releas
     let rows = sqlx::query(&sql)
         .bind(serde_json::Value::Array(releases).to_string())
         .bind(ids.join(","))
-        .fetch_all(pool)
+        .fetch_all(conn)
         .await?;
     rows.iter()
         .map(|row| Ok((row.try_get(0)?, released(row, 1)?)))
@@ -285,7 +296,9 @@ mod tests {
             job("y", y + 7),
             job("nobody", 1),
         ];
-        let ended = end_all(store.pool(), &batch).await.unwrap();
+        let ended = end_all(&mut store.pool().acquire().await.unwrap(), &batch)
+            .await
+            .unwrap();
         let mut names: Vec<_> = ended.keys().map(String::as_str).collect();
         names.sort_unstable();
         assert_eq!(names, ["s1", "s2", "x"]);
