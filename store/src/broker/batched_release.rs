@@ -65,13 +65,6 @@ impl Store {
         latency_ms: Option<i64>,
         success: bool,
     ) -> Result<Result<Released, Refusal>, StoreError> {
-        // The batch names its leases in a comma-separated list: an id with a comma (never one
-        // the broker issued) goes alone.
-        if lease_id.contains(',') {
-            return self
-                .release_in_one_statement(lease_id, fence, outcome, latency_ms, success)
-                .await;
-        }
         let jobs = self.release_queue.0.get_or_init(|| {
             let (jobs, queued) = mpsc::unbounded_channel();
             tokio::spawn(end_batches(self.pool().clone(), queued));
@@ -157,7 +150,6 @@ async fn end_all(
             .into_iter()
             .collect());
     }
-    let ids: Vec<&str> = batch.iter().map(|job| job.lease_id.as_str()).collect();
     let releases: Vec<_> = batch
         .iter()
         .map(|job| {
@@ -170,20 +162,16 @@ async fn end_all(
             })
         })
         .collect();
-    // The leases are found through their primary key, by the list of their ids (`$2`, joined
-    // with commas; `release_in_batch` sends no id with a comma here): joined to the JSON rows
-    // alone, or to an array built from them, the planner cannot count them and reads the whole
-    // table while its statistics call it small (a fresh or unanalysed `broker_leases`), where
-    // an array of the bound text has a known length. Each expired ban a success forgets is
-    // counted once, for one of the leases that forgot it (a `DELETE … USING` returns a deleted
-    // row once).
+    // The leases are found through their primary key (`= ANY`): joined to the JSON rows alone,
+    // the planner reads the whole table. Each expired ban a success forgets is counted once,
+    // for one of the leases that forgot it (a `DELETE … USING` returns a deleted row once).
     let sql = format!(
         "WITH n AS (SELECT {now} AS ms), \
          r AS (SELECT * FROM json_to_recordset($1::json) AS r(lease_id TEXT, fence BIGINT, \
            outcome TEXT, latency_ms BIGINT, success BOOLEAN)), \
          l AS (UPDATE broker_leases SET state = 'released', outcome = r.outcome, \
            latency_ms = r.latency_ms, ended_ms = n.ms FROM n, r \
-           WHERE broker_leases.lease_id = ANY (string_to_array($2, ',')) \
+           WHERE broker_leases.lease_id = ANY (ARRAY(SELECT lease_id FROM r)) \
            AND broker_leases.lease_id = r.lease_id AND broker_leases.fence = r.fence \
            AND state = 'live' AND expires_ms > n.ms \
            RETURNING broker_leases.lease_id, unit, exit_name, class, origin, ended_ms, r.success), \
@@ -208,7 +196,6 @@ async fn end_all(
     // `end_lease`).
     let rows = sqlx::query(&sql)
         .bind(serde_json::Value::Array(releases).to_string())
-        .bind(ids.join(","))
         .fetch_all(conn)
         .await?;
     rows.iter()
