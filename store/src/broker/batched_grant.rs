@@ -23,7 +23,7 @@ use sqlx::{AnyConnection, AnyPool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch_connection::BatchConnection;
-use super::one_statement::{acquire_in_one_statement, free_for, grant_changes};
+use super::one_statement::{acquire_in_one_statement, free_for, grant_end, GRANTED, NEW_LEASES};
 use super::{granted, now_ms, Acquire, Granted, LeaseClass};
 use crate::handle::{Engine, Store, StoreError};
 
@@ -192,7 +192,7 @@ async fn grant_all(
         })
         .collect();
     let free = free_for(first.class, first.country.is_some(), [2, 3, 6]);
-    let columns = grant_changes(first.class);
+    let end = grant_end(first.class);
     // `p.i` numbers the units as the walk found them, `r.i` the requests as they came; `p.k`
     // numbers the units of one exit, for their fences.
     let sql = format!(
@@ -211,17 +211,10 @@ async fn grant_all(
            p.now_ms, f.base + (p.k - 1) * $5 + 1 AS fence, \
            p.now_ms + GREATEST(LEAST(r.life_ms, p.life_ms), 1) AS life_ends, r.ttl_ms \
            FROM p JOIN r ON r.i = p.i JOIN f ON f.exit_name = p.exit_name), \
-         l AS (INSERT INTO broker_leases (lease_id, unit, exit_name, class, holder, task, \
-           origin, fence, session, granted_ms, expires_ms, life_ends_ms, state) \
-           SELECT q.lease_id, q.unit, q.exit_name, $4, q.holder, q.task, $8, q.fence, \
-           CASE WHEN q.gateway <> 0 THEN q.nonce || q.fence END, q.now_ms, \
+         l AS ({NEW_LEASES} SELECT q.lease_id, q.unit, q.exit_name, $4, q.holder, q.task, $8, \
+           q.fence, CASE WHEN q.gateway <> 0 THEN q.nonce || q.fence END, q.now_ms, \
            LEAST(q.now_ms + q.ttl_ms, q.life_ends), q.life_ends, 'live' FROM q \
-           RETURNING lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
-           granted_ms), \
-         s AS (UPDATE broker_units SET {columns}, free_at = l.granted_ms FROM l \
-           WHERE broker_units.unit = l.unit) \
-         SELECT lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
-         granted_ms FROM l",
+           RETURNING {GRANTED}), {end}",
         now = now_ms(Engine::Postgres),
     );
     let rows = sqlx::query(&sql)

@@ -48,15 +48,29 @@ pub(super) fn free_for(
     )
 }
 
-/// How a grant changes its unit's row (`l`: the lease's new row).
-pub(super) fn grant_changes(class: LeaseClass) -> &'static str {
-    if class.exclusive() {
+/// The start of a grant's `INSERT … SELECT` of its new leases.
+pub(super) const NEW_LEASES: &str = "INSERT INTO broker_leases (lease_id, unit, exit_name, \
+    class, holder, task, origin, fence, session, granted_ms, expires_ms, life_ends_ms, state)";
+
+/// The columns of a granted lease, in [`granted`]'s order.
+pub(super) const GRANTED: &str =
+    "lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, granted_ms";
+
+/// The end of a grant statement after its new leases `l` (`RETURNING` [`GRANTED`]): their
+/// units' rows changed for leases of `class`, and the leases.
+pub(super) fn grant_end(class: LeaseClass) -> String {
+    let columns = if class.exclusive() {
         "exclusive_until = l.expires_ms"
     } else {
         "shared_count = CASE WHEN broker_units.shared_until <= l.granted_ms THEN 1 \
          ELSE broker_units.shared_count + 1 END, \
          shared_until = GREATEST(broker_units.shared_until, l.expires_ms)"
-    }
+    };
+    format!(
+        "s AS (UPDATE broker_units SET {columns}, free_at = l.granted_ms FROM l \
+           WHERE broker_units.unit = l.unit) \
+         SELECT {GRANTED} FROM l"
+    )
 }
 
 /// A new lease on the least recently touched free unit that admits `request.class`, or
@@ -66,7 +80,7 @@ pub(super) async fn acquire_in_one_statement(
     request: &Acquire<'_>,
 ) -> Result<Option<Granted>, StoreError> {
     let free = free_for(request.class, request.country.is_some(), [2, 3, 12]);
-    let columns = grant_changes(request.class);
+    let end = grant_end(request.class);
     let sql = format!(
         "WITH n AS (SELECT {now} AS ms), \
          c AS (SELECT u.unit, u.exit_name, u.gateway, n.ms AS now_ms, \
@@ -75,17 +89,10 @@ pub(super) async fn acquire_in_one_statement(
            ORDER BY u.free_at LIMIT 1 FOR UPDATE OF u SKIP LOCKED), \
          f AS (UPDATE broker_exits e SET fence = e.fence + $11 FROM c \
            WHERE e.exit_name = c.exit_name RETURNING e.fence - $11 + 1 AS fence), \
-         l AS (INSERT INTO broker_leases (lease_id, unit, exit_name, class, holder, task, \
-           origin, fence, session, granted_ms, expires_ms, life_ends_ms, state) \
-           SELECT $4, c.unit, c.exit_name, $5, $6, $7, $8, f.fence, \
+         l AS ({NEW_LEASES} SELECT $4, c.unit, c.exit_name, $5, $6, $7, $8, f.fence, \
            CASE WHEN c.gateway <> 0 THEN $9 || f.fence END, c.now_ms, \
            LEAST(c.now_ms + $10, c.life_ends), c.life_ends, 'live' FROM c, f \
-           RETURNING lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
-           granted_ms), \
-         s AS (UPDATE broker_units SET {columns}, free_at = l.granted_ms FROM l \
-           WHERE broker_units.unit = l.unit) \
-         SELECT lease_id, unit, exit_name, fence, expires_ms, life_ends_ms, session, \
-         granted_ms FROM l",
+           RETURNING {GRANTED}), {end}",
         now = now_ms(Engine::Postgres),
     );
     let row = sqlx::query(&sql)
