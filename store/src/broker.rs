@@ -205,6 +205,18 @@ fn now_ms(engine: Engine) -> &'static str {
     }
 }
 
+/// [`Store::broker_prune`]'s statement: `$1` the age, `$2` the batch. The clock is read once,
+/// in a subquery: compared directly, PostgreSQL's `clock_timestamp()` is volatile, read for
+/// every row, and keeps the planner off `broker_leases_end` (the whole table was read at every
+/// refresh, ~40 ms at 50,000 leases).
+fn prune_statement(engine: Engine) -> String {
+    format!(
+        "DELETE FROM broker_leases WHERE lease_id IN (SELECT lease_id FROM broker_leases \
+         WHERE COALESCE(ended_ms, expires_ms) < (SELECT {now}) - $1 LIMIT $2)",
+        now = now_ms(engine)
+    )
+}
+
 /// The store's clock, read on `conn`.
 async fn clock(conn: &mut AnyConnection, engine: Engine) -> Result<i64, StoreError> {
     let sql = format!("SELECT {}", now_ms(engine));
@@ -811,12 +823,7 @@ impl Store {
     /// # Errors
     /// Database failures.
     pub async fn broker_prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreError> {
-        let sql = format!(
-            "DELETE FROM broker_leases WHERE lease_id IN (SELECT lease_id FROM broker_leases \
-             WHERE COALESCE(ended_ms, expires_ms) < {now} - $1 LIMIT $2)",
-            now = now_ms(self.engine())
-        );
-        Ok(sqlx::query(&sql)
+        Ok(sqlx::query(&prune_statement(self.engine()))
             .bind(keep_ms)
             .bind(batch)
             .execute(self.pool())
@@ -1154,4 +1161,38 @@ async fn refresh_unit(conn: &mut AnyConnection, unit: &str, now: i64) -> Result<
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every refresh prunes: on PostgreSQL the ended leases are found through their end's
+    /// index, never by reading the whole table (the planner is kept off sequential scans, so
+    /// the plan names the index only if the statement lets it use one).
+    #[tokio::test]
+    async fn pruning_reads_the_end_index_on_postgres() {
+        let url = exitvoice_pgtest::fresh_database("broker_prune_plan");
+        let store = Store::connect(&url.parse().unwrap()).await.unwrap();
+        let mut conn = store.pool().acquire().await.unwrap();
+        sqlx::query("SET enable_seqscan = off")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let explain = format!("EXPLAIN {}", prune_statement(Engine::Postgres));
+        let plan: Vec<String> = sqlx::query_scalar(&explain)
+            .bind(3_600_000_i64)
+            .bind(100_i64)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+        assert!(
+            plan.iter().any(|step| step.contains("broker_leases_end")),
+            "{plan:#?}"
+        );
+        sqlx::query("RESET enable_seqscan")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
 }
