@@ -10,10 +10,13 @@
 #      identity, in a fresh database (SQLite file; or a fresh database of a throwaway PostgreSQL
 #      cluster with default settings, durable commits; or the same with
 #      `synchronous_commit = off`, set on that database only);
-#   2. `exitvoice broker` on it, pinned to CPU 0 (with PostgreSQL, whose server shares CPU 0);
-#   3. `brokerload run` pinned to CPU 1: --clients clients, each on one keep-alive connection,
+#   2. `exitvoice broker` on it, pinned to CPU 0 (PostgreSQL's server is not pinned);
+#   3. on PostgreSQL, a warm-up: 3 s of load, then `ANALYZE`, the statistics autovacuum gathers
+#      within a live server's first minute (a fresh database has none: until then PostgreSQL
+#      keeps plans that read whole tables, and the figures would be that minute's);
+#   4. `brokerload run` pinned to CPU 1: --clients clients, each on one keep-alive connection,
 #      loop acquire (class identity) then release for --seconds: the saturation rate;
-#   4. the same paced at half that rate: the acquire latency a pool under steady load sees.
+#   5. the same paced at half that rate: the acquire latency a pool under steady load sees.
 # Prints a markdown table (cycles/s at saturation, acquire p50/p99 at saturation and at half
 # of it) and keeps it, with every log and JSON line, in --out. Exits 1 when a run completes no
 # cycle, so --quick serves as a smoke check.
@@ -113,6 +116,11 @@ for store in $STORES; do
     for _ in $(seq 200); do grep -q "listening on" "$dir/broker.out" 2>/dev/null && break; sleep 0.1; done
     URL=$(sed -n 's/.*listening on \(http:\/\/[^/]*\)\/v1\/leases.*/\1/p' "$dir/broker.out")
     [ -n "$URL" ] || die "the broker did not start (see $dir/broker.log)"
+    if [ "$store" != sqlite ]; then
+      say "$store, $n exits: warm-up, then ANALYZE"
+      taskset -c 1 "$BIN/brokerload" run --broker "$URL" --clients "$CLIENTS" --seconds 3 >"$dir/warm-up.json"
+      psql -q "$DB" -c ANALYZE
+    fi
     say "$store, $n exits: saturation"
     sat=$(taskset -c 1 "$BIN/brokerload" run --broker "$URL" --clients "$CLIENTS" --seconds "$SECONDS_EACH")
     echo "$sat" >"$dir/saturation.json"
