@@ -251,6 +251,42 @@ pub struct Broker<S> {
     reserve: Reserve,
 }
 
+/// The units of `units` whose spec differs from what was last written (`synced`; all of them
+/// on the first refresh), the units `synced` has and `units` no longer names as draining, and
+/// every unit by name as written after this refresh.
+fn changed_units(
+    mut units: Vec<UnitSpec>,
+    synced: Option<&HashMap<String, UnitSpec>>,
+) -> (Vec<UnitSpec>, HashMap<String, UnitSpec>) {
+    // Units a reloaded exits file no longer names drain.
+    if let Some(previous) = synced {
+        let named: HashSet<&str> = units.iter().map(|unit| unit.unit.as_str()).collect();
+        let gone: Vec<UnitSpec> = previous
+            .values()
+            .filter(|unit| !named.contains(unit.unit.as_str()))
+            .map(|unit| UnitSpec {
+                admits: None,
+                draining: true,
+                ..unit.clone()
+            })
+            .collect();
+        units.extend(gone);
+    }
+    let changed = match synced {
+        None => units.clone(),
+        Some(previous) => units
+            .iter()
+            .filter(|unit| previous.get(&unit.unit) != Some(*unit))
+            .cloned()
+            .collect(),
+    };
+    let written = units
+        .into_iter()
+        .map(|unit| (unit.unit.clone(), unit))
+        .collect();
+    (changed, written)
+}
+
 impl<S: LeaseStore> Broker<S> {
     /// A broker leasing `pool` through `leases`, judged by `labels`' snapshots.
     pub fn new(leases: S, labels: Store, pool: Pool, config: BrokerConfig) -> Self {
@@ -303,50 +339,41 @@ impl<S: LeaseStore> Broker<S> {
         let now_ms = self.leases.now_ms().await?;
         let now = OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
             .map_err(|_| BrokerError::BadRequest("the store's clock is out of range".to_owned()))?;
-        let mut units = self.pool().units(
-            labels.as_deref(),
-            now,
+        let pool = self.pool();
+        let (max_age, capacity, max_life) = (
             self.config.labels_max_age,
             self.config.stateless_per_exit,
             self.config.max_life,
-            self.config.geo.as_deref(),
         );
-        // The first refresh writes the whole pool; later ones only what changed (at 10,000 exits,
-        // a refresh that wrote every unit would cost seconds of the store's time every time).
+        let geo = self.config.geo.clone();
         let _turn = self.refreshing.lock().await;
         let synced = self.synced();
-        // Units a reloaded exits file no longer names drain.
-        if let Some(previous) = synced.as_ref() {
-            let named: HashSet<&str> = units.iter().map(|unit| unit.unit.as_str()).collect();
-            let gone: Vec<UnitSpec> = previous
-                .values()
-                .filter(|unit| !named.contains(unit.unit.as_str()))
-                .map(|unit| UnitSpec {
-                    admits: None,
-                    draining: true,
-                    ..unit.clone()
-                })
-                .collect();
-            units.extend(gone);
-        }
-        let changed: Vec<UnitSpec> = match synced.as_ref() {
-            None => units.clone(),
-            Some(previous) => units
-                .iter()
-                .filter(|unit| previous.get(&unit.unit) != Some(*unit))
-                .cloned()
-                .collect(),
-        };
         let whole = synced.is_none();
+        // At 10,000 exits this is ~14 ms of CPU: off the runtime's workers, which go on
+        // answering meanwhile (on one, every request waited for it).
+        let planned = tokio::task::spawn_blocking(move || {
+            let units = pool.units(
+                labels.as_deref(),
+                now,
+                max_age,
+                capacity,
+                max_life,
+                geo.as_deref(),
+            );
+            changed_units(units, synced.as_deref())
+        })
+        .await;
+        let (changed, written) = match planned {
+            Ok(planned) => planned,
+            Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+            // The runtime is shutting down: nothing to write.
+            Err(_) => return Ok(0),
+        };
         let revoked = if whole || !changed.is_empty() {
             self.leases.sync_units(&changed, whole).await?
         } else {
             0
         };
-        let written = units
-            .into_iter()
-            .map(|unit| (unit.unit.clone(), unit))
-            .collect();
         *self
             .synced
             .lock()
