@@ -35,9 +35,9 @@ const MAX_BATCH: usize = 64;
 
 /// How long a batch waits for more releases before its statement goes. A release's answer
 /// comes this much later and its unit is free this much later; in exchange, at half the
-/// saturation rate (~2,000 cycles/s) a statement ends several releases instead of one or
-/// two, which takes ~15 % of PostgreSQL's CPU off a cycle and lowers the acquire latency of
-/// everything else (docs/benchmarks.md).
+/// saturation rate (~2,000 cycles/s) a statement ends ~12 releases instead of one or two,
+/// which takes a sixth to a quarter of PostgreSQL's CPU off a cycle and lowers the acquire
+/// latency of everything else (docs/benchmarks.md).
 const LINGER: Duration = Duration::from_millis(3);
 
 /// The queue of a store's releases, and the task that ends them (started by the first).
