@@ -11,9 +11,11 @@
 #      cluster with default settings, durable commits; or the same with
 #      `synchronous_commit = off`, set on that database only);
 #   2. `exitvoice broker` on it, pinned to CPU 0 (PostgreSQL's server is not pinned);
-#   3. on PostgreSQL, a warm-up: 3 s of load, then `ANALYZE`, the statistics autovacuum gathers
-#      within a live server's first minute (a fresh database has none: until then PostgreSQL
-#      keeps plans that read whole tables, and the figures would be that minute's);
+#   3. on PostgreSQL, what a server that has run for a few minutes has: WAL segments to reuse
+#      (24 switched through and recycled by a checkpoint; a fresh cluster stalls its commits
+#      every few seconds writing a new segment), then a warm-up of 3 s of load and `ANALYZE`,
+#      the statistics autovacuum gathers within a live server's first minute (a fresh database
+#      has none: until then PostgreSQL keeps plans that read whole tables);
 #   4. `brokerload run` pinned to CPU 1: --clients clients, each on one keep-alive connection,
 #      loop acquire (class identity) then release for --seconds: the saturation rate;
 #   5. the same paced at half that rate: the acquire latency a pool under steady load sees.
@@ -117,7 +119,8 @@ for store in $STORES; do
     URL=$(sed -n 's/.*listening on \(http:\/\/[^/]*\)\/v1\/leases.*/\1/p' "$dir/broker.out")
     [ -n "$URL" ] || die "the broker did not start (see $dir/broker.log)"
     if [ "$store" != sqlite ]; then
-      say "$store, $n exits: warm-up, then ANALYZE"
+      say "$store, $n exits: WAL segments to reuse, warm-up, then ANALYZE"
+      pg_recycle_wal 24
       taskset -c 1 "$BIN/brokerload" run --broker "$URL" --clients "$CLIENTS" --seconds 3 >"$dir/warm-up.json"
       psql -q "$DB" -c ANALYZE
     fi

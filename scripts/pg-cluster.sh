@@ -4,6 +4,7 @@
 #   pg_start      starts it; sets PGBIN, PGDIR, PGPORT and PGRUN (the command prefix)
 #   pg_createdb N creates database N; prints its URL
 #   pg_cpu_seconds the cluster's CPU seconds so far (closed backends included)
+#   pg_recycle_wal N  leaves N WAL segments ready for reuse, as a server that has run has them
 #   pg_stop       stops it and removes its directory (safe to call when none was started)
 PGDIR= PGRUN=()
 
@@ -29,6 +30,20 @@ pg_cpu_seconds() {
   local pid
   pid=$(head -1 "$PGDIR/data/postmaster.pid")
   awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15 + $16 + $17) / hz }' "/proc/$pid/stat"
+}
+
+# A fresh cluster makes each new 16 MB WAL segment by writing zeros and syncing them
+# (`wal_init_zero`), and every commit waits meanwhile: under a few MB/s of WAL, a stall every
+# few seconds. A server that has been through a checkpoint renames the segments the checkpoint
+# freed instead (`wal_recycle`; it keeps as many as the WAL between its checkpoints, up to
+# `max_wal_size`). N segments switched through and a CHECKPOINT leave N of them to rename.
+pg_recycle_wal() {
+  local i sql=(-c "CREATE TABLE recycle_wal (n int)")
+  for i in $(seq "$1"); do
+    sql+=(-c "INSERT INTO recycle_wal VALUES ($i)" -c "SELECT pg_switch_wal()")
+  done
+  psql -q -h 127.0.0.1 -p "$PGPORT" -U exitvoice postgres "${sql[@]}" \
+    -c "DROP TABLE recycle_wal" -c CHECKPOINT >/dev/null
 }
 
 pg_stop() {
