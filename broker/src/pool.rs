@@ -134,6 +134,21 @@ impl Pool {
     }
 }
 
+/// When the first of `labels` still recent at `now` grows older than `max_age` (`None`: none
+/// will): until then [`Pool::units`] works the same units out of the same labels.
+pub fn next_age_out(
+    labels: &Labels,
+    now: OffsetDateTime,
+    max_age: Duration,
+) -> Option<OffsetDateTime> {
+    let max_age = time::Duration::try_from(max_age).ok()?;
+    labels
+        .values()
+        .filter_map(|facts| facts.probed_at?.checked_add(max_age))
+        .filter(|&ages_out| ages_out >= now)
+        .min()
+}
+
 /// What the pool reads of each exit's newest label, by exit name: kept in place of the labels
 /// snapshot, which is read a page at a time ([`LabelFacts::of`]).
 pub type Labels = HashMap<String, LabelFacts>;
@@ -263,6 +278,34 @@ sessions = 2
 sticky = "10m"
 stateless_per_exit = 5
 "#;
+
+    /// The units stay as they are until the moment `next_age_out` names, and change just after
+    /// it; a label already too old and one with no probe time do not count.
+    #[test]
+    fn units_stay_the_same_until_the_first_recent_label_ages_out() {
+        let pool = pool(FILE);
+        let at = |text: &str| OffsetDateTime::parse(text, &Rfc3339).unwrap();
+        let doc = labels(&[
+            ("dc", "identity", "2026-12-02T09:30:00Z"),
+            ("gw#1", "identity", "2026-12-02T09:50:00Z"),
+            ("gw#2", "identity", "2026-12-02T08:00:00Z"),
+            ("gone", "identity", "not a time"),
+        ]);
+        let labels = facts(&doc);
+        let now = at("2026-12-02T10:00:00Z");
+        let until = next_age_out(&labels, now, HOUR).unwrap();
+        assert_eq!(until, at("2026-12-02T10:30:00Z"));
+        let units = |now| pool.units(Some(&labels), now, HOUR, 2, HOUR, None);
+        assert_eq!(units(now), units(until));
+        let after = units(until + time::Duration::SECOND);
+        assert_ne!(units(now), after);
+        assert_eq!(after[0].admits, None, "dc aged out");
+        // Once every label is old, none will age out.
+        assert_eq!(
+            next_age_out(&labels, at("2026-12-02T11:00:00Z"), HOUR),
+            None
+        );
+    }
 
     #[test]
     fn labels_decide_and_a_gateway_admits_what_all_its_slots_admit() {

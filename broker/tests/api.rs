@@ -65,6 +65,10 @@ struct Harness {
 
 impl Harness {
     async fn new(store: Store) -> Self {
+        Self::with(store, BrokerConfig::default()).await
+    }
+
+    async fn with(store: Store, config: BrokerConfig) -> Self {
         store
             .insert_labels(&labels(&[
                 ("dc", "identity"),
@@ -78,7 +82,7 @@ impl Harness {
             store.clone(),
             store.clone(),
             Pool::new(file.exits),
-            BrokerConfig::default(),
+            config,
         ));
         broker.refresh().await.unwrap();
         let app = exitvoice_broker::api::router(
@@ -154,7 +158,8 @@ on_both_engines!(
     a_lease_cycle,
     bad_input_changes_nothing,
     a_waiter_gets_the_released_exit,
-    labels_and_bans_decide
+    labels_and_bans_decide,
+    labels_that_age_out_admit_nothing_from_the_next_refresh
 );
 
 async fn a_lease_cycle(h: Harness) {
@@ -390,6 +395,53 @@ async fn a_waiter_gets_the_released_exit(h: Harness) {
     assert!(
         started.elapsed() >= Duration::from_millis(250),
         "it waited for the release"
+    );
+}
+
+/// An identity lease right away, released at once: the acquire's status.
+async fn lease_and_release(h: &Harness) -> StatusCode {
+    let (status, lease) = h
+        .post(
+            "/v1/leases",
+            r#"{"class":"identity","holder":"w","wait_ms":0}"#,
+        )
+        .await;
+    if status == StatusCode::CREATED {
+        let uri = format!(
+            "/v1/leases/{}?fence={}&outcome=ok",
+            lease["lease_id"].as_str().unwrap(),
+            lease["fence"]
+        );
+        assert_eq!(h.delete(&uri).await.0, StatusCode::OK);
+    }
+    status
+}
+
+/// A refresh with no new snapshot has nothing to work out until a label ages out; then it
+/// does: the exit it labels is leased no more.
+async fn labels_that_age_out_admit_nothing_from_the_next_refresh(h: Harness) {
+    const MAX_AGE: Duration = Duration::from_secs(2);
+    let config = BrokerConfig {
+        labels_max_age: MAX_AGE,
+        ..BrokerConfig::default()
+    };
+    // Labels probed now, read by a broker that counts them for two seconds.
+    let h = Harness::with(h.store, config).await;
+    let probed = std::time::Instant::now();
+    assert_eq!(lease_and_release(&h).await, StatusCode::CREATED);
+    h.broker.refresh().await.unwrap();
+    assert_eq!(
+        lease_and_release(&h).await,
+        StatusCode::CREATED,
+        "still recent"
+    );
+    tokio::time::sleep((MAX_AGE + Duration::from_millis(500)).saturating_sub(probed.elapsed()))
+        .await;
+    h.broker.refresh().await.unwrap();
+    assert_eq!(
+        lease_and_release(&h).await,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the labels aged out"
     );
 }
 
