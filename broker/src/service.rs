@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use exitvoice_exits::dial::Timeouts;
@@ -243,20 +243,21 @@ pub struct Broker<S> {
     /// One refresh at a time (the timer's and a SIGHUP's): each writes what changed since
     /// the last.
     refreshing: tokio::sync::Mutex<()>,
-    /// The units as this instance last wrote them; `None` before its first refresh. Locked
-    /// only to read or swap it, never across a store call: a grant in an outage reads it.
-    synced: std::sync::Mutex<Option<Arc<HashMap<String, UnitSpec>>>>,
+    /// The units as this instance last wrote them, and what from; `None` before its first
+    /// refresh. Locked only to read or swap it, never across a store call: a grant in an
+    /// outage reads it.
+    synced: std::sync::Mutex<Option<Synced>>,
     /// What the pool reads of the labels snapshot last read, with its id.
     snapshot: tokio::sync::Mutex<Option<(i64, Arc<Labels>)>>,
-    /// What the units last written were worked out from; `None` until a refresh wrote them.
-    settled: std::sync::Mutex<Option<Settled>>,
     reserve: Reserve,
 }
 
-/// What a refresh worked the units out from. While the labels and the pool are the same ones
-/// and no label has aged out since, the units are what they were, and the next refresh has
-/// nothing to work out (at 10,000 exits ~14 ms of CPU each time).
-struct Settled {
+/// The units a refresh wrote, and what it worked them out from. While the labels and the pool
+/// are the same ones and no label has aged out since, the units are what they were, and the
+/// next refresh has nothing to work out (at 10,000 exits ~14 ms of CPU each time).
+struct Synced {
+    /// Every unit by name.
+    units: Arc<HashMap<String, UnitSpec>>,
     labels: Option<Arc<Labels>>,
     pool: Arc<Pool>,
     /// The store's clock at that refresh.
@@ -265,7 +266,7 @@ struct Settled {
     until: Option<OffsetDateTime>,
 }
 
-impl Settled {
+impl Synced {
     fn holds(&self, labels: Option<&Arc<Labels>>, pool: &Arc<Pool>, now: OffsetDateTime) -> bool {
         let same_labels = match (&self.labels, labels) {
             (Some(read), Some(now_read)) => Arc::ptr_eq(read, now_read),
@@ -333,7 +334,6 @@ impl<S: LeaseStore> Broker<S> {
             refreshing: tokio::sync::Mutex::new(()),
             synced: std::sync::Mutex::new(None),
             snapshot: tokio::sync::Mutex::new(None),
-            settled: std::sync::Mutex::new(None),
             reserve,
         }
     }
@@ -378,18 +378,15 @@ impl<S: LeaseStore> Broker<S> {
         );
         let geo = self.config.geo.clone();
         let _turn = self.refreshing.lock().await;
-        if self
-            .settled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .is_some_and(|settled| settled.holds(labels.as_ref(), &pool, now))
-        {
-            return Ok(0);
-        }
-        let synced = self.synced();
+        let synced = {
+            let synced = self.synced.lock().unwrap_or_else(PoisonError::into_inner);
+            match synced.as_ref() {
+                Some(synced) if synced.holds(labels.as_ref(), &pool, now) => return Ok(0),
+                synced => synced.map(|synced| synced.units.clone()),
+            }
+        };
         let whole = synced.is_none();
-        let read = (labels.clone(), pool.clone());
+        let (read_labels, read_pool) = (labels.clone(), pool.clone());
         // At 10,000 exits this is ~14 ms of CPU: off the runtime's workers, which go on
         // answering meanwhile (on one, every request waited for it).
         let planned = tokio::task::spawn_blocking(move || {
@@ -418,17 +415,10 @@ impl<S: LeaseStore> Broker<S> {
         } else {
             0
         };
-        *self
-            .synced
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(written));
-        let (labels, pool) = read;
-        *self
-            .settled
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Settled {
-            labels,
-            pool,
+        *self.synced.lock().unwrap_or_else(PoisonError::into_inner) = Some(Synced {
+            units: Arc::new(written),
+            labels: read_labels,
+            pool: read_pool,
             at: now,
             until,
         });
@@ -450,10 +440,7 @@ impl<S: LeaseStore> Broker<S> {
     /// Store failures (the new pool stays: the next refresh writes it).
     pub async fn reload(&self, exits: Vec<exitvoice_exits::Exit>) -> Result<u64, BrokerError> {
         {
-            let mut pool = self
-                .pool
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut pool = self.pool.write().unwrap_or_else(PoisonError::into_inner);
             *pool = Arc::new(pool.reloaded(exits));
         }
         self.refresh().await
@@ -702,10 +689,7 @@ impl<S: LeaseStore> Broker<S> {
 
     /// The queue of requests for `class` in `country`.
     fn queue(&self, class: LeaseClass, country: Option<&str>) -> Arc<Queue> {
-        let mut queues = self
-            .queues
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         queues
             .entry((class, country.map(str::to_owned)))
             .or_insert_with(|| {
@@ -887,8 +871,9 @@ impl<S: LeaseStore> Broker<S> {
     fn synced(&self) -> Option<Arc<HashMap<String, UnitSpec>>> {
         self.synced
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|synced| synced.units.clone())
     }
 
     /// A sub-lease from the reserve, on a unit whose label (as last read) admits `class`, in
