@@ -201,7 +201,7 @@ impl Server {
             alt_svc: config.quic,
             geo,
         });
-        let router = api::router(api_state.clone());
+        let responder = Arc::new(api::Api::new(api_state.clone()));
         let mut udp_sockets = Vec::new();
         let mut alt_svc_value = None;
         if config.quic {
@@ -218,7 +218,7 @@ impl Server {
         let boot_ms = OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000;
         let shared = Arc::new(Shared {
             acceptor,
-            router,
+            responder,
             alt_svc: alt_svc_value,
             limiter: Arc::new(Limiter::new(
                 config.limits.max_connections,

@@ -9,14 +9,17 @@ use std::sync::Arc;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::{CONTENT_TYPE, USER_AGENT};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use bytes::Buf as _;
 use exitvoice_pages::negotiate::prefers_html;
 use exitvoice_protocol::analysis::{self, Analysis};
 use exitvoice_protocol::classify::BucketRule;
 use exitvoice_schema::coherence;
 use exitvoice_schema::{CleanEcho, Families, FirstRequest, PeerPolicy, RequestRecord};
+use futures_util::future::BoxFuture;
 use http_body_util::BodyExt as _;
+use hyper::body::Body as HttpBody;
 use serde::Serialize;
 use time::OffsetDateTime;
 
@@ -83,11 +86,11 @@ pub(super) fn valid_token(token: String) -> Result<String, ApiError> {
 const BODY_DRAIN_SLACK: usize = 1 << 20;
 
 /// Reads and discards the request body (nothing is buffered); an error when it is over `cap`.
-async fn drain_body(mut body: axum::body::Body, cap: usize) -> Result<(), ApiError> {
+async fn drain_body<B: HttpBody + Unpin>(mut body: B, cap: usize) -> Result<(), ApiError> {
     let mut seen = 0_usize;
     while let Some(Ok(frame)) = body.frame().await {
         if let Some(data) = frame.data_ref() {
-            seen = seen.saturating_add(data.len());
+            seen = seen.saturating_add(data.remaining());
             if seen > cap.saturating_add(BODY_DRAIN_SLACK) {
                 break;
             }
@@ -172,14 +175,18 @@ impl Observed {
 
 /// Reads (and discards) the body up to the cap, records the request, queues it (and, for the
 /// connection's first stored request, the connection), and returns what the views need.
-async fn observe(state: &ApiState, ctx: Ctx, request: Request) -> Result<Observed, ApiError> {
+async fn observe<B: HttpBody + Unpin>(
+    state: &ApiState,
+    arrival: Arrival,
+    request: http::Request<B>,
+) -> Result<Observed, ApiError> {
     let (parts, body) = request.into_parts();
     let Arrival {
         conn,
         index,
         token,
         earlier_other_probe,
-    } = ctx.0;
+    } = arrival;
     let token = token.map(valid_token).transpose()?;
     drain_body(body, state.body_cap).await?;
     let facts = &conn.analysis(&state.metrics).facts;
@@ -241,70 +248,72 @@ fn client_peer(conn: &Connection) -> PeerView {
     }
 }
 
-pub(super) async fn all(
-    State(state): State<ApiState>,
-    ctx: Ctx,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let seen = observe(&state, ctx, request).await?;
-    json_answer(&seen.full_echo(&state), seen.raw_bytes(&state.metrics))
+/// The echo routes: `/api/all` and `/probe/<token>` (the full echo), `/api/tls`, `/api/http2`,
+/// `/api/http1` (one layer each) and `/api/clean` (hashes and ids).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Route {
+    All,
+    Tls,
+    Http2,
+    Http1,
+    Clean,
 }
 
-/// `/probe/<token>`: the token itself was read when the request arrived
-/// (`capture/arrival.rs`). Always JSON, like `/api/…`: it is the auditor's route, and its
-/// personas send a browser's `Accept`.
-pub(super) async fn probe(
-    state: State<ApiState>,
-    ctx: Ctx,
-    request: Request,
-) -> Result<Response, ApiError> {
-    all(state, ctx, request).await
-}
+impl Route {
+    /// The echo route that answers `method` on `path` as the router matches them (`GET`;
+    /// `/api/all` and `/probe/<token>` also `POST`); `None` for every request the router
+    /// answers otherwise (`HEAD`, a `405`, the fallback).
+    pub(super) fn of(method: &Method, path: &str) -> Option<Self> {
+        let route = match path {
+            "/api/all" => Self::All,
+            "/api/tls" => Self::Tls,
+            "/api/http2" => Self::Http2,
+            "/api/http1" => Self::Http1,
+            "/api/clean" => Self::Clean,
+            // `/probe/{token}`: one path segment, not empty. The token itself was read when
+            // the request arrived (`capture/arrival.rs`).
+            _ => match path.strip_prefix("/probe/") {
+                Some(token) if !token.is_empty() && !token.contains('/') => Self::All,
+                _ => return None,
+            },
+        };
+        let answers = method == Method::GET || (method == Method::POST && route == Self::All);
+        answers.then_some(route)
+    }
 
-/// `/api/tls`: the TLS layer.
-pub(super) async fn tls(
-    State(state): State<ApiState>,
-    ctx: Ctx,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let seen = observe(&state, ctx, request).await?;
-    json_answer(
-        &seen.echo(&state.metrics).tls_only(),
-        seen.raw_bytes(&state.metrics),
-    )
-}
+    /// Observes the request and answers it. `/probe/<token>` answers as `/api/all`: it is the
+    /// auditor's route, always JSON (its personas send a browser's `Accept`).
+    pub(super) async fn answer<B: HttpBody + Unpin>(
+        self,
+        state: &ApiState,
+        arrival: Arrival,
+        request: http::Request<B>,
+    ) -> Result<Response, ApiError> {
+        let seen = observe(state, arrival, request).await?;
+        let metrics = &state.metrics;
+        match self {
+            Self::All => json_answer(&seen.full_echo(state), seen.raw_bytes(metrics)),
+            Self::Tls => json_answer(&seen.echo(metrics).tls_only(), seen.raw_bytes(metrics)),
+            Self::Http2 => json_answer(&seen.echo(metrics).http2_only(), seen.raw_bytes(metrics)),
+            Self::Http1 => json_answer(&seen.echo(metrics).http1_only(), ANSWER_BYTES),
+            Self::Clean => json_answer(
+                &CleanEcho::new(&seen.analysis(metrics).facts, &seen.record),
+                ANSWER_BYTES,
+            ),
+        }
+    }
 
-/// `/api/http2`: the HTTP/2 layer, the request's position and the bucket.
-pub(super) async fn http2(
-    State(state): State<ApiState>,
-    ctx: Ctx,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let seen = observe(&state, ctx, request).await?;
-    json_answer(
-        &seen.echo(&state.metrics).http2_only(),
-        seen.raw_bytes(&state.metrics),
-    )
-}
-
-/// `/api/http1`: the HTTP/1 layer.
-pub(super) async fn http1(
-    State(state): State<ApiState>,
-    ctx: Ctx,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let seen = observe(&state, ctx, request).await?;
-    json_answer(&seen.echo(&state.metrics).http1_only(), ANSWER_BYTES)
-}
-
-pub(super) async fn clean(
-    State(state): State<ApiState>,
-    ctx: Ctx,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let seen = observe(&state, ctx, request).await?;
-    let clean = CleanEcho::new(&seen.analysis(&state.metrics).facts, &seen.record);
-    json_answer(&clean, ANSWER_BYTES)
+    /// The route's handler in the router, which answers what [`Route::of`] leaves to it.
+    pub(super) fn handler(
+        self,
+    ) -> impl FnOnce(State<ApiState>, Ctx, Request) -> BoxFuture<'static, Result<Response, ApiError>>
+           + Clone
+           + Send
+           + 'static {
+        move |State(state), Ctx(arrival), request| {
+            Box::pin(async move { self.answer(&state, arrival, request).await })
+        }
+    }
 }
 
 /// The JSON 404 of every unknown path.
@@ -333,7 +342,7 @@ pub(super) async fn not_found(
     let html = !path.starts_with("/api/")
         && !path.starts_with("/probe/")
         && prefers_html(request.headers());
-    let seen = observe(&state, ctx, request).await?;
+    let seen = observe(&state, ctx.0, request).await?;
     if html {
         return page::fingerprint(&state, &seen, status);
     }
@@ -354,7 +363,66 @@ pub(super) async fn not_found(
 
 #[cfg(test)]
 mod tests {
+    use axum::routing::get;
+    use tower::ServiceExt as _;
+
     use super::*;
+
+    /// What axum's router matches for the echo routes' patterns (as `api::router` writes them,
+    /// with stand-in handlers), against the shortcut's own table: the shortcut may only take a
+    /// request the router would give the same route.
+    #[tokio::test]
+    async fn the_shortcut_takes_only_what_the_router_routes_alike() {
+        let hit = |name: &'static str| move || async move { name };
+        let router = axum::Router::new()
+            .route("/api/all", get(hit("all")).post(hit("all")))
+            .route("/api/tls", get(hit("tls")))
+            .route("/api/http2", get(hit("http2")))
+            .route("/api/http1", get(hit("http1")))
+            .route("/api/clean", get(hit("clean")))
+            .route("/probe/{token}", get(hit("all")).post(hit("all")))
+            .fallback(|| async { "fallback" });
+        let cases = [
+            (Method::GET, "/api/all", Some(Route::All)),
+            (Method::POST, "/api/all", Some(Route::All)),
+            (Method::GET, "/api/tls", Some(Route::Tls)),
+            (Method::GET, "/api/http2", Some(Route::Http2)),
+            (Method::GET, "/api/http1", Some(Route::Http1)),
+            (Method::GET, "/api/clean", Some(Route::Clean)),
+            (Method::GET, "/probe/abc-1.2_3", Some(Route::All)),
+            (Method::POST, "/probe/abc", Some(Route::All)),
+            (Method::HEAD, "/api/clean", None),
+            (Method::POST, "/api/clean", None),
+            (Method::PUT, "/api/all", None),
+            (Method::GET, "/api/clean/", None),
+            (Method::GET, "/API/clean", None),
+            (Method::GET, "/api/%63lean", None),
+            (Method::GET, "/probe/", None),
+            (Method::GET, "/probe/a/b", None),
+            (Method::GET, "/", None),
+        ];
+        for (method, path, expected) in cases {
+            assert_eq!(Route::of(&method, path), expected, "{method} {path}");
+            if expected.is_some() {
+                let request = http::Request::builder()
+                    .method(method.clone())
+                    .uri(path)
+                    .body(axum::body::Body::empty())
+                    .unwrap();
+                let response = router.clone().oneshot(request).await.unwrap();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                let name = match expected {
+                    Some(Route::All) => "all",
+                    Some(Route::Tls) => "tls",
+                    Some(Route::Http2) => "http2",
+                    Some(Route::Http1) => "http1",
+                    Some(Route::Clean) => "clean",
+                    None => unreachable!(),
+                };
+                assert_eq!(body, name, "{method} {path}");
+            }
+        }
+    }
 
     #[test]
     fn tokens_are_short_and_url_safe() {

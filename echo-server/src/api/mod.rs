@@ -3,8 +3,9 @@
 //! Every route answers JSON, except for browsers at `/` (or any path without a route): a client
 //! whose `Accept` prefers `text/html` gets the fingerprint page of its echo there. `/api/…` and
 //! `/probe/…` are always JSON (the auditor's personas send a browser's `Accept`). The echo routes describe the request's own connection, which the
-//! connection task hands in as a request extension ([`crate::capture::Arrival`], which carries
-//! the [`crate::capture::Connection`]), and queue the request's observation. `/healthz` and
+//! connection task hands in with the request ([`crate::capture::Arrival`], which carries the
+//! [`crate::capture::Connection`]; through the router, as the request's extension), and queue
+//! the request's observation. `/healthz` and
 //! `/api/observations` only read.
 //!
 //! | route | answer |
@@ -35,18 +36,24 @@ mod quic_echo;
 
 use std::sync::Arc;
 
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use exitvoice_geo::GeoIp;
 use exitvoice_store::Store;
+use futures_util::future::BoxFuture;
+use hyper::body::Incoming;
 use time::OffsetDateTime;
+use tower::ServiceExt as _;
 
 use crate::capture::admission::Admission;
+use crate::capture::{Arrival, Responder};
 use crate::config::ApiToken;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::writer::WriterHandle;
 
+use echo::Route;
 pub use error::ApiError;
 
 /// The HTTP/3 echo, for the UDP listener (`quic_echo.rs`): answers, and queues each request's
@@ -84,17 +91,69 @@ pub(crate) struct ApiShared {
     pub(crate) geo: Option<Arc<GeoIp>>,
 }
 
+/// The API as the connections call it ([`Responder`]): a plain `GET` (or `POST`) of an echo
+/// route goes straight to its handler, every other request through the router, which holds
+/// every route (the echo routes too: `HEAD`, other methods and their `405`s are its).
+/// The echo routes are the server's hot path: the router's matching, its boxed services and
+/// body, and the extension the handler takes back out cost 4,200 of the 77,400 instructions
+/// of an HTTP/1.1 keep-alive `/api/clean` request (callgrind, docs/benchmarks.md).
+pub(crate) struct Api {
+    router: Router,
+    state: ApiState,
+}
+
+impl Api {
+    pub(crate) fn new(state: ApiState) -> Self {
+        Self {
+            router: router(Arc::clone(&state)),
+            state,
+        }
+    }
+}
+
+impl Responder for Api {
+    fn answer(
+        &self,
+        mut request: http::Request<Incoming>,
+        arrival: Arrival,
+    ) -> BoxFuture<'static, Response> {
+        if let Some(route) = Route::of(request.method(), request.uri().path()) {
+            let state = Arc::clone(&self.state);
+            return Box::pin(async move {
+                route
+                    .answer(&state, arrival, request)
+                    .await
+                    .unwrap_or_else(IntoResponse::into_response)
+            });
+        }
+        request.extensions_mut().insert(arrival);
+        let router = self.router.clone();
+        Box::pin(async move {
+            match router.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        })
+    }
+}
+
 /// All routes.
-pub(crate) fn router(state: ApiState) -> Router {
+fn router(state: ApiState) -> Router {
     Router::new()
-        .route("/api/all", get(echo::all).post(echo::all))
-        .route("/api/tls", get(echo::tls))
-        .route("/api/http2", get(echo::http2))
-        .route("/api/http1", get(echo::http1))
-        .route("/api/clean", get(echo::clean))
+        .route(
+            "/api/all",
+            get(Route::All.handler()).post(Route::All.handler()),
+        )
+        .route("/api/tls", get(Route::Tls.handler()))
+        .route("/api/http2", get(Route::Http2.handler()))
+        .route("/api/http1", get(Route::Http1.handler()))
+        .route("/api/clean", get(Route::Clean.handler()))
         .route("/api/observations", get(observations::list))
         .route("/api/ledger", get(ledger::by_token))
-        .route("/probe/{token}", get(echo::probe).post(echo::probe))
+        .route(
+            "/probe/{token}",
+            get(Route::All.handler()).post(Route::All.handler()),
+        )
         .route("/healthz", get(health::healthz))
         .merge(exitvoice_pages::assets::router())
         .fallback(echo::not_found)

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::Connection;
 
-/// How one request arrived on its connection; handlers get it as the request's one extension
-/// (one insert a request, taken out again by the handler rather than copied).
+/// How one request arrived on its connection, handed to the [`super::Responder`] with the
+/// request.
 #[derive(Clone, Debug)]
 pub struct Arrival {
     /// The connection.

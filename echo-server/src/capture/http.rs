@@ -11,7 +11,6 @@ use exitvoice_schema::{Failure, Spoken};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::time::{timeout, Instant};
-use tower::ServiceExt as _;
 
 use super::arrival::{probe_token, Arrival};
 use super::builders;
@@ -127,10 +126,10 @@ where
         }
     };
     let _ = conn.spoken.set(spoken);
-    let router = shared.router.clone();
+    let responder = Arc::clone(&shared.responder);
     let alt_svc = shared.alt_svc.clone();
     let service_conn = Arc::clone(&conn);
-    let service = hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
         // hyper calls the service synchronously as each request arrives (on HTTP/2 in the order
         // of the HEADERS frames), so numbering here, not in the handler, keeps arrival order.
         let token = probe_token(request.uri());
@@ -140,11 +139,10 @@ where
             earlier_other_probe: service_conn.note_token(token.as_deref()),
             token,
         };
-        request.extensions_mut().insert(arrival);
-        let router = router.clone();
+        let answer = responder.answer(request, arrival);
         let alt_svc = alt_svc.clone();
         async move {
-            let mut response = router.oneshot(request).await?;
+            let mut response = answer.await;
             if let Some(value) = alt_svc {
                 response.headers_mut().insert(http::header::ALT_SVC, value);
             }

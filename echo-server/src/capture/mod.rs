@@ -14,6 +14,7 @@
 //!   (`admission.rs`) and the open-connection limits (`limiter.rs`);
 //! - `strike.rs`: a peer's fault counted against its source (`admission.rs`);
 //! - `shared.rs`: what every connection task shares;
+//! - `responder.rs`: what answers each request ([`Responder`], which the API implements);
 //! - `sink.rs`: where a finished record goes ([`RecordSink`], which the writer implements);
 //! - `record.rs`: what the server knows of one connection ([`Connection`]);
 //! - the rest import nothing of capture, but `tap.rs` wraps `replay.rs`.
@@ -31,6 +32,7 @@ mod proxy;
 pub(crate) mod quic;
 mod record;
 mod replay;
+mod responder;
 #[allow(unsafe_code)]
 pub mod saved_syn;
 mod shared;
@@ -40,5 +42,6 @@ mod tap;
 
 pub(crate) use arrival::Arrival;
 pub(crate) use record::{Connection, Failed};
+pub(crate) use responder::Responder;
 pub(crate) use shared::Shared;
 pub(crate) use sink::RecordSink;

@@ -1,4 +1,4 @@
-//! What every connection task shares: the TLS acceptor, the router, the limits and admission
+//! What every connection task shares: the TLS acceptor, the responder, the limits and admission
 //! state, the counters, the shutdown signal, and the sink an ended connection's record goes to.
 
 use std::net::IpAddr;
@@ -14,6 +14,7 @@ use tokio_rustls::TlsAcceptor;
 use super::admission::Admission;
 use super::limiter::Limiter;
 use super::record::Peers;
+use super::responder::Responder;
 use super::sink::RecordSink;
 use crate::config::Limits;
 use crate::metrics::Metrics;
@@ -21,9 +22,10 @@ use crate::metrics::Metrics;
 /// State every connection task shares.
 pub(crate) struct Shared {
     pub(crate) acceptor: TlsAcceptor,
-    pub(crate) router: axum::Router,
+    /// Answers each request (the API).
+    pub(crate) responder: Arc<dyn Responder>,
     /// The `alt-svc` header every answer over TCP carries when QUIC is on (RFC 7838): set on
-    /// the router's response by the connection's service, not by a middleware layer around
+    /// the responder's answer by the connection's service, not by a middleware layer around
     /// every route.
     pub(crate) alt_svc: Option<http::HeaderValue>,
     pub(crate) limits: Limits,
