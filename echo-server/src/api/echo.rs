@@ -11,13 +11,13 @@ use axum::http::header::{CONTENT_TYPE, USER_AGENT};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, MethodRouter};
 use bytes::Buf as _;
 use exitvoice_pages::negotiate::prefers_html;
 use exitvoice_protocol::analysis::{self, Analysis};
 use exitvoice_protocol::classify::BucketRule;
 use exitvoice_schema::coherence;
 use exitvoice_schema::{CleanEcho, Families, FirstRequest, PeerPolicy, RequestRecord};
-use futures_util::future::BoxFuture;
 use http_body_util::BodyExt as _;
 use hyper::body::Body as HttpBody;
 use serde::Serialize;
@@ -303,15 +303,17 @@ impl Route {
         }
     }
 
-    /// The route's handler in the router, which answers what [`Route::of`] leaves to it.
-    pub(super) fn handler(
-        self,
-    ) -> impl FnOnce(State<ApiState>, Ctx, Request) -> BoxFuture<'static, Result<Response, ApiError>>
-           + Clone
-           + Send
-           + 'static {
-        move |State(state), Ctx(arrival), request| {
-            Box::pin(async move { self.answer(&state, arrival, request).await })
+    /// The route in the router, which answers what [`Route::of`] leaves to it: the same
+    /// methods, the same answer.
+    pub(super) fn methods(self) -> MethodRouter<ApiState> {
+        let handler = move |State(state): State<ApiState>, Ctx(arrival): Ctx, request: Request| async move {
+            self.answer(&state, arrival, request).await
+        };
+        let methods = get(handler);
+        if self == Self::All {
+            methods.post(handler)
+        } else {
+            methods
         }
     }
 }
@@ -363,7 +365,6 @@ pub(super) async fn not_found(
 
 #[cfg(test)]
 mod tests {
-    use axum::routing::get;
     use tower::ServiceExt as _;
 
     use super::*;

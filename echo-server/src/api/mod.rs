@@ -140,20 +140,14 @@ impl Responder for Api {
 /// All routes.
 fn router(state: ApiState) -> Router {
     Router::new()
-        .route(
-            "/api/all",
-            get(Route::All.handler()).post(Route::All.handler()),
-        )
-        .route("/api/tls", get(Route::Tls.handler()))
-        .route("/api/http2", get(Route::Http2.handler()))
-        .route("/api/http1", get(Route::Http1.handler()))
-        .route("/api/clean", get(Route::Clean.handler()))
+        .route("/api/all", Route::All.methods())
+        .route("/api/tls", Route::Tls.methods())
+        .route("/api/http2", Route::Http2.methods())
+        .route("/api/http1", Route::Http1.methods())
+        .route("/api/clean", Route::Clean.methods())
         .route("/api/observations", get(observations::list))
         .route("/api/ledger", get(ledger::by_token))
-        .route(
-            "/probe/{token}",
-            get(Route::All.handler()).post(Route::All.handler()),
-        )
+        .route("/probe/{token}", Route::All.methods())
         .route("/healthz", get(health::healthz))
         .merge(exitvoice_pages::assets::router())
         .fallback(echo::not_found)
