@@ -504,14 +504,22 @@ on_every_store! {
             backoff: BACKOFF,
             streak: 2,
         };
-        for (n, id) in ["l1", "l2"].into_iter().enumerate() {
+        // A success between two failures ends the streak: the ban comes at the second failure
+        // after it.
+        let steps = [
+            ("l1", failed, false),
+            ("l2", Effect::Success, false),
+            ("l3", failed, false),
+            ("l4", failed, true),
+        ];
+        for (id, effect, bans) in steps {
             let granted = take(&store, &ask(id, LeaseClass::Stateless, Some("o")))
                 .await
                 .unwrap();
-            let released = end(&store, id, granted.fence, "timeout", None, failed)
+            let released = end(&store, id, granted.fence, "timeout", None, effect)
                 .await
                 .unwrap();
-            assert_eq!(released.banned_until_ms.is_some(), n == 1);
+            assert_eq!(released.banned_until_ms.is_some(), bans, "{id}");
         }
         assert!(
             take(&store, &ask("l3", LeaseClass::Stateless, Some("other")))

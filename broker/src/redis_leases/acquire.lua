@@ -7,10 +7,10 @@ local id, class, holder, task, origin = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV
 local ttl, life, nonce, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
 local fences, country = tonumber(ARGV[10]), ARGV[11]
 local rank = CLASSES[class]
-local epoch, hold_until = pool_state()
+local epoch, hold_until, reap_at = pool_state()
 if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
-reap(now, REAP_MOST)
+reap_at = reap_due(now, reap_at)
 -- A new epoch grants nothing until every lease of the lost one has run out.
 if now < hold_until then return false end
 
@@ -45,12 +45,19 @@ local chosen
 local from, window = 0, 4
 while not chosen and from < WALK_MOST do
   local candidates = {}
+  local first, last = int(from), int(math.min(from + window, WALK_MOST) - 1)
   for r = rank, 3 do
     local key = in_country(exclusive and free_key(r) or open_key(r), country)
-    local found = redis.call('ZRANGE', key, from, math.min(from + window, WALK_MOST) - 1,
-      'WITHSCORES')
-    for i = 1, #found, 2 do
-      candidates[#candidates + 1] = { name = found[i], at = tonumber(found[i + 1]) }
+    if rank < 3 then
+      -- Several ranks' sets: their units are merged by their places below.
+      local found = redis.call('ZRANGE', key, first, last, 'WITHSCORES')
+      for i = 1, #found, 2 do
+        candidates[#candidates + 1] = { name = found[i], at = tonumber(found[i + 1]) }
+      end
+    else
+      for _, name in ipairs(redis.call('ZRANGE', key, first, last)) do
+        candidates[#candidates + 1] = { name = name }
+      end
     end
   end
   if #candidates == 0 then break end
@@ -69,7 +76,7 @@ end
 if not chosen then return false end
 
 local fence = epoch * EPOCH_UNIT
-  + redis.call('HINCRBY', exit_key(chosen.exit), 'served', fences) - fences + 1
+  + redis.call('HINCRBY', exit_key(chosen.exit), 'served', int(fences)) - fences + 1
 local life_ends = now + math.max(math.min(life, chosen.life), 1)
 local expires = math.min(now + math.max(ttl, 1), life_ends)
 local session = false
@@ -82,17 +89,18 @@ if origin ~= '' then fields[#fields + 1] = 'origin'; fields[#fields + 1] = origi
 if session then fields[#fields + 1] = 'session'; fields[#fields + 1] = session end
 redis.call('HSET', lease_key(id), unpack(fields))
 redis.call('ZADD', EXPIRY, int(expires), id)
-redis.call('HINCRBY', LIVE, class, 1)
+if expires < reap_at then redis.call('HSET', META, 'reap_at', int(expires)) end
+redis.call('HINCRBY', LIVE, class, '1')
 if task ~= '' then redis.call('SET', task_key(class, task), id) end
 if exclusive then
   -- An exclusive lease is its unit's only one: the unit names it.
   chosen.excl = chosen.excl + 1
   if chosen.excl > 1 then redis.call('SADD', COLLIDED, chosen.name) end
-  place(chosen, now, 'excl', chosen.excl, 'lease', id)
+  place(chosen, now, 'excl', int(chosen.excl), 'lease', id)
 else
   redis.call('SADD', live_key(chosen.name), id)
   chosen.shared = chosen.shared + 1
-  if origin ~= '' then redis.call('HINCRBY', origins_key(chosen.name), origin, 1) end
-  place(chosen, now, 'shared', chosen.shared)
+  if origin ~= '' then redis.call('HINCRBY', origins_key(chosen.name), origin, '1') end
+  place(chosen, now, 'shared', int(chosen.shared))
 end
 return { id, chosen.name, chosen.exit, fence, expires, life_ends, session, now, 0 }

@@ -9,6 +9,12 @@ local REAP_MOST = 256
 -- banned for the origin or at its per-origin cap.
 local WALK_MOST = 64
 local TASK_EGRESS_KEEP_MS = 86400000
+-- The field of an exit's ban hash that counts its failures in a row: read with the bans a
+-- release looks at, in one command. No origin is named so (the service refuses control
+-- characters in an origin).
+local STREAK = '\1streak'
+-- `reap_at` when no lease is live.
+local NEVER = 2 ^ 52
 
 -- The server's clock in ms: every time rule is timed by it, never by a caller.
 local function clock()
@@ -30,8 +36,9 @@ local function in_country(key, cc)
   if cc == '' then return key end
   return key .. ':' .. cc
 end
-local function exit_key(exit) return P .. 'exit:' .. exit end          -- hash: served, streak
-local function ban_until_key(exit) return P .. 'banu:' .. exit end     -- hash: origin -> until
+local function exit_key(exit) return P .. 'exit:' .. exit end          -- hash: served
+-- hash: origin -> ban until (exit-wide: ''), and STREAK -> failures in a row
+local function ban_until_key(exit) return P .. 'banu:' .. exit end
 local function ban_strikes_key(exit) return P .. 'bans:' .. exit end   -- hash: origin -> strikes
 local function retired_key(exit) return P .. 'retired:' .. exit end    -- set: retired sessions
 local function lease_key(id) return P .. 'lease:' .. id end            -- hash: the lease
@@ -58,16 +65,17 @@ end
 -- above every earlier one's (exact in Lua's doubles up to 2^21 epochs).
 local EPOCH_UNIT = 4294967296
 
--- The pool's epoch and hold (no grant before it ends), or nil when the state is gone.
-local function pool_state()
-  local f = redis.call('HMGET', META, 'epoch', 'hold_until')
-  if not f[1] then return nil end
-  return tonumber(f[1]), tonumber(f[2])
-end
-
 local function num(value) return tonumber(value) or 0 end
+
+-- The pool's epoch, hold (no grant before it ends) and `reap_at` (see `reap_due`), or nil when
+-- the state is gone.
+local function pool_state()
+  local f = redis.call('HMGET', META, 'epoch', 'hold_until', 'reap_at')
+  if not f[1] then return nil end
+  return tonumber(f[1]), tonumber(f[2]), num(f[3])
+end
 -- A whole number as text for a command's argument: Lua's own conversion of its doubles
--- (`%.17g`) costs several times more for a time in ms.
+-- (`%.14g`, through the C library's floating-point printer) costs several times more.
 local function int(n) return string.format('%d', n) end
 
 -- A unit's hash as a table.
@@ -133,7 +141,7 @@ local function finish(l, state, now, fields)
     if state == 'expired' then ended = l.expires end
     redis.call('HSET', lease_key(l.id), 'state', state, 'ended', int(ended), unpack(fields or {}))
     redis.call('ZADD', ENDED, int(ended), l.id)
-    redis.call('HINCRBY', LIVE, l.class, -1)
+    redis.call('HINCRBY', LIVE, l.class, '-1')
   end
   if l.egress then redis.call('SREM', egress_key(l.egress), l.id) end
   local u = read_unit(l.unit)
@@ -142,26 +150,41 @@ local function finish(l, state, now, fields)
     redis.call('SREM', live_key(l.unit), l.id)
     u.shared = math.max(u.shared - 1, 0)
     if l.origin ~= '' then
-      if redis.call('HINCRBY', origins_key(u.name), l.origin, -1) <= 0 then
+      if redis.call('HINCRBY', origins_key(u.name), l.origin, '-1') <= 0 then
         redis.call('HDEL', origins_key(u.name), l.origin)
       end
     end
-    place(u, now, 'shared', u.shared)
+    place(u, now, 'shared', int(u.shared))
   else
     u.excl = math.max(u.excl - 1, 0)
     if u.excl == 1 then redis.call('SREM', COLLIDED, u.name) end
-    place(u, now, 'excl', u.excl)
+    place(u, now, 'excl', int(u.excl))
   end
   return true
 end
 
--- Ends the leases that expired by `now` (at most `most` of them, oldest first).
+-- Ends the leases that expired by `now` (at most `most` of them, oldest first): how many.
 local function reap(now, most)
-  local ids = redis.call('ZRANGE', EXPIRY, '-inf', now, 'BYSCORE', 'LIMIT', 0, most)
+  local ids = redis.call('ZRANGE', EXPIRY, '-inf', int(now), 'BYSCORE', 'LIMIT', '0', int(most))
   for _, id in ipairs(ids) do
     local l = read_lease(id)
     if l then finish(l, 'expired', now) else redis.call('ZREM', EXPIRY, id) end
   end
+  return #ids
+end
+
+-- An acquire's reap, which it needs only once `reap_at` has come: META's `reap_at` is never
+-- later than the first expiry in EXPIRY, since a lease's expiry goes into EXPIRY through an
+-- acquire or a renewal, and each of those lowers `reap_at` to it when it is earlier (a reap or
+-- a release only takes expiries out). Reaps when it has come and notes the next; `reap_at`.
+local function reap_due(now, reap_at)
+  if now < reap_at then return reap_at end
+  local next_at = now
+  if reap(now, REAP_MOST) < REAP_MOST then
+    next_at = tonumber(redis.call('ZRANGE', EXPIRY, '0', '0', 'WITHSCORES')[2]) or NEVER
+  end
+  redis.call('HSET', META, 'reap_at', int(next_at))
+  return next_at
 end
 
 -- Revokes live lease `l` at `now` (its unit no longer admits its class): renewals and releases
@@ -170,7 +193,7 @@ end
 local function revoke(l, now)
   if l.state ~= 'live' or l.expires <= now then return false end
   redis.call('HSET', lease_key(l.id), 'state', 'revoked', 'ended', int(now))
-  redis.call('HINCRBY', LIVE, l.class, -1)
+  redis.call('HINCRBY', LIVE, l.class, '-1')
   return true
 end
 

@@ -90,42 +90,14 @@ pub(super) fn forgotten(error: &redis::RedisError) -> bool {
 mod tests {
     use std::time::Instant;
 
-    use exitvoice_store::{Acquire, LeaseClass, Refusal};
+    use exitvoice_store::Refusal;
 
     use super::*;
     use crate::lease_store::LeaseStore;
+    use crate::redis_leases::tests::{ask, unit};
     use crate::redis_leases::RedisLeases;
 
     const HOLD: Duration = Duration::from_millis(1500);
-
-    fn unit(name: &str) -> UnitSpec {
-        UnitSpec {
-            unit: name.into(),
-            exit_name: name.into(),
-            admits: Some(LeaseClass::Identity),
-            capacity: 1,
-            gateway: false,
-            life_ms: 3_600_000,
-            draining: false,
-            country: None,
-        }
-    }
-
-    fn ask(id: &str) -> Acquire<'_> {
-        Acquire {
-            lease_id: id,
-            class: LeaseClass::Anonymous,
-            holder: "w",
-            task: None,
-            origin: None,
-            ttl_ms: 60_000,
-            life_ms: 60_000,
-            session_nonce: "n",
-            stateless_per_origin: None,
-            fences: 1,
-            country: None,
-        }
-    }
 
     /// Two instances on one Redis, killed (`kill -9`) and started again empty: no grant before
     /// the hold has passed since the loss, one new epoch for both, fences above the lost ones,

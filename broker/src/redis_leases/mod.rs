@@ -6,7 +6,7 @@
 //! free for a class sit in sorted sets (`free:<rank>`: nothing live; `open:<rank>`: room for
 //! stateless leases) ordered by the last grant or end on each (a write of the pool keeps that
 //! order), and a grant or an end moves the one unit it touches; expired leases are ended, oldest first, by the next script that runs (a sorted set
-//! by expiry). Fences are per exit (`HINCRBY`), bans and their back-off per (exit, origin).
+//! by expiry; an acquire looks only once the first expiry has come). Fences are per exit (`HINCRBY`), bans and their back-off per (exit, origin).
 //!
 //! Every key starts with `<prefix>{<pool>}:`: the hash tag puts one pool in one Redis Cluster
 //! slot, so a script's keys are always on one node; several pools spread over a cluster.
@@ -595,5 +595,81 @@ impl LeaseStore for RedisLeases {
     async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {
         let args = [keep_ms.to_string(), batch.max(0).to_string()];
         self.run(Step::Prune, &args).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use exitvoice_store::LeaseClass;
+
+    use super::*;
+
+    /// A unit of its own exit, for identity leases.
+    pub(super) fn unit(name: &str) -> UnitSpec {
+        UnitSpec {
+            unit: name.into(),
+            exit_name: name.into(),
+            admits: Some(LeaseClass::Identity),
+            capacity: 1,
+            gateway: false,
+            life_ms: 3_600_000,
+            draining: false,
+            country: None,
+        }
+    }
+
+    /// An anonymous lease of a minute.
+    pub(super) fn ask(id: &str) -> Acquire<'_> {
+        Acquire {
+            lease_id: id,
+            class: LeaseClass::Anonymous,
+            holder: "w",
+            task: None,
+            origin: None,
+            ttl_ms: 60_000,
+            life_ms: 60_000,
+            session_nonce: "n",
+            stateless_per_origin: None,
+            fences: 1,
+            country: None,
+        }
+    }
+
+    /// An acquire looks for expired leases only once `reap_at` has come (common.lua): a
+    /// renewal that shortens a lease brings it forward, so the unit is free once the shorter
+    /// lease has run out, not when the first would have.
+    #[tokio::test]
+    async fn a_shortened_lease_frees_its_unit_when_it_runs_out() {
+        let server = exitvoice_redistest::server();
+        let dir = tempfile::tempdir().unwrap();
+        let epochs = Epochs {
+            store: exitvoice_store::Store::open(&dir.path().join("epochs.db"))
+                .await
+                .unwrap(),
+            hold: Duration::from_secs(3600),
+        };
+        let url = server.url().parse().unwrap();
+        let pool = exitvoice_redistest::fresh_prefix("shortened");
+        let store = RedisLeases::connect(&url, None, &pool, epochs)
+            .await
+            .unwrap();
+        store.sync_units(&[unit("a")], true).await.unwrap();
+        let long = Acquire {
+            life_ms: 600_000,
+            ..ask("l1")
+        };
+        let first = store.acquire(&long).await.unwrap().unwrap();
+        assert!(
+            store.acquire(&ask("l2")).await.unwrap().is_none(),
+            "a is held"
+        );
+        let expires = store.renew("l1", first.fence, 200).await.unwrap().unwrap();
+        assert!(
+            expires < first.expires_ms,
+            "the renewal shortened the lease"
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let next = store.acquire(&ask("l3")).await.unwrap();
+        assert_eq!(next.map(|lease| lease.unit).as_deref(), Some("a"));
     }
 }

@@ -21,19 +21,20 @@ local function ban(origin)
   local doubled = 2 ^ math.min(math.max(strikes - 1, 0), 6)
   local length = math.floor(ttl * doubled * math.min(math.max(jitter, 1), 2))
   local untl = now + math.max(length, 1)
-  redis.call('HSET', ban_until_key(l.exit), origin, untl)
-  redis.call('ZADD', BANS, untl, ban_member(l.exit, origin))
+  redis.call('HSET', ban_until_key(l.exit), origin, int(untl))
+  redis.call('ZADD', BANS, int(untl), ban_member(l.exit, origin))
   return untl
 end
 
 local banned, recovered, retired = false, 0, false
 if effect == 'success' then
-  redis.call('HSET', exit_key(l.exit), 'streak', 0)
-  -- Expired bans of the pair are forgotten: their back-off starts over.
+  -- The streak ends, and expired bans of the pair are forgotten: their back-off starts over.
   local origins = { '' }
   if l.origin ~= '' then origins[2] = l.origin end
-  for _, o in ipairs(origins) do
-    local untl = redis.call('HGET', ban_until_key(l.exit), o)
+  local seen = redis.call('HMGET', ban_until_key(l.exit), STREAK, unpack(origins))
+  if seen[1] then redis.call('HDEL', ban_until_key(l.exit), STREAK) end
+  for i, o in ipairs(origins) do
+    local untl = seen[i + 1]
     if untl and tonumber(untl) <= now then
       redis.call('HDEL', ban_until_key(l.exit), o)
       redis.call('HDEL', ban_strikes_key(l.exit), o)
@@ -49,9 +50,9 @@ elseif effect == 'blocked' then
     banned = ban(l.origin)
   end
 elseif effect == 'failed' then
-  local reached = redis.call('HINCRBY', exit_key(l.exit), 'streak', 1)
+  local reached = redis.call('HINCRBY', ban_until_key(l.exit), STREAK, '1')
   if reached >= math.max(streak, 1) then
-    redis.call('HSET', exit_key(l.exit), 'streak', 0)
+    redis.call('HDEL', ban_until_key(l.exit), STREAK)
     banned = ban('')
   end
 elseif effect == 'retire' then

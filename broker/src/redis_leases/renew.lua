@@ -9,4 +9,8 @@ if l.expires >= l.life_ends then return { 'refused', 'life_cap' } end
 local expires = math.min(now + math.max(ttl, 1), l.life_ends)
 redis.call('HSET', lease_key(id), 'expires', int(expires))
 redis.call('ZADD', EXPIRY, int(expires), id)
+-- A shorter renewal moves the lease earlier in EXPIRY: `reap_at` must not stay later than it.
+if expires < l.expires and expires < num(redis.call('HGET', META, 'reap_at')) then
+  redis.call('HSET', META, 'reap_at', int(expires))
+end
 return { 'ok', expires }
