@@ -6,11 +6,12 @@
 
 mod echo_support;
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use echo_support::EchoServer;
 use exitvoice_attacks::{legit, run, Attack, Params, Report, Target};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Peak RSS allowed after an attack; the server idles at about 20 MiB.
 const RSS_BOUND_KIB: u64 = 256 * 1024;
@@ -113,6 +114,112 @@ async fn a_slow_request_after_a_quick_preface_is_cut_too() {
     let health = assert_survived(&mut server, "slow request").await;
     assert!(
         health["connections"]["request_timeouts"].as_u64() >= Some(report.closed_by_server),
+        "{health}"
+    );
+}
+
+/// `GET /api/clean` on a kept-alive HTTP/1.1 connection; the answer's status line.
+async fn keep_alive_request<S>(tls: &mut S) -> std::io::Result<String>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    tls.write_all(b"GET /api/clean HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await?;
+    let mut answer = Vec::new();
+    let mut chunk = [0_u8; 4096];
+    // The answer's head, then as many body bytes as its content-length says.
+    loop {
+        let read = tls.read(&mut chunk).await?;
+        if read == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        answer.extend_from_slice(&chunk[..read]);
+        let text = String::from_utf8_lossy(&answer);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|line| {
+                    line.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(str::to_owned)
+                })
+                .and_then(|value| value.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if body.len() >= length {
+                return Ok(head.lines().next().unwrap_or_default().to_owned());
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_keep_alive_connection_waiting_for_its_next_request_is_left_to_the_idle_timeout() {
+    // Quiet between two requests for longer than the request deadline: the client is waiting,
+    // not sending slowly, so the connection stays and no strike is counted.
+    let server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "4s"]);
+    let target = target(&server);
+    let mut tls = target
+        .tls(IpAddr::from([127, 0, 0, 9]), false)
+        .await
+        .expect("TLS");
+    let first = keep_alive_request(&mut tls).await.expect("first answer");
+    assert_eq!(first, "HTTP/1.1 200 OK");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let second = keep_alive_request(&mut tls).await;
+    assert_eq!(
+        second.as_deref().ok(),
+        Some("HTTP/1.1 200 OK"),
+        "the connection outlived the request deadline: {second:?}"
+    );
+    let health = server.healthz();
+    assert_eq!(health["connections"]["strikes"], 0, "{health}");
+    assert_eq!(health["connections"]["request_timeouts"], 0, "{health}");
+}
+
+#[tokio::test]
+async fn a_slow_request_on_a_kept_alive_connection_is_cut_at_the_request_deadline() {
+    // The first request is answered; the second's head then drips one byte per 100 ms: the
+    // request deadline, counted from its first byte, ends it, long before the idle timeout.
+    let mut server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "60s"]);
+    let target = target(&server);
+    let mut tls = target
+        .tls(IpAddr::from([127, 0, 0, 10]), false)
+        .await
+        .expect("TLS");
+    let first = keep_alive_request(&mut tls).await.expect("first answer");
+    assert_eq!(first, "HTTP/1.1 200 OK");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let started = std::time::Instant::now();
+    let head = b"GET /api/clean HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let mut cut = false;
+    for byte in head {
+        if tls.write_all(&[*byte]).await.is_err() {
+            cut = true;
+            break;
+        }
+        let mut probe = [0_u8; 64];
+        match tokio::time::timeout(Duration::from_millis(100), tls.read(&mut probe)).await {
+            Ok(Ok(0) | Err(_)) => {
+                cut = true;
+                break;
+            }
+            Ok(Ok(_)) => panic!("an answer to a request never completed"),
+            Err(_) => {}
+        }
+    }
+    let took = started.elapsed();
+    assert!(cut, "the slow head was never cut");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "cut {took:?} after the head's first byte"
+    );
+    let health = assert_survived(&mut server, "slow keep-alive request").await;
+    assert!(
+        health["connections"]["request_timeouts"].as_u64() >= Some(1),
+        "{health}"
+    );
+    assert!(
+        health["connections"]["strikes"].as_u64() >= Some(1),
         "{health}"
     );
 }

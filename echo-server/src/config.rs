@@ -24,7 +24,7 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default deadline, counted from the end of the TLS handshake, for the first request's head to
 /// arrive complete. Without it a peer dripping one byte per idle period (slowloris) would hold a
-/// connection for ever; on HTTP/1 it also bounds every later request head.
+/// connection for ever; on HTTP/1 it also bounds every later request, from its first byte.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default cap on the raw ClientHello records read before the handshake: 64 KiB.
 pub const DEFAULT_HELLO_CAP: usize = 64 * 1024;
@@ -145,7 +145,7 @@ pub struct Limits {
     /// Close a connection idle (no bytes either way) for this long.
     pub idle_timeout: Duration,
     /// Deadline after the handshake for the first request head (and, on HTTP/1, for each
-    /// request head).
+    /// request, head and body, from its first byte).
     pub request_timeout: Duration,
     /// Cap on the raw ClientHello records read before rustls sees them.
     pub hello_cap: usize,

@@ -7,10 +7,8 @@
 //! [`HEADER_TABLE_SIZE`] (RFC 9113 section 6.5.2, RFC 7541 section 4.2), buffered request bodies
 //! by the flow-control windows (RFC 9113 section 6.9.2).
 
-use std::time::Duration;
-
 use hyper::server::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioExecutor;
 
 /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
 pub const MAX_CONCURRENT_STREAMS: u32 = 100;
@@ -50,13 +48,14 @@ pub(crate) fn http2() -> http2::Builder<TokioExecutor> {
     builder
 }
 
-/// The HTTP/1 server for one connection; every request head must arrive within
-/// `request_timeout`.
-pub(crate) fn http1(request_timeout: Duration) -> http1::Builder {
+/// The HTTP/1 server for one connection. hyper's own head timer is off: it starts when an
+/// answer ends, so it would cut keep-alive connections that merely wait for their next request,
+/// and it costs a timer per request; the connection task times each request from its first
+/// byte instead (`capture::http`).
+pub(crate) fn http1() -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(request_timeout)
+        .header_read_timeout(None)
         .max_buf_size(H1_MAX_BUF_SIZE);
     builder
 }

@@ -1,6 +1,6 @@
 //! Serving the decrypted stream: sniff what the client speaks, run hyper's HTTP/1 or HTTP/2
-//! server on it under the idle timeout, the first-request deadline and the shutdown signal, and
-//! say why the connection ended badly.
+//! server on it under the idle timeout, the request deadlines and the shutdown signal, and say
+//! why the connection ended badly.
 
 use std::pin::pin;
 use std::sync::Arc;
@@ -41,16 +41,18 @@ enum Ended {
     Done,
     /// No bytes either way for the idle timeout.
     Idle,
-    /// No complete request head before the request deadline.
+    /// No complete request head before the first-request deadline, or (HTTP/1) a request that
+    /// did not arrive whole within the request timeout of its first byte.
     RequestTimeout,
     /// hyper reported a protocol or I/O error.
     Error(hyper::Error),
 }
 
-/// Runs a hyper connection against the idle timeout and the shutdown signal. A macro because
-/// hyper's HTTP/1 and HTTP/2 connections share `graceful_shutdown` by name, not by trait.
+/// Runs a hyper connection against the idle timeout, the first-request deadline, the deadline
+/// of each later request when `$each` is given, and the shutdown signal. A macro because hyper's
+/// HTTP/1 and HTTP/2 connections share `graceful_shutdown` by name, not by trait.
 macro_rules! drive {
-    ($connection:expr, $conn:expr, $first:expr, $idle:expr, $shutdown:expr, $metrics:expr) => {{
+    ($connection:expr, $conn:expr, $first:expr, $each:expr, $idle:expr, $shutdown:expr, $metrics:expr) => {{
         let mut connection = pin!($connection);
         let mut first_due = true;
         let mut shutting_down = *$shutdown.borrow();
@@ -73,6 +75,10 @@ macro_rules! drive {
                         $metrics.request_timeout();
                         break Ended::RequestTimeout;
                     }
+                }
+                () = request_overdue(&$conn.tap, $each.unwrap_or(Duration::MAX)), if $each.is_some() => {
+                    $metrics.request_timeout();
+                    break Ended::RequestTimeout;
                 }
                 _ = $shutdown.changed(), if !shutting_down => {
                     shutting_down = true;
@@ -158,16 +164,18 @@ where
             connection,
             conn,
             first_deadline,
+            None::<Duration>,
             idle,
             shutdown,
             shared.metrics
         )
     } else {
-        let connection = builders::http1(request_timeout).serve_connection(io, service);
+        let connection = builders::http1().serve_connection(io, service);
         drive!(
             connection,
             conn,
             first_deadline,
+            Some(request_timeout),
             idle,
             shutdown,
             shared.metrics
@@ -184,7 +192,8 @@ where
         Ended::Done => None,
         Ended::Idle if conn.requests() == 0 => Some(idle_timed_out()),
         Ended::Idle => None,
-        Ended::RequestTimeout => Some(request_timed_out()),
+        Ended::RequestTimeout if conn.requests() == 0 => Some(request_timed_out()),
+        Ended::RequestTimeout => None,
         Ended::Error(error) if conn.requests() == 0 => {
             Some((Failure::HttpError, format!("http_error: {error}")))
         }
@@ -200,6 +209,22 @@ async fn idle_expired(buffer: &TapBuffer, idle: Duration) {
             return;
         }
         tokio::time::sleep(idle - quiet).await;
+    }
+}
+
+/// Resolves once bytes read have gone unanswered for `limit`: on HTTP/1, a request (head and
+/// body) that has not arrived whole `limit` after its first byte. Timed from that byte, not
+/// from the previous answer as hyper's `header_read_timeout` is, so a keep-alive connection
+/// waiting quietly for its next request is left to the idle timeout; and checked lazily, so
+/// requests arriving on time arm no timer of their own.
+async fn request_overdue(buffer: &TapBuffer, limit: Duration) {
+    loop {
+        let wait = match buffer.unanswered_for() {
+            Some(waited) if waited >= limit => return,
+            Some(waited) => limit - waited,
+            None => limit,
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 

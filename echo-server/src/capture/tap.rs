@@ -2,7 +2,7 @@
 //! up to the byte cap (stored with the connection); past the cap, it keeps only the bytes the
 //! request-head follower has not read yet, in a bounded window, so the heads of a long
 //! connection's later requests are still read. It also notes the time of the last activity, for
-//! the idle timeout.
+//! the idle timeout, and since when bytes read have gone unanswered, for the request deadline.
 //!
 //! The tap also lets the connection peek at the first bytes before choosing the HTTP/1 or HTTP/2
 //! server ([`Tap::peek`]): peeked bytes are captured once and then served again to hyper, so
@@ -26,6 +26,9 @@ use super::replay::Replay;
 /// nothing) loses the heads after it ([`TapBuffer::follow_lost`]).
 pub const FOLLOW_WINDOW: usize = 2 * (16_384 + 9);
 
+/// `unanswered_since_ms` when every byte read has been answered.
+const ANSWERED: u64 = u64::MAX;
+
 /// What the tap kept of one connection's decrypted client bytes.
 #[derive(Debug)]
 pub struct TapBuffer {
@@ -36,6 +39,9 @@ pub struct TapBuffer {
     start: Instant,
     /// Milliseconds after `start` of the last read or write.
     last_activity_ms: AtomicU64,
+    /// Milliseconds after `start` of the first byte read since the server last wrote
+    /// ([`ANSWERED`] when nothing was read since).
+    unanswered_since_ms: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +67,7 @@ impl TapBuffer {
             truncated: AtomicBool::new(false),
             start: Instant::now(),
             last_activity_ms: AtomicU64::new(0),
+            unanswered_since_ms: AtomicU64::new(ANSWERED),
         }
     }
 
@@ -129,9 +136,35 @@ impl TapBuffer {
         self.start.elapsed().saturating_sub(last)
     }
 
-    fn touch(&self) {
-        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    /// How long bytes read have waited for the server to write: since the first byte read
+    /// after its last write (`None` when it has written since the last read). On HTTP/1 that is
+    /// how long the request now arriving has taken so far, head and body.
+    pub fn unanswered_for(&self) -> Option<Duration> {
+        let since = self.unanswered_since_ms.load(Ordering::Relaxed);
+        (since != ANSWERED).then(|| {
+            self.start
+                .elapsed()
+                .saturating_sub(Duration::from_millis(since))
+        })
+    }
+
+    /// Notes activity now; the time noted.
+    fn touch(&self) -> u64 {
+        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(ANSWERED - 1);
         self.last_activity_ms.store(now, Ordering::Relaxed);
+        now
+    }
+
+    fn read_some(&self) {
+        let now = self.touch();
+        if self.unanswered_since_ms.load(Ordering::Relaxed) == ANSWERED {
+            self.unanswered_since_ms.store(now, Ordering::Relaxed);
+        }
+    }
+
+    fn wrote_some(&self) {
+        self.touch();
+        self.unanswered_since_ms.store(ANSWERED, Ordering::Relaxed);
     }
 
     fn keep(&self, data: &[u8]) {
@@ -200,7 +233,7 @@ impl<S: AsyncRead + Unpin> Tap<S> {
                 self.inner.replay(Bytes::from(seen));
                 return Ok(None);
             }
-            self.buffer.touch();
+            self.buffer.read_some();
             self.buffer.keep(data);
             seen.extend_from_slice(data);
         }
@@ -222,7 +255,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
         if let Poll::Ready(Ok(())) = result {
             if let Some(new) = out.filled().get(before..) {
                 if !new.is_empty() {
-                    this.buffer.touch();
+                    this.buffer.read_some();
                     this.buffer.keep(new);
                 }
             }
@@ -246,7 +279,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
         let result = Pin::new(&mut this.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(written)) = result {
             if written > 0 {
-                this.buffer.touch();
+                this.buffer.wrote_some();
             }
         }
         result
