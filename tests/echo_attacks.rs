@@ -152,18 +152,20 @@ where
     }
 }
 
+/// An HTTP/1.1 connection from `source` whose first request was answered, kept alive.
+async fn answered_once(target: &Target, source: [u8; 4]) -> impl AsyncRead + AsyncWrite + Unpin {
+    let mut tls = target.tls(IpAddr::from(source), false).await.expect("TLS");
+    let first = keep_alive_request(&mut tls).await.expect("first answer");
+    assert_eq!(first, "HTTP/1.1 200 OK");
+    tls
+}
+
 #[tokio::test]
 async fn a_keep_alive_connection_waiting_for_its_next_request_is_left_to_the_idle_timeout() {
     // Quiet between two requests for longer than the request deadline: the client is waiting,
     // not sending slowly, so the connection stays and no strike is counted.
     let server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "4s"]);
-    let target = target(&server);
-    let mut tls = target
-        .tls(IpAddr::from([127, 0, 0, 9]), false)
-        .await
-        .expect("TLS");
-    let first = keep_alive_request(&mut tls).await.expect("first answer");
-    assert_eq!(first, "HTTP/1.1 200 OK");
+    let mut tls = answered_once(&target(&server), [127, 0, 0, 9]).await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let second = keep_alive_request(&mut tls).await;
     assert_eq!(
@@ -181,13 +183,7 @@ async fn a_slow_request_on_a_kept_alive_connection_is_cut_at_the_request_deadlin
     // The first request is answered; the second's head then drips one byte per 100 ms: the
     // request deadline, counted from its first byte, ends it, long before the idle timeout.
     let mut server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "60s"]);
-    let target = target(&server);
-    let mut tls = target
-        .tls(IpAddr::from([127, 0, 0, 10]), false)
-        .await
-        .expect("TLS");
-    let first = keep_alive_request(&mut tls).await.expect("first answer");
-    assert_eq!(first, "HTTP/1.1 200 OK");
+    let mut tls = answered_once(&target(&server), [127, 0, 0, 10]).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let started = std::time::Instant::now();
     let head = b"GET /api/clean HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
