@@ -178,38 +178,36 @@ async fn a_keep_alive_connection_waiting_for_its_next_request_is_left_to_the_idl
     assert_eq!(health["connections"]["request_timeouts"], 0, "{health}");
 }
 
-#[tokio::test]
-async fn a_slow_request_on_a_kept_alive_connection_is_cut_at_the_request_deadline() {
-    // The first request is answered; the second's head then drips one byte per 100 ms: the
-    // request deadline, counted from its first byte, ends it, long before the idle timeout.
-    let mut server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "60s"]);
-    let mut tls = answered_once(&target(&server), [127, 0, 0, 10]).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+/// Sends `bytes` one per 100 ms until the server closes the connection; how long after the
+/// first byte it did (`None`: it never did).
+async fn drip_until_cut<S>(tls: &mut S, bytes: &[u8]) -> Option<Duration>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let started = std::time::Instant::now();
-    let head = b"GET /api/clean HTTP/1.1\r\nHost: localhost\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
-    let mut cut = false;
-    for byte in head {
+    for byte in bytes {
         if tls.write_all(&[*byte]).await.is_err() {
-            cut = true;
-            break;
+            return Some(started.elapsed());
         }
         let mut probe = [0_u8; 64];
         match tokio::time::timeout(Duration::from_millis(100), tls.read(&mut probe)).await {
-            Ok(Ok(0) | Err(_)) => {
-                cut = true;
-                break;
-            }
+            Ok(Ok(0) | Err(_)) => return Some(started.elapsed()),
             Ok(Ok(_)) => panic!("an answer to a request never completed"),
             Err(_) => {}
         }
     }
-    let took = started.elapsed();
-    assert!(cut, "the slow head was never cut");
+    None
+}
+
+/// The drip was cut by the request deadline (1 s): about that long after its first byte, long
+/// before the idle timeout, counted and struck; the server is fine afterwards.
+async fn assert_cut_at_the_deadline(server: &mut EchoServer, cut: Option<Duration>, what: &str) {
+    let took = cut.unwrap_or_else(|| panic!("{what}: never cut"));
     assert!(
         took >= Duration::from_millis(900) && took < Duration::from_secs(5),
-        "cut {took:?} after the head's first byte"
+        "{what}: cut {took:?} after its first byte"
     );
-    let health = assert_survived(&mut server, "slow keep-alive request").await;
+    let health = assert_survived(server, what).await;
     assert!(
         health["connections"]["request_timeouts"].as_u64() >= Some(1),
         "{health}"
@@ -218,6 +216,33 @@ async fn a_slow_request_on_a_kept_alive_connection_is_cut_at_the_request_deadlin
         health["connections"]["strikes"].as_u64() >= Some(1),
         "{health}"
     );
+}
+
+#[tokio::test]
+async fn a_slow_request_on_a_kept_alive_connection_is_cut_at_the_request_deadline() {
+    // The first request is answered; after a pause the second's head drips.
+    let mut server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "60s"]);
+    let mut tls = answered_once(&target(&server), [127, 0, 0, 10]).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let head = format!(
+        "GET /api/clean HTTP/1.1\r\nHost: localhost\r\nX-Slow: {}\r\n\r\n",
+        "a".repeat(64)
+    );
+    let cut = drip_until_cut(&mut tls, head.as_bytes()).await;
+    assert_cut_at_the_deadline(&mut server, cut, "slow head").await;
+}
+
+#[tokio::test]
+async fn a_slow_body_is_cut_at_the_request_deadline() {
+    // A head at once, then its body drips (R.U.D.Y.): hyper has the head, and the body keeps
+    // the server waiting.
+    let mut server = EchoServer::start(&["--request-timeout", "1s", "--idle-timeout", "60s"]);
+    let mut tls = answered_once(&target(&server), [127, 0, 0, 11]).await;
+    tls.write_all(b"POST /api/all HTTP/1.1\r\nHost: localhost\r\nContent-Length: 200\r\n\r\n")
+        .await
+        .expect("head");
+    let cut = drip_until_cut(&mut tls, &[b'a'; 200]).await;
+    assert_cut_at_the_deadline(&mut server, cut, "slow body").await;
 }
 
 #[tokio::test]

@@ -145,7 +145,7 @@ pub struct Limits {
     /// Close a connection idle (no bytes either way) for this long.
     pub idle_timeout: Duration,
     /// Deadline after the handshake for the first request head (and, on HTTP/1, for each
-    /// request, head and body, from its first byte).
+    /// request head and body, from its first byte).
     pub request_timeout: Duration,
     /// Cap on the raw ClientHello records read before rustls sees them.
     pub hello_cap: usize,

@@ -123,7 +123,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     idle_timeout: Duration,
     /// Deadline after the handshake for the first request head to arrive complete (on HTTP/1,
-    /// also for every request, head and body, from its first byte): stops peers that drip bytes
+    /// also for every request head and body, from its first byte): stops peers that drip bytes
     /// to dodge the idle timeout.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     request_timeout: Duration,

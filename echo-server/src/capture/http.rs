@@ -41,8 +41,8 @@ enum Ended {
     Done,
     /// No bytes either way for the idle timeout.
     Idle,
-    /// No complete request head before the first-request deadline, or (HTTP/1) a request that
-    /// did not arrive whole within the request timeout of its first byte.
+    /// No complete request head before the first-request deadline, or (HTTP/1) a request head
+    /// or body still arriving the request timeout after its first byte.
     RequestTimeout,
     /// hyper reported a protocol or I/O error.
     Error(hyper::Error),
@@ -138,6 +138,7 @@ where
     let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
         // hyper calls the service synchronously as each request arrives (on HTTP/2 in the order
         // of the HEADERS frames), so numbering here, not in the handler, keeps arrival order.
+        service_conn.tap.took_request();
         let token = probe_token(request.uri());
         let arrival = Arrival {
             conn: Arc::clone(&service_conn),
@@ -212,14 +213,15 @@ async fn idle_expired(buffer: &TapBuffer, idle: Duration) {
     }
 }
 
-/// Resolves once bytes read have gone unanswered for `limit`: on HTTP/1, a request (head and
-/// body) that has not arrived whole `limit` after its first byte. Timed from that byte, not
-/// from the previous answer as hyper's `header_read_timeout` is, so a keep-alive connection
-/// waiting quietly for its next request is left to the idle timeout; and checked lazily, so
-/// requests arriving on time arm no timer of their own.
+/// Resolves once bytes read have waited `limit` for the server (see
+/// [`TapBuffer::pending_for`]): on HTTP/1, a request head that has not arrived whole `limit`
+/// after its first byte, or a body `limit` after its first byte and not yet answered. Timed
+/// from that byte, not from the previous answer as hyper's `header_read_timeout` is, so a
+/// keep-alive connection waiting quietly for its next request is left to the idle timeout; and
+/// checked lazily, so requests arriving on time arm no timer of their own.
 async fn request_overdue(buffer: &TapBuffer, limit: Duration) {
     loop {
-        let wait = match buffer.unanswered_for() {
+        let wait = match buffer.pending_for() {
             Some(waited) if waited >= limit => return,
             Some(waited) => limit - waited,
             None => limit,

@@ -2,7 +2,8 @@
 //! up to the byte cap (stored with the connection); past the cap, it keeps only the bytes the
 //! request-head follower has not read yet, in a bounded window, so the heads of a long
 //! connection's later requests are still read. It also notes the time of the last activity, for
-//! the idle timeout, and since when bytes read have gone unanswered, for the request deadline.
+//! the idle timeout, and since when bytes read have waited for the server, for the request
+//! deadline.
 //!
 //! The tap also lets the connection peek at the first bytes before choosing the HTTP/1 or HTTP/2
 //! server ([`Tap::peek`]): peeked bytes are captured once and then served again to hyper, so
@@ -26,8 +27,8 @@ use super::replay::Replay;
 /// nothing) loses the heads after it ([`TapBuffer::follow_lost`]).
 pub const FOLLOW_WINDOW: usize = 2 * (16_384 + 9);
 
-/// `unanswered_since_ms` when every byte read has been answered.
-const ANSWERED: u64 = u64::MAX;
+/// `pending_since_ms` when no byte read waits for the server.
+const NONE_PENDING: u64 = u64::MAX;
 
 /// What the tap kept of one connection's decrypted client bytes.
 #[derive(Debug)]
@@ -39,9 +40,9 @@ pub struct TapBuffer {
     start: Instant,
     /// Milliseconds after `start` of the last read or write.
     last_activity_ms: AtomicU64,
-    /// Milliseconds after `start` of the first byte read since the server last wrote
-    /// ([`ANSWERED`] when nothing was read since).
-    unanswered_since_ms: AtomicU64,
+    /// Milliseconds after `start` of the first byte read since the server last took a request
+    /// head or wrote ([`NONE_PENDING`] when nothing was read since).
+    pending_since_ms: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -67,7 +68,7 @@ impl TapBuffer {
             truncated: AtomicBool::new(false),
             start: Instant::now(),
             last_activity_ms: AtomicU64::new(0),
-            unanswered_since_ms: AtomicU64::new(ANSWERED),
+            pending_since_ms: AtomicU64::new(NONE_PENDING),
         }
     }
 
@@ -136,35 +137,41 @@ impl TapBuffer {
         self.start.elapsed().saturating_sub(last)
     }
 
-    /// How long bytes read have waited for the server to write: since the first byte read
-    /// after its last write (`None` when it has written since the last read). On HTTP/1 that is
-    /// how long the request now arriving has taken so far, head and body.
-    pub fn unanswered_for(&self) -> Option<Duration> {
-        let since = self.unanswered_since_ms.load(Ordering::Relaxed);
-        (since != ANSWERED).then(|| {
+    /// How long bytes read have waited for the server: since the first byte read after it last
+    /// took a request head or wrote (`None` when it has done either since the last read). On
+    /// HTTP/1 that is how long the request head now arriving, or the body after a head, has
+    /// taken so far; the server's own time on a request does not count.
+    pub fn pending_for(&self) -> Option<Duration> {
+        let since = self.pending_since_ms.load(Ordering::Relaxed);
+        (since != NONE_PENDING).then(|| {
             self.start
                 .elapsed()
                 .saturating_sub(Duration::from_millis(since))
         })
     }
 
+    /// The server took a request head: the bytes read so far no longer wait for it.
+    pub fn took_request(&self) {
+        self.pending_since_ms.store(NONE_PENDING, Ordering::Relaxed);
+    }
+
     /// Notes activity now; the time noted.
     fn touch(&self) -> u64 {
-        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(ANSWERED - 1);
+        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(NONE_PENDING - 1);
         self.last_activity_ms.store(now, Ordering::Relaxed);
         now
     }
 
     fn read_some(&self) {
         let now = self.touch();
-        if self.unanswered_since_ms.load(Ordering::Relaxed) == ANSWERED {
-            self.unanswered_since_ms.store(now, Ordering::Relaxed);
+        if self.pending_since_ms.load(Ordering::Relaxed) == NONE_PENDING {
+            self.pending_since_ms.store(now, Ordering::Relaxed);
         }
     }
 
     fn wrote_some(&self) {
         self.touch();
-        self.unanswered_since_ms.store(ANSWERED, Ordering::Relaxed);
+        self.pending_since_ms.store(NONE_PENDING, Ordering::Relaxed);
     }
 
     fn keep(&self, data: &[u8]) {
