@@ -76,7 +76,7 @@ macro_rules! drive {
                         break Ended::RequestTimeout;
                     }
                 }
-                () = request_overdue(&$conn.tap, $each.unwrap_or(Duration::MAX)), if $each.is_some() => {
+                () = request_overdue(&$conn.tap, $each) => {
                     $metrics.request_timeout();
                     break Ended::RequestTimeout;
                 }
@@ -165,7 +165,7 @@ where
             connection,
             conn,
             first_deadline,
-            None::<Duration>,
+            None,
             idle,
             shutdown,
             shared.metrics
@@ -218,8 +218,12 @@ async fn idle_expired(buffer: &TapBuffer, idle: Duration) {
 /// after its first byte, or a body `limit` after its first byte and not yet answered. Timed
 /// from that byte, not from the previous answer as hyper's `header_read_timeout` is, so a
 /// keep-alive connection waiting quietly for its next request is left to the idle timeout; and
-/// checked lazily, so requests arriving on time arm no timer of their own.
-async fn request_overdue(buffer: &TapBuffer, limit: Duration) {
+/// checked lazily, so requests arriving on time arm no timer of their own. Never, without a
+/// `limit`.
+async fn request_overdue(buffer: &TapBuffer, limit: Option<Duration>) {
+    let Some(limit) = limit else {
+        return std::future::pending().await;
+    };
     loop {
         let wait = match buffer.pending_for() {
             Some(waited) if waited >= limit => return,
