@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use axum::extract::{FromRequestParts, Request, State};
+use axum::handler::Handler;
 use axum::http::header::{CONTENT_TYPE, USER_AGENT};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode};
@@ -260,6 +261,17 @@ pub(super) enum Route {
 }
 
 impl Route {
+    /// Where the router mounts each echo route (`api::router`); [`Route::of`] matches the same
+    /// paths without it.
+    pub(super) const MOUNTED: [(&'static str, Self); 6] = [
+        ("/api/all", Self::All),
+        ("/api/tls", Self::Tls),
+        ("/api/http2", Self::Http2),
+        ("/api/http1", Self::Http1),
+        ("/api/clean", Self::Clean),
+        ("/probe/{token}", Self::All),
+    ];
+
     /// The echo route that answers `method` on `path` as the router matches them (`GET`;
     /// `/api/all` and `/probe/<token>` also `POST`); `None` for every request the router
     /// answers otherwise (`HEAD`, a `405`, the fallback).
@@ -306,10 +318,21 @@ impl Route {
     /// The route in the router, which answers what [`Route::of`] leaves to it: the same
     /// methods, the same answer.
     pub(super) fn methods(self) -> MethodRouter<ApiState> {
-        let handler = move |State(state): State<ApiState>, Ctx(arrival): Ctx, request: Request| async move {
-            self.answer(&state, arrival, request).await
-        };
-        let methods = get(handler);
+        self.on(
+            move |State(state): State<ApiState>, Ctx(arrival): Ctx, request: Request| async move {
+                self.answer(&state, arrival, request).await
+            },
+        )
+    }
+
+    /// `handler` on the route's methods: `GET`, and `POST` for the full echo.
+    fn on<H, T, S>(self, handler: H) -> MethodRouter<S>
+    where
+        H: Handler<T, S>,
+        T: 'static,
+        S: Clone + Send + Sync + 'static,
+    {
+        let methods = get(handler.clone());
         if self == Self::All {
             methods.post(handler)
         } else {
@@ -369,20 +392,18 @@ mod tests {
 
     use super::*;
 
-    /// What axum's router matches for the echo routes' patterns (as `api::router` writes them,
-    /// with stand-in handlers), against the shortcut's own table: the shortcut may only take a
-    /// request the router would give the same route.
+    /// What axum's router matches for the echo routes as `api::router` mounts them (their
+    /// patterns and methods, with stand-in handlers), against the shortcut's own table: the
+    /// shortcut may only take a request the router would give the same route.
     #[tokio::test]
     async fn the_shortcut_takes_only_what_the_router_routes_alike() {
-        let hit = |name: &'static str| move || async move { name };
-        let router = axum::Router::new()
-            .route("/api/all", get(hit("all")).post(hit("all")))
-            .route("/api/tls", get(hit("tls")))
-            .route("/api/http2", get(hit("http2")))
-            .route("/api/http1", get(hit("http1")))
-            .route("/api/clean", get(hit("clean")))
-            .route("/probe/{token}", get(hit("all")).post(hit("all")))
-            .fallback(|| async { "fallback" });
+        let mut router = axum::Router::new().fallback(|| async { "fallback" });
+        for (pattern, route) in Route::MOUNTED {
+            router = router.route(
+                pattern,
+                route.on(move || async move { format!("{route:?}") }),
+            );
+        }
         let cases = [
             (Method::GET, "/api/all", Some(Route::All)),
             (Method::POST, "/api/all", Some(Route::All)),
@@ -404,7 +425,7 @@ mod tests {
         ];
         for (method, path, expected) in cases {
             assert_eq!(Route::of(&method, path), expected, "{method} {path}");
-            if expected.is_some() {
+            if let Some(route) = expected {
                 let request = http::Request::builder()
                     .method(method.clone())
                     .uri(path)
@@ -412,15 +433,7 @@ mod tests {
                     .unwrap();
                 let response = router.clone().oneshot(request).await.unwrap();
                 let body = response.into_body().collect().await.unwrap().to_bytes();
-                let name = match expected {
-                    Some(Route::All) => "all",
-                    Some(Route::Tls) => "tls",
-                    Some(Route::Http2) => "http2",
-                    Some(Route::Http1) => "http1",
-                    Some(Route::Clean) => "clean",
-                    None => unreachable!(),
-                };
-                assert_eq!(body, name, "{method} {path}");
+                assert_eq!(body, format!("{route:?}"), "{method} {path}");
             }
         }
     }

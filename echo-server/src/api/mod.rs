@@ -139,15 +139,13 @@ impl Responder for Api {
 
 /// All routes.
 fn router(state: ApiState) -> Router {
-    Router::new()
-        .route("/api/all", Route::All.methods())
-        .route("/api/tls", Route::Tls.methods())
-        .route("/api/http2", Route::Http2.methods())
-        .route("/api/http1", Route::Http1.methods())
-        .route("/api/clean", Route::Clean.methods())
+    let mut router = Router::new();
+    for (pattern, route) in Route::MOUNTED {
+        router = router.route(pattern, route.methods());
+    }
+    router
         .route("/api/observations", get(observations::list))
         .route("/api/ledger", get(ledger::by_token))
-        .route("/probe/{token}", Route::All.methods())
         .route("/healthz", get(health::healthz))
         .merge(exitvoice_pages::assets::router())
         .fallback(echo::not_found)
