@@ -151,4 +151,4 @@ impl LeaseStore for Store {
 }
 
 #[cfg(test)]
-mod suite;
+pub(crate) mod suite;

@@ -644,23 +644,15 @@ mod tests {
 
     #[tokio::test]
     async fn reserved_units_are_no_one_elses_while_renewed() {
+        use crate::lease_store::suite::{ask, unit};
         use crate::lease_store::LeaseStore as _;
         let dir = tempfile::tempdir().unwrap();
         let store = exitvoice_store::Store::open(&dir.path().join("reserve.db"))
             .await
             .unwrap();
-        let units: Vec<exitvoice_store::UnitSpec> = ["a", "b", "c"]
-            .iter()
-            .map(|name| exitvoice_store::UnitSpec {
-                unit: (*name).into(),
-                exit_name: (*name).into(),
-                admits: Some(LeaseClass::Identity),
-                capacity: 2,
-                gateway: false,
-                life_ms: 3_600_000,
-                draining: false,
-                country: None,
-            })
+        let units: Vec<_> = ["a", "b", "c"]
+            .into_iter()
+            .map(|name| unit(name, Some(LeaseClass::Identity)))
             .collect();
         store.sync_units(&units, true).await.unwrap();
         let reserve = Reserve::new(2, 3 * SECOND);
@@ -668,20 +660,8 @@ mod tests {
             reserve.keep(&store, "reserve:t", 3_600_000).await.unwrap(),
             2
         );
-        let ask = |id| Acquire {
-            lease_id: id,
-            class: LeaseClass::Stateless,
-            holder: "w",
-            task: None,
-            origin: None,
-            ttl_ms: 60_000,
-            life_ms: 60_000,
-            session_nonce: "n",
-            stateless_per_origin: None,
-            fences: 1,
-            country: None,
-        };
-        let other = store.acquire(&ask("w1")).await.unwrap().unwrap();
+        let stateless = |id| ask(id, LeaseClass::Stateless, None);
+        let other = store.acquire(&stateless("w1")).await.unwrap().unwrap();
         let sub = reserve
             .grant(LeaseClass::Identity, SECOND, 2, anything, Instant::now())
             .unwrap();
@@ -690,10 +670,10 @@ mod tests {
             "the store grants only the unreserved unit"
         );
         assert!(
-            store.acquire(&ask("w2")).await.unwrap().is_some(),
+            store.acquire(&stateless("w2")).await.unwrap().is_some(),
             "c shares"
         );
-        assert!(store.acquire(&ask("w3")).await.unwrap().is_none());
+        assert!(store.acquire(&stateless("w3")).await.unwrap().is_none());
         // Renewed, they stay reserved past their first time to live.
         tokio::time::sleep(Duration::from_millis(1200)).await;
         assert_eq!(
@@ -701,7 +681,7 @@ mod tests {
             2
         );
         tokio::time::sleep(2 * SECOND).await;
-        assert!(store.acquire(&ask("w4")).await.unwrap().is_none());
+        assert!(store.acquire(&stateless("w4")).await.unwrap().is_none());
     }
 
     #[test]

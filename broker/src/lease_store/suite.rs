@@ -76,7 +76,8 @@ async fn on_redis(
     (leases, dir)
 }
 
-fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {
+/// A unit of `name` (`gateway#slot` for a gateway's session), for the broker's tests.
+pub(crate) fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {
     UnitSpec {
         unit: name.into(),
         exit_name: name.split('#').next().unwrap_or(name).into(),
@@ -89,7 +90,8 @@ fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {
     }
 }
 
-fn ask<'a>(id: &'a str, class: LeaseClass, origin: Option<&'a str>) -> Acquire<'a> {
+/// An acquire of a minute's lease, for the broker's tests.
+pub(crate) fn ask<'a>(id: &'a str, class: LeaseClass, origin: Option<&'a str>) -> Acquire<'a> {
     Acquire {
         lease_id: id,
         class,

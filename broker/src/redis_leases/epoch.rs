@@ -90,14 +90,15 @@ pub(super) fn forgotten(error: &redis::RedisError) -> bool {
 mod tests {
     use std::time::Instant;
 
-    use exitvoice_store::Refusal;
+    use exitvoice_store::{LeaseClass, Refusal};
 
     use super::*;
+    use crate::lease_store::suite::{ask, unit};
     use crate::lease_store::LeaseStore;
-    use crate::redis_leases::tests::{ask, unit};
     use crate::redis_leases::RedisLeases;
 
     const HOLD: Duration = Duration::from_millis(1500);
+    const IDENTITY: Option<LeaseClass> = Some(LeaseClass::Identity);
 
     /// Two instances on one Redis, killed (`kill -9`) and started again empty: no grant before
     /// the hold has passed since the loss, one new epoch for both, fences above the lost ones,
@@ -118,11 +119,15 @@ mod tests {
         let (one, two) = (connect().await.unwrap(), connect().await.unwrap());
         for instance in [&one, &two] {
             instance
-                .sync_units(&[unit("a"), unit("b")], true)
+                .sync_units(&[unit("a", IDENTITY), unit("b", IDENTITY)], true)
                 .await
                 .unwrap();
         }
-        let first = one.acquire(&ask("l1")).await.unwrap().unwrap();
+        let first = one
+            .acquire(&ask("l1", LeaseClass::Anonymous, None))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(first.fence, 1);
         let before = one.now_ms().await.unwrap();
 
@@ -133,7 +138,10 @@ mod tests {
         for n in 0.. {
             assert!(started.elapsed() < Duration::from_secs(30), "no grant");
             let instance = if n % 2 == 0 { &one } else { &two };
-            match instance.acquire(&ask(&format!("n{n}"))).await {
+            match instance
+                .acquire(&ask(&format!("n{n}"), LeaseClass::Anonymous, None))
+                .await
+            {
                 Ok(Some(lease)) => granted.push(lease),
                 Ok(None) => held += 1,
                 // The clients reconnecting.

@@ -603,37 +603,7 @@ mod tests {
     use exitvoice_store::LeaseClass;
 
     use super::*;
-
-    /// A unit of its own exit, for identity leases.
-    pub(super) fn unit(name: &str) -> UnitSpec {
-        UnitSpec {
-            unit: name.into(),
-            exit_name: name.into(),
-            admits: Some(LeaseClass::Identity),
-            capacity: 1,
-            gateway: false,
-            life_ms: 3_600_000,
-            draining: false,
-            country: None,
-        }
-    }
-
-    /// An anonymous lease of a minute.
-    pub(super) fn ask(id: &str) -> Acquire<'_> {
-        Acquire {
-            lease_id: id,
-            class: LeaseClass::Anonymous,
-            holder: "w",
-            task: None,
-            origin: None,
-            ttl_ms: 60_000,
-            life_ms: 60_000,
-            session_nonce: "n",
-            stateless_per_origin: None,
-            fences: 1,
-            country: None,
-        }
-    }
+    use crate::lease_store::suite::{ask, unit};
 
     /// An acquire looks for expired leases only once `reap_at` has come (common.lua): a
     /// renewal that shortens a lease brings it forward, so the unit is free once the shorter
@@ -653,14 +623,21 @@ mod tests {
         let store = RedisLeases::connect(&url, None, &pool, epochs)
             .await
             .unwrap();
-        store.sync_units(&[unit("a")], true).await.unwrap();
-        let long = Acquire {
-            life_ms: 600_000,
-            ..ask("l1")
-        };
-        let first = store.acquire(&long).await.unwrap().unwrap();
+        store
+            .sync_units(&[unit("a", Some(LeaseClass::Identity))], true)
+            .await
+            .unwrap();
+        let first = store
+            .acquire(&ask("l1", LeaseClass::Identity, None))
+            .await
+            .unwrap()
+            .unwrap();
         assert!(
-            store.acquire(&ask("l2")).await.unwrap().is_none(),
+            store
+                .acquire(&ask("l2", LeaseClass::Identity, None))
+                .await
+                .unwrap()
+                .is_none(),
             "a is held"
         );
         let expires = store.renew("l1", first.fence, 200).await.unwrap().unwrap();
@@ -669,7 +646,10 @@ mod tests {
             "the renewal shortened the lease"
         );
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let next = store.acquire(&ask("l3")).await.unwrap();
+        let next = store
+            .acquire(&ask("l3", LeaseClass::Identity, None))
+            .await
+            .unwrap();
         assert_eq!(next.map(|lease| lease.unit).as_deref(), Some("a"));
     }
 }
