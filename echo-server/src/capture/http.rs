@@ -17,7 +17,7 @@ use super::builders;
 use super::record::{Connection, Failed};
 use super::shared::{stopping, Shared};
 use super::strike::strike;
-use super::tap::{Tap, TapBuffer};
+use super::tap::Tap;
 
 /// The failure of a connection whose first request head missed the request deadline.
 fn request_timed_out() -> Failed {
@@ -48,13 +48,14 @@ enum Ended {
     Error(hyper::Error),
 }
 
-/// Runs a hyper connection against the idle timeout, the first-request deadline, the deadline
-/// of each later request when `$each` is given, and the shutdown signal. A macro because hyper's
-/// HTTP/1 and HTTP/2 connections share `graceful_shutdown` by name, not by trait.
+/// Runs a hyper connection against its deadlines ([`missed_deadline`]: the idle timeout, the
+/// first-request deadline and, when `$each` is given, each later request's) and the shutdown
+/// signal. A macro because hyper's HTTP/1 and HTTP/2 connections share `graceful_shutdown` by
+/// name, not by trait.
 macro_rules! drive {
     ($connection:expr, $conn:expr, $first:expr, $each:expr, $idle:expr, $shutdown:expr, $metrics:expr) => {{
         let mut connection = pin!($connection);
-        let mut first_due = true;
+        let mut deadline = pin!(missed_deadline(&$conn, $first, $each, $idle));
         let mut shutting_down = *$shutdown.borrow();
         if shutting_down {
             connection.as_mut().graceful_shutdown();
@@ -65,20 +66,17 @@ macro_rules! drive {
                     Ok(()) => Ended::Done,
                     Err(error) => Ended::Error(error),
                 },
-                () = idle_expired(&$conn.tap, $idle) => {
-                    $metrics.idle_closed();
-                    break Ended::Idle;
-                }
-                () = tokio::time::sleep_until($first), if first_due => {
-                    first_due = false;
-                    if $conn.requests() == 0 {
-                        $metrics.request_timeout();
-                        break Ended::RequestTimeout;
-                    }
-                }
-                () = request_overdue(&$conn.tap, $each) => {
-                    $metrics.request_timeout();
-                    break Ended::RequestTimeout;
+                missed = deadline.as_mut() => {
+                    break match missed {
+                        Missed::Idle => {
+                            $metrics.idle_closed();
+                            Ended::Idle
+                        }
+                        Missed::Request => {
+                            $metrics.request_timeout();
+                            Ended::RequestTimeout
+                        }
+                    };
                 }
                 _ = $shutdown.changed(), if !shutting_down => {
                     shutting_down = true;
@@ -202,35 +200,59 @@ where
     }
 }
 
-/// Resolves once the tapped stream has seen no bytes either way for `idle`.
-async fn idle_expired(buffer: &TapBuffer, idle: Duration) {
-    loop {
-        let quiet = buffer.idle_for();
-        if quiet >= idle {
-            return;
-        }
-        tokio::time::sleep(idle - quiet).await;
-    }
+/// The deadline a connection missed.
+enum Missed {
+    /// No bytes either way for the idle timeout.
+    Idle,
+    /// No request by the first-request deadline, or a later one overdue.
+    Request,
 }
 
-/// Resolves once bytes read have waited `limit` for the server (see
-/// [`TapBuffer::pending_for`]): on HTTP/1, a request head that has not arrived whole `limit`
-/// after its first byte, or a body `limit` after its first byte and not yet answered. Timed
-/// from that byte, not from the previous answer as hyper's `header_read_timeout` is, so a
-/// keep-alive connection waiting quietly for its next request is left to the idle timeout; and
-/// checked lazily, so requests arriving on time arm no timer of their own. Never, without a
-/// `limit`.
-async fn request_overdue(buffer: &TapBuffer, limit: Option<Duration>) {
-    let Some(limit) = limit else {
-        return std::future::pending().await;
-    };
+/// Resolves once the connection misses a deadline:
+/// - no bytes either way for `idle`;
+/// - no request by `first` (its head complete by then, however slowly its bytes trickle in);
+/// - with `each` (HTTP/1), bytes read that have waited `each` for the server (see
+///   [`super::tap::TapBuffer::pending_for`]): a request head that has not arrived whole `each` after its
+///   first byte, or a body `each` after its first byte and not yet answered. Timed from that
+///   byte, not from the previous answer as hyper's `header_read_timeout` is, so a keep-alive
+///   connection waiting quietly for its next request is left to the idle timeout.
+///
+/// One timer for all three, armed for the earliest and checked only when it fires: requests on
+/// time re-arm nothing, and each wake of the connection polls one timer.
+async fn missed_deadline(
+    conn: &Connection,
+    first: Instant,
+    each: Option<Duration>,
+    idle: Duration,
+) -> Missed {
+    let buffer = &conn.tap;
+    let mut timer = pin!(tokio::time::sleep_until(first));
+    let mut first = Some(first);
     loop {
-        let wait = match buffer.pending_for() {
-            Some(waited) if waited >= limit => return,
-            Some(waited) => limit - waited,
-            None => limit,
-        };
-        tokio::time::sleep(wait).await;
+        let now = Instant::now();
+        let quiet = buffer.idle_for();
+        if quiet >= idle {
+            return Missed::Idle;
+        }
+        let mut due = now + (idle - quiet);
+        if let Some(at) = first {
+            if now < at {
+                due = due.min(at);
+            } else if conn.requests() == 0 {
+                return Missed::Request;
+            } else {
+                first = None;
+            }
+        }
+        if let Some(limit) = each {
+            let waited = buffer.pending_for().unwrap_or_default();
+            if waited >= limit {
+                return Missed::Request;
+            }
+            due = due.min(now + (limit - waited));
+        }
+        timer.as_mut().reset(due);
+        timer.as_mut().await;
     }
 }
 
