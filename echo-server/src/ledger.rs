@@ -312,6 +312,29 @@ pub struct H3Visit<'a> {
 struct Slot {
     since: u64,
     entry: Entry,
+    /// Changed since the writer last took the changes: listed in [`Book::changed`].
+    changed: bool,
+}
+
+impl Slot {
+    /// Notes that the entry, `identity`'s, changed, when the ledger persists: it is listed in
+    /// `changed` once until the writer takes it, and the flag spares a lookup there.
+    fn touch(
+        &mut self,
+        persist: bool,
+        identity: &dyn Key,
+        changed: &mut HashSet<Identity, Prehash>,
+    ) {
+        if persist && !self.changed {
+            self.changed = true;
+            let (hash, ip, tls_voice_id) = identity.parts();
+            changed.insert(Identity {
+                hash,
+                ip,
+                tls_voice_id: tls_voice_id.to_owned(),
+            });
+        }
+    }
 }
 
 /// One shard of the book.
@@ -334,18 +357,6 @@ impl Book {
             }
         }
         self.order.push_back(identity.clone());
-    }
-
-    /// Notes that `identity` changed, when the ledger persists.
-    fn touch(&mut self, persist: bool, identity: &dyn Key) {
-        if persist && !self.changed.contains(identity) {
-            let (hash, ip, tls_voice_id) = identity.parts();
-            self.changed.insert(Identity {
-                hash,
-                ip,
-                tls_voice_id: tls_voice_id.to_owned(),
-            });
-        }
     }
 }
 
@@ -403,7 +414,14 @@ impl Ledger {
         }
         book.make_room(&identity);
         let since = self.added.fetch_add(1, Ordering::Relaxed);
-        book.entries.insert(identity, Slot { since, entry });
+        book.entries.insert(
+            identity,
+            Slot {
+                since,
+                entry,
+                changed: false,
+            },
+        );
     }
 
     /// Puts stored entries back (at start), oldest change first, within the bound.
@@ -426,57 +444,59 @@ impl Ledger {
         }
         let mut changed = Vec::new();
         for book in &self.books {
-            let mut book = lock(book);
-            let identities = std::mem::take(&mut book.changed);
-            changed.extend(
-                identities
-                    .iter()
-                    .filter_map(|identity| book.entries.get(identity))
-                    .map(|slot| slot.entry.clone()),
-            );
+            let book = &mut *lock(book);
+            for identity in std::mem::take(&mut book.changed) {
+                if let Some(slot) = book.entries.get_mut(&identity) {
+                    slot.changed = false;
+                    changed.push(slot.entry.clone());
+                }
+            }
         }
         changed
     }
 
     /// Notes a TCP request. Only its identity's shard is locked, and an identity already in
-    /// the book is found and updated without an allocation.
+    /// the book is found (once) and updated without an allocation.
     pub fn tcp(&self, visit: TcpVisit<'_>) {
         let (probe, book) = self.probe(visit.ip, visit.tls_voice_id);
         let mut guard = lock(book);
         let book = &mut *guard;
-        if !book.entries.contains_key(&probe as &dyn Key) {
-            let identity = Identity {
-                hash: probe.hash,
-                ip: visit.ip,
-                tls_voice_id: visit.tls_voice_id.to_owned(),
-            };
-            let entry = Entry {
-                client_ip: visit.ip,
-                tls_voice_id: visit.tls_voice_id.to_owned(),
-                tokens: Vec::new(),
-                first_tcp_ms: visit.time_ms,
-                last_tcp_ms: visit.time_ms,
-                tcp_requests: 0,
-                tcp_connections: 0,
-                alt_svc_first_ms: None,
-                tcp_connections_after_alt_svc: 0,
-                spaced_returns: 0,
-                last_spaced_return_ms: None,
-                first_quic_attempt_ms: None,
-                quic_attempts: 0,
-                first_h3_ms: None,
-                h3_requests: 0,
-                quic_src_ip: None,
-                quic_voice_id: None,
-                last_conn_id: String::new(),
-                updated_ms: visit.time_ms,
-            };
-            self.put(book, identity, entry);
-        }
         if let Some(slot) = book.entries.get_mut(&probe as &dyn Key) {
             self.count_tcp(&mut slot.entry, &visit);
+            slot.touch(self.persist, &probe, &mut book.changed);
+            return;
         }
-        book.touch(self.persist, &probe);
+        let identity = Identity {
+            hash: probe.hash,
+            ip: visit.ip,
+            tls_voice_id: visit.tls_voice_id.to_owned(),
+        };
+        let mut entry = Entry {
+            client_ip: visit.ip,
+            tls_voice_id: visit.tls_voice_id.to_owned(),
+            tokens: Vec::new(),
+            first_tcp_ms: visit.time_ms,
+            last_tcp_ms: visit.time_ms,
+            tcp_requests: 0,
+            tcp_connections: 0,
+            alt_svc_first_ms: None,
+            tcp_connections_after_alt_svc: 0,
+            spaced_returns: 0,
+            last_spaced_return_ms: None,
+            first_quic_attempt_ms: None,
+            quic_attempts: 0,
+            first_h3_ms: None,
+            h3_requests: 0,
+            quic_src_ip: None,
+            quic_voice_id: None,
+            last_conn_id: String::new(),
+            updated_ms: visit.time_ms,
+        };
+        self.count_tcp(&mut entry, &visit);
+        self.put(book, identity, entry);
+        if let Some(slot) = book.entries.get_mut(&probe as &dyn Key) {
+            slot.touch(self.persist, &probe, &mut book.changed);
+        }
     }
 
     /// Counts a TCP request of `entry`'s identity.
@@ -510,16 +530,14 @@ impl Ledger {
 
     /// Applies `change` to every entry (shard by shard) and notes those it reports changed.
     fn update_all(&self, mut change: impl FnMut(&mut Entry) -> bool) {
-        let mut matched = Vec::new();
         for book in &self.books {
-            let mut book = lock(book);
-            for (identity, slot) in &mut book.entries {
+            let Book {
+                entries, changed, ..
+            } = &mut *lock(book);
+            for (identity, slot) in entries.iter_mut() {
                 if change(&mut slot.entry) {
-                    matched.push(identity.clone());
+                    slot.touch(self.persist, identity, changed);
                 }
-            }
-            for identity in matched.drain(..) {
-                book.touch(self.persist, &identity);
             }
         }
     }
