@@ -30,7 +30,7 @@ pub struct Metrics {
     quic: Mutex<BTreeMap<&'static str, u64>>,
     geoip: Mutex<BTreeMap<&'static str, u64>>,
     requests: AtomicU64,
-    requests_by: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    requests_by: RequestsBy,
     capture_truncated: AtomicU64,
     heads_unfollowed: AtomicU64,
     acme_challenges: AtomicU64,
@@ -48,6 +48,45 @@ pub struct Metrics {
     /// Whether the last batch failed to commit (the store is refusing writes right now).
     store_failing: AtomicBool,
     record_failures: AtomicU64,
+}
+
+/// Requests answered, one counter per spoken protocol and bucket: every request counts here,
+/// so without a lock.
+#[derive(Debug, Default)]
+struct RequestsBy([[AtomicU64; RequestsBy::BUCKETS.len()]; RequestsBy::SPOKEN.len()]);
+
+impl RequestsBy {
+    const SPOKEN: [&'static str; 3] = ["h2", "http/1.1", "unknown"];
+    const BUCKETS: [&'static str; 5] = ["A", "B", "C", "D", "none"];
+
+    fn count(&self, spoken: Spoken, bucket: Option<Bucket>) {
+        let spoken = match spoken {
+            Spoken::H2 => 0,
+            Spoken::Http1 => 1,
+            _ => 2,
+        };
+        let bucket = match bucket {
+            Some(Bucket::A) => 0,
+            Some(Bucket::B) => 1,
+            Some(Bucket::C) => 2,
+            Some(Bucket::D) => 3,
+            None => 4,
+        };
+        self.0[spoken][bucket].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn read(&self) -> BTreeMap<(&'static str, &'static str), u64> {
+        let mut counts = BTreeMap::new();
+        for (spoken, row) in Self::SPOKEN.into_iter().zip(&self.0) {
+            for (bucket, counter) in Self::BUCKETS.into_iter().zip(row) {
+                let count = counter.load(Ordering::Relaxed);
+                if count > 0 {
+                    counts.insert((spoken, bucket), count);
+                }
+            }
+        }
+        counts
+    }
 }
 
 /// How long the store took to commit one batch of observations, in seconds.
@@ -158,32 +197,13 @@ impl Metrics {
     /// Counts a request answered, by the protocol its connection spoke and its bucket.
     pub fn request(&self, spoken: Spoken, bucket: Option<Bucket>) {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let spoken = match spoken {
-            Spoken::H2 => "h2",
-            Spoken::Http1 => "http/1.1",
-            _ => "unknown",
-        };
-        let bucket = match bucket {
-            Some(Bucket::A) => "A",
-            Some(Bucket::B) => "B",
-            Some(Bucket::C) => "C",
-            Some(Bucket::D) => "D",
-            None => "none",
-        };
-        let mut map = self
-            .requests_by
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        *map.entry((spoken, bucket)).or_insert(0) += 1;
+        self.requests_by.count(spoken, bucket);
     }
 
     /// Requests answered, by spoken protocol (`h2`, `http/1.1`, `unknown`) and bucket (`A`–`D`,
-    /// `none`).
+    /// `none`): those counted at least once.
     pub fn requests_by(&self) -> BTreeMap<(&'static str, &'static str), u64> {
-        self.requests_by
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.requests_by.read()
     }
 
     /// Counts a connection whose decrypted bytes went past `--capture-bytes` (the tap kept the
