@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use exitvoice_schema::{ConnectionRecord, ConnectionRow, RequestRecord};
 use exitvoice_store::Store;
@@ -391,8 +391,7 @@ impl Writer {
     async fn maintain(&self) {
         let mut pruned = 0;
         if let Some(retain) = self.config.retain {
-            let cutoff = unix_ms(OffsetDateTime::now_utc())
-                - i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
+            let cutoff = now_ms() - i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
             for _ in 0..PRUNE_ROUNDS {
                 match self.store.prune(Some(cutoff), PRUNE_BATCH).await {
                     Ok(done) => {
@@ -482,7 +481,16 @@ fn connection_row(conn: &Connection, failure: Option<Failed>, metrics: &Metrics)
     }
 }
 
-/// Milliseconds since the Unix epoch.
+/// Now, in Unix milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// `time` in Unix milliseconds.
 pub(crate) fn unix_ms(time: OffsetDateTime) -> i64 {
     i64::try_from(time.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }

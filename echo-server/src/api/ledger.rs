@@ -5,12 +5,11 @@
 use axum::extract::{Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
-use time::OffsetDateTime;
 
 use super::echo::valid_token;
 use super::{ApiError, ApiState, API_VERSION};
 use crate::ledger::{Entry, Verdict};
-use crate::writer::unix_ms;
+use crate::writer::now_ms;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Params {
@@ -41,7 +40,7 @@ pub(super) async fn by_token(
             .token
             .ok_or(ApiError::BadQuery("token is required"))?,
     )?;
-    let now = unix_ms(OffsetDateTime::now_utc());
+    let now = now_ms();
     let identities = state
         .ledger
         .by_token(&token)

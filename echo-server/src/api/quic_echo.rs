@@ -11,13 +11,12 @@ use exitvoice_protocol::quic;
 use exitvoice_schema::{rfc3339_ms, PeerPolicy, ECHO_SCHEMA_VERSION};
 use exitvoice_store::{QuicConnectionRow, QuicRequestRow};
 use serde_json::{json, Value};
-use time::OffsetDateTime;
 
 use super::echo::valid_token;
 use super::{ApiError, ApiState, API_VERSION};
 use crate::capture::quic::{H3Answer, H3Request, QuicConnection};
 use crate::ledger::H3Visit;
-use crate::writer::{unix_ms, Job};
+use crate::writer::{now_ms, Job};
 
 /// The request's path and query, and its probe token (from `/probe/<token>` or `?token=`).
 fn route(request: &H3Request) -> (&str, Option<&str>) {
@@ -156,7 +155,7 @@ pub(crate) fn answer(
         "stream_id": request.stream_id,
         "index": request.index,
     });
-    let time_unix_ms = unix_ms(OffsetDateTime::now_utc());
+    let time_unix_ms = now_ms();
     let connection = (request.index == 1).then(|| {
         Box::new(QuicConnectionRow {
             conn_id: conn.id.clone(),

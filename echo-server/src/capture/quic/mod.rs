@@ -132,12 +132,6 @@ impl QuicListener {
     }
 }
 
-/// Now, in Unix milliseconds (the ledger's clock).
-fn unix_ms_now() -> i64 {
-    let nanos = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
-    i64::try_from(nanos / 1_000_000).unwrap_or(i64::MAX)
-}
-
 /// One connection: the handshake (never a Retry), its capture, then HTTP/3. The ledger hears
 /// of it as an attempt only when it carried no request (its requests speak for it).
 async fn connection(
@@ -149,7 +143,7 @@ async fn connection(
     id: String,
 ) {
     let key: Key = (incoming.remote_address(), incoming.orig_dst_cid().to_vec());
-    let arrived_ms = unix_ms_now();
+    let arrived_ms = crate::writer::now_ms();
     let failed = || {
         metrics.quic("handshake_failures");
         ledger.quic_attempt(key.0.ip(), arrived_ms);
