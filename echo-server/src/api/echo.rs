@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::handler::Handler;
 use axum::http::header::{CONTENT_TYPE, USER_AGENT};
@@ -22,14 +23,13 @@ use exitvoice_schema::{CleanEcho, Families, FirstRequest, PeerPolicy, RequestRec
 use http_body_util::BodyExt as _;
 use hyper::body::Body as HttpBody;
 use serde::Serialize;
-use time::OffsetDateTime;
 
 use super::{page, ApiError, ApiShared, ApiState};
 
 use crate::capture::{Arrival, Connection};
 use crate::ledger::TcpVisit;
 use crate::view::{EchoView, PeerView};
-use crate::writer::{unix_ms, Job};
+use crate::writer::{now_ms, Job};
 
 /// Longest probe token accepted.
 const MAX_TOKEN_LEN: usize = 128;
@@ -44,11 +44,12 @@ const ANSWER_BYTES: usize = 1024;
 fn json_answer(value: &impl Serialize, size: usize) -> Result<Response, ApiError> {
     let mut body = Vec::with_capacity(size);
     serde_json::to_writer(&mut body, value).map_err(|_| ApiError::Encode)?;
-    Ok((
-        [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-        body,
-    )
-        .into_response())
+    // Built here: axum's `(headers, Vec<u8>)` would insert `application/octet-stream` first.
+    let mut response = Response::new(Body::from(body));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
 }
 
 /// The request's connection and how the request arrived on it; a request without it (one
@@ -174,35 +175,45 @@ impl Observed {
     }
 }
 
-/// Reads (and discards) the body up to the cap, records the request, queues it (and, for the
-/// connection's first stored request, the connection), and returns what the views need.
-async fn observe<B: HttpBody + Unpin>(
+/// `arrival` with its probe token checked: a bad token is answered before the body is read.
+fn checked(mut arrival: Arrival) -> Result<Arrival, ApiError> {
+    arrival.token = arrival.token.take().map(valid_token).transpose()?;
+    Ok(arrival)
+}
+
+/// Reads (and discards) the body up to the cap, then [`observe`]s the request.
+async fn read_and_observe<B: HttpBody + Unpin>(
     state: &ApiState,
     arrival: Arrival,
-    request: http::Request<B>,
+    mut request: http::Request<B>,
 ) -> Result<Observed, ApiError> {
-    let (parts, body) = request.into_parts();
+    let arrival = checked(arrival)?;
+    drain_body(request.body_mut(), state.body_cap).await?;
+    Ok(observe(state, arrival, &request))
+}
+
+/// Records the request (its body read, its token checked), queues it (and, for the
+/// connection's first stored request, the connection), and returns what the views need.
+fn observe<B>(state: &ApiState, arrival: Arrival, request: &http::Request<B>) -> Observed {
     let Arrival {
         conn,
         index,
         token,
         earlier_other_probe,
     } = arrival;
-    let token = token.map(valid_token).transpose()?;
-    drain_body(body, state.body_cap).await?;
     let facts = &conn.analysis(&state.metrics).facts;
     let head = conn.request_head(index, &state.metrics);
-    let path = parts
-        .uri
+    let uri = request.uri();
+    let path = uri
         .path_and_query()
-        .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned());
+        .map_or_else(|| uri.path().to_owned(), |pq| pq.as_str().to_owned());
     let (bucket, bucket_rule) = analysis::bucket_decision(facts, index, earlier_other_probe);
     let record = RequestRecord {
         conn_id: conn.id.clone(),
         index,
-        time_unix_ms: unix_ms(OffsetDateTime::now_utc()),
+        time_unix_ms: now_ms(),
         token,
-        method: parts.method.as_str().to_owned(),
+        method: request.method().as_str().to_owned(),
         path,
         stream_id: head.stream_id,
         bucket,
@@ -233,12 +244,12 @@ async fn observe<B: HttpBody + Unpin>(
     }
     let record = Arc::new(record);
     state.writer.submit(Job::Request(Arc::clone(&record)));
-    Ok(Observed {
+    Observed {
         conn,
         record,
         bucket_rule,
-        user_agent: parts.headers.get(USER_AGENT).cloned(),
-    })
+        user_agent: request.headers().get(USER_AGENT).cloned(),
+    }
 }
 
 /// The peer as the client itself sees it.
@@ -293,15 +304,32 @@ impl Route {
         answers.then_some(route)
     }
 
-    /// Observes the request and answers it. `/probe/<token>` answers as `/api/all`: it is the
-    /// auditor's route, always JSON (its personas send a browser's `Accept`).
+    /// Reads and observes the request and answers it. `/probe/<token>` answers as `/api/all`:
+    /// it is the auditor's route, always JSON (its personas send a browser's `Accept`).
     pub(super) async fn answer<B: HttpBody + Unpin>(
         self,
         state: &ApiState,
         arrival: Arrival,
         request: http::Request<B>,
     ) -> Result<Response, ApiError> {
-        let seen = observe(state, arrival, request).await?;
+        let seen = read_and_observe(state, arrival, request).await?;
+        self.respond(state, &seen)
+    }
+
+    /// [`Route::answer`] for a request with no body left to read (`is_end_stream`): the same
+    /// answer, without a future.
+    pub(super) fn answer_bodiless<B>(
+        self,
+        state: &ApiState,
+        arrival: Arrival,
+        request: &http::Request<B>,
+    ) -> Result<Response, ApiError> {
+        let arrival = checked(arrival)?;
+        self.respond(state, &observe(state, arrival, request))
+    }
+
+    /// The route's view of the observed request, as JSON.
+    fn respond(self, state: &ApiState, seen: &Observed) -> Result<Response, ApiError> {
         let metrics = &state.metrics;
         match self {
             Self::All => json_answer(&seen.full_echo(state), seen.raw_bytes(metrics)),
@@ -367,7 +395,7 @@ pub(super) async fn not_found(
     let html = !path.starts_with("/api/")
         && !path.starts_with("/probe/")
         && prefers_html(request.headers());
-    let seen = observe(&state, ctx.0, request).await?;
+    let seen = read_and_observe(&state, ctx.0, request).await?;
     if html {
         return page::fingerprint(&state, &seen, status);
     }

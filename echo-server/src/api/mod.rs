@@ -36,18 +36,18 @@ mod quic_echo;
 
 use std::sync::Arc;
 
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use exitvoice_geo::GeoIp;
 use exitvoice_store::Store;
-use futures_util::future::BoxFuture;
-use hyper::body::Incoming;
+use futures_util::future::Either;
+use hyper::body::{Body as _, Incoming};
 use time::OffsetDateTime;
 use tower::ServiceExt as _;
 
 use crate::capture::admission::Admission;
-use crate::capture::{Arrival, Responder};
+use crate::capture::{Answer, Arrival, Responder};
 use crate::config::ApiToken;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
@@ -112,28 +112,31 @@ impl Api {
 }
 
 impl Responder for Api {
-    fn answer(
-        &self,
-        mut request: http::Request<Incoming>,
-        arrival: Arrival,
-    ) -> BoxFuture<'static, Response> {
+    fn answer(&self, mut request: http::Request<Incoming>, arrival: Arrival) -> Answer {
         if let Some(route) = Route::of(request.method(), request.uri().path()) {
+            // A request with no body (a `GET`) is answered here and now: no future to box.
+            if request.body().is_end_stream() {
+                let response = route
+                    .answer_bodiless(&self.state, arrival, &request)
+                    .unwrap_or_else(IntoResponse::into_response);
+                return Either::Left(std::future::ready(response));
+            }
             let state = Arc::clone(&self.state);
-            return Box::pin(async move {
+            return Either::Right(Box::pin(async move {
                 route
                     .answer(&state, arrival, request)
                     .await
                     .unwrap_or_else(IntoResponse::into_response)
-            });
+            }));
         }
         request.extensions_mut().insert(arrival);
         let router = self.router.clone();
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             match router.oneshot(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
             }
-        })
+        }))
     }
 }
 

@@ -42,6 +42,6 @@ mod tap;
 
 pub(crate) use arrival::Arrival;
 pub(crate) use record::{Connection, Failed};
-pub(crate) use responder::Responder;
+pub(crate) use responder::{Answer, Responder};
 pub(crate) use shared::Shared;
 pub(crate) use sink::RecordSink;
