@@ -213,6 +213,11 @@ impl Attempts {
         }
     }
 
+    /// Whether a sweep has nothing to end or forget: no attempt open, finished or recent.
+    fn is_idle(&self) -> bool {
+        self.open.is_empty() && self.finished_order.is_empty() && self.recent.is_empty()
+    }
+
     /// Hands a finished attempt to its connection.
     pub(crate) fn claim(&mut self, key: &Key) -> Option<InitialCapture> {
         self.finished.remove(key)
@@ -225,14 +230,20 @@ impl Attempts {
     }
 }
 
-/// Reads the tap's copies into `attempts` until the socket is gone.
+/// Reads the tap's copies into `attempts` until the socket is gone, sweeping them while there
+/// is anything to sweep (a server nobody reaches over QUIC does not wake for it).
 pub(crate) async fn run(
     attempts: Arc<Mutex<Attempts>>,
     mut copies: mpsc::Receiver<Datagram>,
     metrics: Arc<Metrics>,
 ) {
     let mut sweep = tokio::time::interval(SWEEP);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let sweeping = !attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_idle();
         tokio::select! {
             copy = copies.recv() => {
                 let Some(datagram) = copy else { return };
@@ -241,7 +252,7 @@ pub(crate) async fn run(
                     .unwrap_or_else(PoisonError::into_inner)
                     .datagram(&datagram, &metrics);
             }
-            _ = sweep.tick() => {
+            _ = sweep.tick(), if sweeping => {
                 attempts
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
