@@ -8,8 +8,9 @@
 //! connection that carried no request; and an HTTP/3 request, with its QUIC connection's row
 //! when it is the connection's first. One writer task commits them in batches of up to
 //! `batch_size` — when full or `flush_interval` after the first job — and writes the
-//! `--record-dir` files. Every second it prunes what `--retain` and `--max-db-size` say must go,
-//! a few batches of 1,000 rows at most, and measures the database for `/healthz`. On
+//! `--record-dir` files. Every second while it writes or prunes (every minute while idle) it
+//! prunes what `--retain` and `--max-db-size` say must go, a few batches of 1,000 rows at most,
+//! and measures the database for `/healthz`. On
 //! [`WriterHandle::close`] it stops taking new jobs, drains what is queued, commits it, and ends.
 
 use std::path::PathBuf;
@@ -29,8 +30,11 @@ use crate::config::WriterConfig;
 use crate::ledger::Ledger;
 use crate::metrics::{DropReason, Metrics};
 
-/// How often the writer prunes and measures the database.
+/// How often the writer prunes and measures the database while it writes.
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
+/// How often it does while nothing is written: the size stands still, and rows age out by the
+/// day, so an idle server does not wake its database every second.
+const IDLE_MAINTENANCE_EVERY: Duration = Duration::from_secs(60);
 /// Rows deleted per table per pruning statement: small, so inserts never wait long.
 const PRUNE_BATCH: u32 = 1000;
 /// Pruning statements per maintenance tick at most (up to 10,000 rows a second per table).
@@ -244,6 +248,10 @@ impl Writer {
         let mut closing = false;
         let mut maintenance = tokio::time::interval(MAINTENANCE_EVERY);
         maintenance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Whether a batch was committed, or rows were pruned, since the last maintenance (the
+        // first tick maintains).
+        let mut busy = true;
+        let mut maintained = tokio::time::Instant::now();
         // One buffer for every batch.
         let mut queued = Vec::with_capacity(batch_size);
         loop {
@@ -258,7 +266,10 @@ impl Writer {
                         continue;
                     }
                     _ = maintenance.tick() => {
-                        self.maintain().await;
+                        if busy || maintained.elapsed() >= IDLE_MAINTENANCE_EVERY {
+                            busy = self.maintain().await > 0;
+                            maintained = tokio::time::Instant::now();
+                        }
                         self.write_ledger().await;
                         continue;
                     }
@@ -295,6 +306,7 @@ impl Writer {
             // The batch's bytes count against the budget until it is committed (or failed).
             let bytes = queued.iter().map(|queued| queued.bytes).sum::<usize>();
             self.commit(queued.drain(..).map(|queued| queued.job)).await;
+            busy = true;
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
         self.write_ledger().await;
@@ -387,8 +399,8 @@ impl Writer {
     }
 
     /// Prunes what retention and the size cap say must go, a few small batches at a time, and
-    /// measures the database for `/healthz`.
-    async fn maintain(&self) {
+    /// measures the database for `/healthz`; the rows pruned.
+    async fn maintain(&self) -> u64 {
         let mut pruned = 0;
         if let Some(retain) = self.config.retain {
             let cutoff = now_ms() - i64::try_from(retain.as_millis()).unwrap_or(i64::MAX);
@@ -431,6 +443,7 @@ impl Writer {
         if let Ok(size) = size {
             self.metrics.database_size(size.used_bytes, size.file_bytes);
         }
+        pruned
     }
 
     /// Writes `<id>.hello.bin`, `<id>.prefix.bin` and `<id>.json` under `dir`.
