@@ -95,8 +95,10 @@ pub(crate) struct ApiShared {
 /// route goes straight to its handler, every other request through the router, which holds
 /// every route (the echo routes too: `HEAD`, other methods and their `405`s are its).
 /// The echo routes are the server's hot path: the router's matching, its boxed services and
-/// body, and the extension the handler takes back out cost 4,200 of the 77,400 instructions
-/// of an HTTP/1.1 keep-alive `/api/clean` request (callgrind, docs/benchmarks.md).
+/// body, and the extension the handler takes back out cost 4,200 instructions an HTTP/1.1
+/// keep-alive `/api/clean` request when every request went through it (callgrind,
+/// docs/benchmarks.md); a request with no body is also answered before the call returns, with
+/// no future to box.
 pub(crate) struct Api {
     router: Router,
     state: ApiState,
