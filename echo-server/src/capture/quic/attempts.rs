@@ -285,6 +285,43 @@ mod tests {
         }
     }
 
+    /// RFC 9001 Appendix A.2's client Initial: a whole ClientHello in one datagram (the vector
+    /// the protocol crate's tests read, `protocol/tests/data/quic/SOURCE.md`).
+    fn rfc_initial() -> Vec<u8> {
+        let text =
+            include_str!("../../../../protocol/tests/data/quic/rfc9001-a2-client-initial.hex");
+        let digits: Vec<u8> = text.bytes().filter(u8::is_ascii_hexdigit).collect();
+        digits
+            .chunks(2)
+            .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+            .collect()
+    }
+
+    /// The sweep runs while there is something to forget, though it sleeps while there is
+    /// nothing: a finished attempt no connection claimed is forgotten after its time.
+    #[tokio::test(start_paused = true)]
+    async fn an_unclaimed_attempt_is_swept_after_its_time() {
+        let attempts = Arc::new(Mutex::new(Attempts::default()));
+        let metrics = Arc::new(Metrics::default());
+        let (copies, received) = mpsc::channel(4);
+        tokio::spawn(run(Arc::clone(&attempts), received, Arc::clone(&metrics)));
+        // Idle for a while first: the sweep, not armed then, must still start after this.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let datagram = copy(1, rfc_initial());
+        let key = (
+            datagram.from,
+            quic::initial_dcid(&datagram.bytes).unwrap().to_vec(),
+        );
+        copies.send(datagram).await.unwrap();
+        tokio::time::sleep(UNCLAIMED_TTL / 2).await;
+        assert!(!attempts.lock().unwrap().is_idle(), "finished and waiting");
+        tokio::time::sleep(UNCLAIMED_TTL).await;
+        let mut attempts = attempts.lock().unwrap();
+        assert!(attempts.is_idle(), "forgotten by the sweep");
+        assert!(attempts.claim(&key).is_none());
+        assert_eq!(metrics.report().quic.get("hellos"), Some(&1));
+    }
+
     #[test]
     fn garbage_is_counted_and_keeps_no_state() {
         let metrics = Metrics::default();
