@@ -635,6 +635,13 @@ mod tests {
         assert!(ledger.take_changed().is_empty());
         ledger.quic_attempt(IpAddr::from([192, 0, 2, 1]), 20);
         assert_eq!(ledger.take_changed()[0].quic_attempts, 1);
+        // Taken, then changed again by a request: listed again, once.
+        ledger.tcp(tcp("c2", 25));
+        ledger.tcp(tcp("c2", 26));
+        let again = ledger.take_changed();
+        assert_eq!(again.len(), 1);
+        assert_eq!((again[0].tcp_requests, again[0].updated_ms), (4, 26));
+        assert!(ledger.take_changed().is_empty());
 
         // Through JSON, as the store keeps it, into a fresh server's ledger.
         let json = serde_json::to_string(&ledger.by_token("tok")[0]).unwrap();
