@@ -485,6 +485,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn requests_are_counted_by_spoken_protocol_and_bucket_under_their_names() {
+        let metrics = Metrics::default();
+        assert!(metrics.requests_by().is_empty());
+        metrics.request(Spoken::H2, Some(Bucket::A));
+        metrics.request(Spoken::H2, Some(Bucket::A));
+        metrics.request(Spoken::H2, Some(Bucket::C));
+        metrics.request(Spoken::Http1, Some(Bucket::D));
+        metrics.request(Spoken::Unknown, None);
+        let expected = BTreeMap::from([
+            (("h2", "A"), 2),
+            (("h2", "C"), 1),
+            (("http/1.1", "D"), 1),
+            (("unknown", "none"), 1),
+        ]);
+        assert_eq!(metrics.requests_by(), expected);
+        assert_eq!(metrics.report().requests, 5);
+    }
+
+    #[test]
     fn open_gauge_follows_guards_and_maps_count_by_key() {
         let metrics = Arc::new(Metrics::default());
         let first = metrics.accept();
