@@ -10,6 +10,7 @@ pub mod acme;
 mod api;
 mod capture;
 pub mod cert;
+mod clock;
 pub mod config;
 mod exposition;
 mod geo;

@@ -412,7 +412,7 @@ async fn open_ledger(
         return Ledger::new(rule, false);
     }
     let ledger = Ledger::new(rule, true);
-    let since = writer::now_ms() - ALT_SVC_MAX_AGE_MS;
+    let since = crate::clock::now_ms() - ALT_SVC_MAX_AGE_MS;
     let limit = u32::try_from(MAX_IDENTITIES).unwrap_or(u32::MAX);
     match store.ledger_since(since, limit).await {
         Ok(rows) => {

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use exitvoice_schema::{ConnectionRecord, ConnectionRow, RequestRecord};
 use exitvoice_store::Store;
@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::capture::{Connection, Failed, RecordSink};
+use crate::clock::now_ms;
 use crate::config::WriterConfig;
 use crate::ledger::Ledger;
 use crate::metrics::{DropReason, Metrics};
@@ -494,17 +495,8 @@ fn connection_row(conn: &Connection, failure: Option<Failed>, metrics: &Metrics)
     }
 }
 
-/// Now, in Unix milliseconds.
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
-        })
-}
-
 /// `time` in Unix milliseconds.
-pub(crate) fn unix_ms(time: OffsetDateTime) -> i64 {
+fn unix_ms(time: OffsetDateTime) -> i64 {
     i64::try_from(time.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 

@@ -27,9 +27,10 @@ use serde::Serialize;
 use super::{page, ApiError, ApiShared, ApiState};
 
 use crate::capture::{Arrival, Connection};
+use crate::clock::now_ms;
 use crate::ledger::TcpVisit;
 use crate::view::{EchoView, PeerView};
-use crate::writer::{now_ms, Job};
+use crate::writer::Job;
 
 /// Longest probe token accepted.
 const MAX_TOKEN_LEN: usize = 128;

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use super::echo::valid_token;
 use super::{ApiError, ApiState, API_VERSION};
+use crate::clock::now_ms;
 use crate::ledger::{Entry, Verdict};
-use crate::writer::now_ms;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Params {

@@ -15,8 +15,9 @@ use serde_json::{json, Value};
 use super::echo::valid_token;
 use super::{ApiError, ApiState, API_VERSION};
 use crate::capture::quic::{H3Answer, H3Request, QuicConnection};
+use crate::clock::now_ms;
 use crate::ledger::H3Visit;
-use crate::writer::{now_ms, Job};
+use crate::writer::Job;
 
 /// The request's path and query, and its probe token (from `/probe/<token>` or `?token=`).
 fn route(request: &H3Request) -> (&str, Option<&str>) {

@@ -143,7 +143,7 @@ async fn connection(
     id: String,
 ) {
     let key: Key = (incoming.remote_address(), incoming.orig_dst_cid().to_vec());
-    let arrived_ms = crate::writer::now_ms();
+    let arrived_ms = crate::clock::now_ms();
     let failed = || {
         metrics.quic("handshake_failures");
         ledger.quic_attempt(key.0.ip(), arrived_ms);
