@@ -29,6 +29,7 @@ pub(crate) fn probe_token(uri: &http::Uri) -> Option<String> {
     if let Some(rest) = uri.path().strip_prefix("/probe/") {
         return Some(rest.split('/').next().unwrap_or_default().to_owned());
     }
+    // Most requests have no query: nothing to parse.
     uri.query()?;
     axum::extract::Query::<TokenParam>::try_from_uri(uri)
         .ok()

@@ -212,8 +212,8 @@ enum Missed {
 /// - no bytes either way for `idle`;
 /// - no request by `first` (its head complete by then, however slowly its bytes trickle in);
 /// - with `each` (HTTP/1), bytes read that have waited `each` for the server (see
-///   [`super::tap::TapBuffer::pending_for`]): a request head that has not arrived whole `each` after its
-///   first byte, or a body `each` after its first byte and not yet answered. Timed from that
+///   [`super::tap::TapBuffer::pending_for`]): a request head that has not arrived whole `each`
+///   after its first byte, or a body `each` after its first byte and not yet answered. Timed from that
 ///   byte, not from the previous answer as hyper's `header_read_timeout` is, so a keep-alive
 ///   connection waiting quietly for its next request is left to the idle timeout.
 ///
