@@ -1,11 +1,11 @@
 //! The one interface the broker keeps its state behind. Everything in it is atomic in the store
 //! and timed by the store's clock; nothing in it is SQL, so another store (Redis) can fill it.
-//! [`exitvoice_store::Store`] fills it on SQLite and PostgreSQL.
+//! [`crate::sql_leases::SqlLeases`] fills it on SQLite and PostgreSQL.
 
 use std::future::Future;
 
 use exitvoice_store::{
-    Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, Store, UnitSpec,
+    Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, UnitSpec,
 };
 
 /// A failure of the store itself (not a refused request): counted, answered `503`.
@@ -87,67 +87,6 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
         keep_ms: i64,
         batch: i64,
     ) -> impl Future<Output = Result<u64, StoreFailure>> + Send;
-}
-
-impl LeaseStore for Store {
-    async fn now_ms(&self) -> Result<i64, StoreFailure> {
-        Ok(self.broker_now_ms().await?)
-    }
-
-    async fn sync_units(&self, units: &[UnitSpec], whole: bool) -> Result<u64, StoreFailure> {
-        Ok(self.broker_sync_units(units, whole).await?)
-    }
-
-    async fn acquire(&self, request: &Acquire<'_>) -> Result<Option<Granted>, StoreFailure> {
-        Ok(self.broker_acquire(request).await?)
-    }
-
-    async fn renew(
-        &self,
-        lease_id: &str,
-        fence: i64,
-        ttl_ms: i64,
-    ) -> Result<Result<i64, Refusal>, StoreFailure> {
-        Ok(self.broker_renew(lease_id, fence, ttl_ms).await?)
-    }
-
-    async fn release(
-        &self,
-        lease_id: &str,
-        fence: i64,
-        outcome: &str,
-        latency_ms: Option<i64>,
-        effect: Effect,
-    ) -> Result<Result<Released, Refusal>, StoreFailure> {
-        Ok(self
-            .broker_release(lease_id, fence, outcome, latency_ms, effect)
-            .await?)
-    }
-
-    async fn record_egress(
-        &self,
-        lease_id: &str,
-        ip: &str,
-        country: Option<&str>,
-    ) -> Result<EgressRecord, StoreFailure> {
-        Ok(self.broker_record_egress(lease_id, ip, country).await?)
-    }
-
-    async fn exit_reports(
-        &self,
-        since_ms: i64,
-        most: i64,
-    ) -> Result<Vec<ExitReport>, StoreFailure> {
-        Ok(self.broker_exit_reports(since_ms, most).await?)
-    }
-
-    async fn gauges(&self) -> Result<Gauges, StoreFailure> {
-        Ok(self.broker_gauges().await?)
-    }
-
-    async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {
-        Ok(self.broker_prune(keep_ms, batch).await?)
-    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@
 //! - [`egress`]: a lease's egress address, checked through the exit at the echo server;
 //! - [`policy`]: what a reported outcome does (bans, retired sessions, failure streaks);
 //! - [`lease_store`]: the one interface the broker's state sits behind (SQLite and PostgreSQL
-//!   through `exitvoice-store`, Redis through [`redis_leases`]);
+//!   through [`sql_leases`], Redis through [`redis_leases`]), each watched for a store that
+//!   came back older than it was;
 //! - [`reserve`]: the units an instance holds to grant from while the store is out of reach;
 //! - [`metrics`]: Prometheus metrics.
 //!
@@ -27,4 +28,5 @@ pub mod pool;
 pub mod redis_leases;
 pub mod reserve;
 pub mod service;
+pub mod sql_leases;
 pub mod tls;

@@ -650,6 +650,9 @@ mod tests {
         let store = exitvoice_store::Store::open(&dir.path().join("reserve.db"))
             .await
             .unwrap();
+        let store = crate::sql_leases::SqlLeases::open(store, Duration::from_secs(3600))
+            .await
+            .unwrap();
         let units: Vec<_> = ["a", "b", "c"]
             .into_iter()
             .map(|name| unit(name, Some(LeaseClass::Identity)))

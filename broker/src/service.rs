@@ -102,6 +102,20 @@ impl Default for BrokerConfig {
     }
 }
 
+impl BrokerConfig {
+    /// The longest time to live a holder can have been told at its last grant or renewal: a
+    /// request's (`max_ttl`), or the reserve's lease's when there is a reserve, whose
+    /// sub-leases end before it does. A store that lost its last writes grants nothing for this
+    /// long (see `redis_leases`): the holders of the lost leases have stopped by then.
+    pub fn longest_told_ttl(&self) -> Duration {
+        if self.reserve > 0 {
+            self.max_ttl.max(self.reserve_ttl)
+        } else {
+            self.max_ttl
+        }
+    }
+}
+
 /// A lease request, as the API takes it.
 #[derive(Clone, Debug, Default)]
 pub struct LeaseRequest {

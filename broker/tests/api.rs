@@ -11,6 +11,7 @@ use axum::http::{Method, Request, StatusCode};
 use exitvoice_broker::auth::BrokerToken;
 use exitvoice_broker::pool::Pool;
 use exitvoice_broker::service::{Broker, BrokerConfig};
+use exitvoice_broker::sql_leases::SqlLeases;
 use exitvoice_exits::ExitsFile;
 use exitvoice_schema::LabelsDoc;
 use exitvoice_store::{Database, Store};
@@ -59,7 +60,7 @@ fn labels(routes: &[(&str, &str)]) -> LabelsDoc {
 
 struct Harness {
     store: Store,
-    broker: Arc<Broker<Store>>,
+    broker: Arc<Broker<SqlLeases>>,
     app: axum::Router,
 }
 
@@ -78,8 +79,11 @@ impl Harness {
             .await
             .unwrap();
         let file: ExitsFile<serde::de::IgnoredAny> = ExitsFile::parse(EXITS.as_bytes()).unwrap();
+        let leases = SqlLeases::open(store.clone(), config.longest_told_ttl())
+            .await
+            .unwrap();
         let broker = Arc::new(Broker::new(
-            store.clone(),
+            leases,
             store.clone(),
             Pool::new(file.exits),
             config,

@@ -16,6 +16,7 @@ use exitvoice_broker::lease_store::LeaseStore;
 use exitvoice_broker::pool::Pool;
 use exitvoice_broker::redis_leases::{Epochs, RedisLeases, RedisUrl};
 use exitvoice_broker::service::{Broker, BrokerConfig};
+use exitvoice_broker::sql_leases::SqlLeases;
 use exitvoice_exits::ExitsFile;
 use exitvoice_store::Store;
 
@@ -216,11 +217,9 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 ),
                 None => None,
             };
-            // A new epoch (Redis lost the pool) grants nothing for the longest life a lost
-            // lease had.
             let epochs = Epochs {
                 store: store.clone(),
-                hold: config.max_life,
+                hold: config.longest_told_ttl(),
             };
             let leases = RedisLeases::connect(&url, ca, &args.redis_pool, epochs)
                 .await
@@ -230,9 +229,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(state) => {
             let state: exitvoice_store::Database = state.as_str().parse().context("--store")?;
             let leases = super::database::open(&state).await?;
+            let leases = SqlLeases::open(leases, config.longest_told_ttl()).await?;
             start(leases, store, pool, config, token, &args.exits).await?
         }
-        None => start(store.clone(), store, pool, config, token, &args.exits).await?,
+        None => {
+            let leases = SqlLeases::open(store.clone(), config.longest_told_ttl()).await?;
+            start(leases, store, pool, config, token, &args.exits).await?
+        }
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

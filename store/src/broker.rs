@@ -24,11 +24,13 @@ mod batch_connection;
 mod batched_grant;
 mod batched_release;
 mod epochs;
+mod lineage_turn;
 mod one_statement;
 
 pub(crate) use batched_grant::GrantQueue;
 pub(crate) use batched_release::ReleaseQueue;
 pub use epochs::EpochLock;
+pub use lineage_turn::Confirmed;
 
 /// What a unit's label admits, and what a lease asks for: identity ⊂ anonymous ⊂ stateless.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -254,8 +256,26 @@ impl DerefMut for Locked {
 }
 
 impl Store {
-    /// A transaction holding the lock broker changes need (see the module docs).
+    /// A transaction holding the lock broker changes need (see the module docs), on a
+    /// connection to the lineage the broker confirmed ([`StoreError::LineageMoved`] if not).
     async fn broker_transaction(&self) -> Result<Locked, StoreError> {
+        let tx = self.broker_transaction_anywhere().await?;
+        self.broker_lineage_check()?;
+        Ok(tx)
+    }
+
+    /// Fails with [`StoreError::LineageMoved`] once a connection reached another history of
+    /// the database than the broker's: checked after a grant's connection is taken, since
+    /// that connection is the one a failover may have made new.
+    pub(super) fn broker_lineage_check(&self) -> Result<(), StoreError> {
+        if self.lineage.moved() {
+            return Err(StoreError::LineageMoved);
+        }
+        Ok(())
+    }
+
+    /// A transaction holding the lock broker changes need, on whichever lineage.
+    async fn broker_transaction_anywhere(&self) -> Result<Locked, StoreError> {
         Ok(match self.engine() {
             Engine::Sqlite => {
                 let turn = Arc::clone(&self.writer_turn).lock_owned().await;

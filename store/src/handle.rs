@@ -11,6 +11,7 @@ use sqlx::{AnyPool, Connection as _, Executor as _};
 use crate::broker::{GrantQueue, ReleaseQueue};
 use crate::database::Database;
 use crate::legacy;
+use crate::lineage::{self, Watch};
 
 /// Errors from opening or using the store.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,10 @@ pub enum StoreError {
     /// A stored row contradicts the schema.
     #[error("stored row is malformed: {0}")]
     Malformed(&'static str),
+    /// A connection reached another history of the database than the one the broker granted
+    /// on (see `lineage`): it may be older than it was.
+    #[error("the database may have gone back in time (a failover, a restore or a crash)")]
+    LineageMoved,
 }
 
 /// The engine a [`Store`] runs on.
@@ -63,6 +68,8 @@ pub struct Store {
     pub(crate) release_queue: Arc<ReleaseQueue>,
     /// PostgreSQL's broker grants, a batch of alike acquires per statement.
     pub(crate) grant_queue: Arc<GrantQueue>,
+    /// The database's history each new connection reaches, against the broker's.
+    pub(crate) lineage: Arc<Watch>,
 }
 
 /// How long a pooled connection may sit idle before it is checked with a round trip when it is
@@ -104,19 +111,24 @@ impl Store {
     /// Fails if the database cannot be reached or a migration fails.
     pub async fn connect(database: &Database) -> Result<Self, StoreError> {
         sqlx::any::install_default_drivers();
+        let watch = Arc::new(Watch::default());
         let pool = match database {
             Database::Sqlite(path) => {
+                let watch = Arc::clone(&watch);
                 let pool = pool_options()
                     .max_connections(4)
-                    .after_connect(|conn, _| {
+                    .after_connect(move |conn, _| {
+                        let watch = Arc::clone(&watch);
                         Box::pin(async move {
                             // WAL lets readers (the API) run beside the writer; NORMAL syncs at
-                            // checkpoints only, which WAL keeps consistent across a crash.
+                            // checkpoints only, which WAL keeps consistent across a crash of
+                            // the process (a crash of the host may take the last commits).
                             for pragma in
                                 ["PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL"]
                             {
                                 conn.execute(pragma).await?;
                             }
+                            watch.saw(&lineage::read(conn, false).await?);
                             Ok(())
                         })
                     })
@@ -127,8 +139,16 @@ impl Store {
                 pool
             }
             Database::Postgres(url) => {
+                let watch = Arc::clone(&watch);
                 let pool = pool_options()
                     .max_connections(8)
+                    .after_connect(move |conn, _| {
+                        let watch = Arc::clone(&watch);
+                        Box::pin(async move {
+                            watch.saw(&lineage::read(conn, true).await?);
+                            Ok(())
+                        })
+                    })
                     .connect(url.expose())
                     .await?;
                 sqlx::migrate!("./migrations/postgres").run(&pool).await?;
@@ -141,6 +161,7 @@ impl Store {
             writer_turn: Arc::default(),
             release_queue: Arc::default(),
             grant_queue: Arc::default(),
+            lineage: watch,
         })
     }
 

@@ -17,6 +17,7 @@ mod labels;
 mod leases;
 mod ledger;
 mod legacy;
+mod lineage;
 mod observations;
 mod probes;
 mod quic;
@@ -25,8 +26,8 @@ mod values;
 
 pub use audit_retention::AuditPruned;
 pub use broker::{
-    Acquire, Backoff, Effect, EgressRecord, EpochLock, ExitReport, Gauges, Granted, LeaseClass,
-    Refusal, Released, UnitSpec,
+    Acquire, Backoff, Confirmed, Effect, EgressRecord, EpochLock, ExitReport, Gauges, Granted,
+    LeaseClass, Refusal, Released, UnitSpec,
 };
 pub use database::{redacted, Database, DatabaseUrlError, PostgresUrl};
 pub use handle::{Engine, Store, StoreError};

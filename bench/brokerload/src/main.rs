@@ -30,6 +30,7 @@ use serde_json::{json, Value};
 
 use drive::{drive, Cycler, Step};
 use exitvoice_broker::redis_leases::{Epochs, RedisLeases, RedisUrl};
+use exitvoice_broker::sql_leases::SqlLeases;
 
 mod baseline;
 mod drive;
@@ -172,7 +173,8 @@ async fn store_layer(store: &str, load: &Load) -> anyhow::Result<()> {
         drive(clients, duration, load.rate).await?
     } else {
         let database: exitvoice_store::Database = store.parse().context("--store")?;
-        let leases = exitvoice_store::Store::connect(&database).await?;
+        let store = exitvoice_store::Store::connect(&database).await?;
+        let leases = SqlLeases::open(store, Duration::from_secs(600)).await?;
         let clients = store_layer::prepare(leases, load.units, load.hold, load.clients).await?;
         drive(clients, duration, load.rate).await?
     };

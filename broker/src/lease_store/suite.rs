@@ -24,14 +24,16 @@ macro_rules! on_every_store {
                 async fn sqlite() {
                     let dir = tempfile::tempdir().expect("tempdir");
                     let path = dir.path().join("test.db");
-                    run(exitvoice_store::Store::open(&path).await.expect("open")).await;
+                    let store = exitvoice_store::Store::open(&path).await.expect("open");
+                    run(on_sql(store).await).await;
                 }
 
                 #[tokio::test]
                 async fn postgres() {
                     let url = exitvoice_pgtest::fresh_database(stringify!($name));
                     let database = url.parse().expect("a postgres URL");
-                    run(exitvoice_store::Store::connect(&database).await.expect("connect")).await;
+                    let store = exitvoice_store::Store::connect(&database).await.expect("connect");
+                    run(on_sql(store).await).await;
                 }
 
                 #[tokio::test]
@@ -50,6 +52,13 @@ macro_rules! on_every_store {
             }
         )*
     };
+}
+
+/// The broker's state in `store`.
+async fn on_sql(store: exitvoice_store::Store) -> crate::sql_leases::SqlLeases {
+    crate::sql_leases::SqlLeases::open(store, std::time::Duration::from_secs(3600))
+        .await
+        .expect("open the SQL leases")
 }
 
 /// A pool of its own on `server` (over TLS when the server speaks it, trusting its CA), its

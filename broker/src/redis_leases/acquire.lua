@@ -8,7 +8,6 @@ local ttl, life, nonce, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], ton
 local fences, country = tonumber(ARGV[10]), ARGV[11]
 local rank = CLASSES[class]
 local epoch, hold_until, reap_at = pool_state()
-if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap_at = reap_due(now, reap_at)
 -- A new epoch grants nothing until every lease of the lost one has run out.

@@ -56,10 +56,23 @@ local function bind(prefix)
   COLLIDED = P .. 'collided'   -- set: units with two live exclusive leases (must stay empty)
   UNITS = P .. 'units'         -- set: every unit
   EXITS = P .. 'exits'         -- set: every exit
-  -- hash: the pool's epoch and the end of its hold. It exists while the pool's state does:
-  -- when Redis loses the state (a restart without persistence), it goes too, and every step
-  -- but `init` answers FORGOTTEN until an instance has started a new epoch.
+  -- hash: the pool's epoch, the end of its hold and the server process it was last written
+  -- by (`run`). It exists while the pool's state does: when Redis loses the state (a restart
+  -- without persistence), it goes too, and every step but `init` answers FORGOTTEN until an
+  -- instance has started a new epoch.
   META = P .. 'meta'
+end
+
+-- This server process's run id, read once per process: the library is loaded anew in every
+-- process (from its RDB or AOF, or by `FUNCTION LOAD`), so this starts empty in each. A pool
+-- whose `run` is another process's was written by a server that is gone: restarted from a
+-- snapshot or an AOF, or replaced by a replica in a failover. Its state may be older than
+-- what that server acknowledged, so every step answers OLDER until an instance has started a
+-- new epoch over it (`rebase`).
+local RUN
+local function run_id()
+  if not RUN then RUN = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') end
+  return RUN
 end
 -- Fences are epoch * 2^32 + the exit's count of grants in the epoch: a new epoch's fences are
 -- above every earlier one's (exact in Lua's doubles up to 2^21 epochs).
@@ -67,11 +80,12 @@ local EPOCH_UNIT = 4294967296
 
 local function num(value) return tonumber(value) or 0 end
 
--- The pool's epoch, hold (no grant before it ends) and `reap_at` (see `reap_due`), or nil when
--- the state is gone.
+-- The pool's epoch, hold (no grant before it ends) and `reap_at` (see `reap_due`). Fails with
+-- FORGOTTEN when the state is gone, OLDER when it was written by another server process.
 local function pool_state()
-  local f = redis.call('HMGET', META, 'epoch', 'hold_until', 'reap_at')
-  if not f[1] then return nil end
+  local f = redis.call('HMGET', META, 'epoch', 'hold_until', 'reap_at', 'run')
+  if not f[1] then error({ err = 'FORGOTTEN the pool state is gone' }) end
+  if f[4] ~= run_id() then error({ err = 'OLDER the pool state may be older than it was' }) end
   return tonumber(f[1]), tonumber(f[2]), num(f[3])
 end
 -- A whole number as text for a command's argument: Lua's own conversion of its doubles

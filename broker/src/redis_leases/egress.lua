@@ -5,7 +5,6 @@
 -- the previous address was placed.
 local id, ip, cc = ARGV[1], ARGV[2], ARGV[3]
 local epoch, hold_until = pool_state()
-if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local l = read_lease(id)

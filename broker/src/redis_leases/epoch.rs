@@ -1,16 +1,23 @@
-//! A Redis that forgets: after Redis loses the pool's state (a restart without persistence, a
-//! failover to an empty replica), no grant may be made until every lease of the lost state has
-//! run out, and no fence may go backwards.
+//! A Redis that forgets or goes back in time: after Redis loses the pool's state (a restart
+//! without persistence, a failover to an empty replica), or may have lost its last writes (a
+//! restart from an RDB snapshot or from an AOF that missed its last second, a failover to a
+//! replica that had not received them), no grant may be made until every lease the lost writes
+//! may have granted has run out, and no fence may repeat.
 //!
-//! Every script but `init` answers `FORGOTTEN` once the pool's `meta` hash is gone. The instance
-//! that meets it locks the pool's epoch row in the broker's SQL database (durable, shared by
-//! the instances) and checks under the lock that the state is still gone. Then it takes the
-//! next epoch there (committed before Redis hears of it, so an epoch is never used twice),
-//! starts it in Redis (`init`: only if no other instance has; with a hold of `--max-life`, the
-//! longest life any lost lease had left, unless no epoch was ever taken) and writes the units it
-//! knows again. Fences carry the epoch in their high bits, so the new epoch's are above the lost
-//! one's. Another instance meeting `FORGOTTEN` meanwhile finds the state there, or an epoch
-//! taken moments ago, which it waits for rather than take another.
+//! Every script but `init` answers `FORGOTTEN` once the pool's `meta` hash is gone, and the
+//! ones that grant or change the pool answer `OLDER` once `meta` was last written by another
+//! server process than the one answering (its run id, which every restart and every failover
+//! changes: common.lua). The instance that meets either locks the pool's epoch row in the
+//! broker's SQL database (durable, shared by the instances) and asks Redis under the lock
+//! whether the state is still lost. Then it takes the next epoch there, above Redis's own too
+//! (committed before Redis hears of it, so an epoch is never used twice), and starts it in
+//! Redis: `init` over a forgotten pool, writing the units it knows again; `rebase` over an
+//! older one, keeping its state. Either holds grants for the longest time to live a holder can
+//! have been told (`--max-ttl`, or the reserve's lease time if longer), from now: a lost
+//! lease's holder was told an expiry no later than that, and learns of the loss at its next
+//! renewal (`unknown_lease`). Fences carry the epoch in their high bits, so the new epoch's are
+//! above every lost one's. Another instance meeting the loss meanwhile finds it mended, or an
+//! epoch taken moments ago, which it waits for rather than take another.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,7 +36,8 @@ pub(super) const STARTING_POLL: Duration = Duration::from_millis(100);
 pub struct Epochs {
     /// The broker's SQL database (`--database`).
     pub store: Store,
-    /// The longest life of a lease (`--max-life`).
+    /// How long a new epoch grants nothing: the longest time to live a holder can have been
+    /// told.
     pub hold: Duration,
 }
 
@@ -81,9 +89,30 @@ impl Recovery {
     }
 }
 
-/// Whether Redis answered that the pool's state is gone.
-pub(super) fn forgotten(error: &redis::RedisError) -> bool {
-    error.code() == Some("FORGOTTEN")
+/// How the pool's state was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lost {
+    /// Gone: Redis has no state of the pool.
+    Forgotten,
+    /// Written by a server process that is gone: maybe older than it was.
+    Older,
+}
+
+impl Lost {
+    /// What happened, for the log.
+    pub(super) fn what(self) -> &'static str {
+        match self {
+            Self::Forgotten => "Redis lost the broker pool's state",
+            Self::Older => {
+                "Redis restarted or failed over: the broker pool's state may be older than it was"
+            }
+        }
+    }
+}
+
+/// Whether Redis answered that the pool's state is gone or may be older than it was.
+pub(super) fn lost(error: &redis::RedisError) -> bool {
+    matches!(error.code(), Some("FORGOTTEN" | "OLDER"))
 }
 
 #[cfg(test)]
@@ -172,6 +201,87 @@ mod tests {
             Err(Refusal::Unknown)
         );
         let lock = store.broker_epoch_lock("forget").await.unwrap();
+        assert_eq!(lock.current(), Some(1), "one new epoch for both instances");
+        lock.release().await.unwrap();
+    }
+
+    /// Redis killed (`kill -9`) after a `SAVE` and more grants, and started again from that
+    /// snapshot: the pool's state is there, older than it was. No grant before the hold has
+    /// passed, one new epoch for both instances with fences above the lost ones, the lost
+    /// lease unknown, the one the snapshot kept still its holder's.
+    #[tokio::test]
+    async fn after_redis_comes_back_older_grants_wait_and_fences_grow() {
+        let server = exitvoice_redistest::private_server();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("epochs.db")).await.unwrap();
+        let url = server.url().parse().unwrap();
+        let connect = || {
+            let epochs = Epochs {
+                store: store.clone(),
+                hold: HOLD,
+            };
+            RedisLeases::connect(&url, None, "older", epochs)
+        };
+        let (one, two) = (connect().await.unwrap(), connect().await.unwrap());
+        one.sync_units(&[unit("a", IDENTITY), unit("b", IDENTITY)], true)
+            .await
+            .unwrap();
+        let kept = one
+            .acquire(&ask("kept", LeaseClass::Anonymous, None))
+            .await
+            .unwrap()
+            .unwrap();
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+        redis::cmd("SAVE")
+            .query_async::<()>(&mut connection)
+            .await
+            .unwrap();
+        let lost = two
+            .acquire(&ask("lost", LeaseClass::Anonymous, None))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((kept.fence, lost.fence), (1, 1), "one grant on each unit");
+        let before = one.now_ms().await.unwrap();
+
+        server.start_again();
+        let started = Instant::now();
+        let mut held = 0;
+        let granted = loop {
+            assert!(started.elapsed() < Duration::from_secs(30), "no grant");
+            match two.acquire(&ask("next", LeaseClass::Anonymous, None)).await {
+                Ok(Some(lease)) => break lease,
+                Ok(None) => held += 1,
+                // The clients reconnecting.
+                Err(_) => {}
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(held > 0, "the hold refused grants");
+        let hold_ms = i64::try_from(HOLD.as_millis()).unwrap();
+        assert!(
+            granted.now_ms >= before + hold_ms,
+            "granted during the hold"
+        );
+        // The other instance's client finds the connection it had broken, once.
+        let _ = one.now_ms().await;
+        assert_eq!(granted.unit, lost.unit, "the unit the snapshot shows free");
+        assert_eq!(
+            granted.fence,
+            (1 << 32) + 1,
+            "epoch 1, the exit's first grant"
+        );
+        assert_eq!(
+            one.renew("lost", lost.fence, 1000).await.unwrap(),
+            Err(Refusal::Unknown),
+            "the lost lease's holder learns at its renewal"
+        );
+        assert!(
+            one.renew("kept", kept.fence, 60_000).await.unwrap().is_ok(),
+            "the lease the snapshot kept is still its holder's"
+        );
+        let lock = store.broker_epoch_lock("older").await.unwrap();
         assert_eq!(lock.current(), Some(1), "one new epoch for both instances");
         lock.release().await.unwrap();
     }

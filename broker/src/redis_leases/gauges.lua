@@ -1,7 +1,6 @@
 -- Live leases by class, bans in force, units with two live exclusive leases.
 -- Returns {{class, count}..., bans, collisions}.
 local epoch, hold_until = pool_state()
-if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local live = {}

@@ -3,5 +3,5 @@
 -- Returns 1 when this call started it, 0 when the state was there.
 if redis.call('EXISTS', META) == 1 then return 0 end
 local now = clock()
-redis.call('HSET', META, 'epoch', ARGV[1], 'hold_until', now + tonumber(ARGV[2]))
+redis.call('HSET', META, 'epoch', ARGV[1], 'hold_until', now + tonumber(ARGV[2]), 'run', run_id())
 return 1

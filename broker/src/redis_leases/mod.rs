@@ -28,7 +28,7 @@ mod epoch;
 mod url;
 
 pub use epoch::Epochs;
-use epoch::{forgotten, Recovery};
+use epoch::{lost, Lost, Recovery};
 pub use url::{RedisUrl, RedisUrlError};
 
 /// Units written per script call: a whole pool of 100,000 is 200 calls, none blocking the
@@ -60,10 +60,13 @@ enum Step {
     Gauges,
     Prune,
     Init,
+    Rebase,
+    Status,
+    Now,
 }
 
 impl Step {
-    const ALL: [Self; 9] = [
+    const ALL: [Self; 12] = [
         Self::Acquire,
         Self::Renew,
         Self::Release,
@@ -73,6 +76,9 @@ impl Step {
         Self::Gauges,
         Self::Prune,
         Self::Init,
+        Self::Rebase,
+        Self::Status,
+        Self::Now,
     ];
 
     fn name(self) -> &'static str {
@@ -86,6 +92,9 @@ impl Step {
             Self::Gauges => "gauges",
             Self::Prune => "prune",
             Self::Init => "init",
+            Self::Rebase => "rebase",
+            Self::Status => "status",
+            Self::Now => "now",
         }
     }
 
@@ -100,6 +109,9 @@ impl Step {
             Self::Gauges => include_str!("gauges.lua"),
             Self::Prune => include_str!("prune.lua"),
             Self::Init => include_str!("init.lua"),
+            Self::Rebase => include_str!("rebase.lua"),
+            Self::Status => include_str!("status.lua"),
+            Self::Now => include_str!("now.lua"),
         }
     }
 }
@@ -193,10 +205,11 @@ impl RedisLeases {
         })
     }
 
-    /// Runs `step`; when the pool's state is gone, starts a new epoch and runs it again.
+    /// Runs `step`; when the pool's state is gone or may be older than it was, starts a new
+    /// epoch and runs it again.
     async fn run<T: FromRedisValue>(&self, step: Step, args: &[String]) -> Result<T, StoreFailure> {
         match self.run_once(step, args).await {
-            Err(error) if forgotten(&error) => {
+            Err(error) if lost(&error) => {
                 self.recover().await?;
                 Ok(self.run_once(step, args).await?)
             }
@@ -243,15 +256,16 @@ impl RedisLeases {
                 .store
                 .broker_epoch_lock(&recovery.pool)
                 .await?;
-            let mut connection = self.connection.clone();
-            let there: i64 = redis::cmd("EXISTS")
-                .arg(format!("{}meta", self.keys))
-                .query_async(&mut connection)
-                .await?;
-            if there == 1 {
-                lock.release().await?;
-                return Ok(());
-            }
+            let (state, seen): (String, Option<i64>) = self.run_once(Step::Status, &[]).await?;
+            let state = match state.as_str() {
+                "current" => {
+                    lock.release().await?;
+                    return Ok(());
+                }
+                "forgotten" => Lost::Forgotten,
+                "older" => Lost::Older,
+                _ => return Err(shape("the pool's status")),
+            };
             // An epoch taken moments ago is being written into Redis by the instance that took
             // it: wait for that rather than take another (and hold grants for nothing).
             let starting = lock
@@ -263,20 +277,28 @@ impl RedisLeases {
                 tokio::time::sleep(epoch::STARTING_POLL).await;
                 continue;
             }
-            // Never written before: nothing was granted, nothing to wait for.
-            let lost = lock.current().is_some();
-            let epoch = lock.advance().await?;
-            let hold_ms = if lost { recovery.hold_ms() } else { 0 };
+            // A pool never written before granted nothing: nothing to wait for.
+            let granted = state == Lost::Older || lock.current().is_some();
+            // Past Redis's own epoch too, should the SQL database have gone back in time.
+            let epoch = lock.advance_past(seen).await?;
+            let hold_ms = if granted { recovery.hold_ms() } else { 0 };
             let args = [epoch.to_string(), hold_ms.to_string()];
-            let started: i64 = self.run_once(Step::Init, &args).await?;
-            if started == 1 && lost {
+            let step = match state {
+                Lost::Forgotten => Step::Init,
+                Lost::Older => Step::Rebase,
+            };
+            let started: i64 = self.run_once(step, &args).await?;
+            if started == 1 && granted {
                 tracing::warn!(
                     epoch,
                     hold_ms,
-                    "Redis lost the broker pool's state: a new epoch, no grants until every \
-                     lease of the lost one has run out"
+                    "{}: a new epoch, no grants until every lease the lost writes may have \
+                     granted has run out",
+                    state.what()
                 );
-                self.write_units(&recovery.known(), true).await?;
+                if state == Lost::Forgotten {
+                    self.write_units(&recovery.known(), true).await?;
+                }
             }
             return Ok(());
         }
@@ -385,14 +407,12 @@ fn effect_args(effect: Effect) -> [String; 4] {
 
 impl LeaseStore for RedisLeases {
     async fn now_ms(&self) -> Result<i64, StoreFailure> {
-        let mut connection = self.connection.clone();
-        let (seconds, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut connection).await?;
-        Ok(seconds * 1000 + micros / 1000)
+        Ok(self.run_once(Step::Now, &[]).await?)
     }
 
     async fn sync_units(&self, units: &[UnitSpec], whole: bool) -> Result<u64, StoreFailure> {
         let revoked = match self.write_units(units, whole).await {
-            Err(error) if forgotten(&error) => {
+            Err(error) if lost(&error) => {
                 self.recover().await?;
                 self.write_units(units, whole).await?
             }

@@ -3,7 +3,6 @@
 -- goes.
 local keep, batch = tonumber(ARGV[1]), tonumber(ARGV[2])
 local epoch, hold_until = pool_state()
-if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local ids = redis.call('ZRANGE', ENDED, '-inf', '(' .. (now - keep), 'BYSCORE', 'LIMIT', 0, batch)

@@ -4,7 +4,6 @@
 -- bans {exit, origin, until}..., ended {exit, outcome|false, latency|false}...} as five arrays.
 local since, most = tonumber(ARGV[1]), tonumber(ARGV[2])
 local epoch, hold_until = pool_state()
-if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local exits = {}

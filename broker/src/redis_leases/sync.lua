@@ -4,7 +4,6 @@
 -- capacity, gateway (0/1), life ms, country ('' unknown). Returns how many leases were revoked.
 local stamp = ARGV[1]
 local epoch, hold_until = pool_state()
-if not epoch then return redis.error_reply('FORGOTTEN the pool state is gone') end
 local now = clock()
 reap(now, REAP_MOST)
 local revoked = 0

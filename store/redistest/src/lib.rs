@@ -45,6 +45,8 @@ pub struct Server {
     private: bool,
     /// The server process; `None` while stopped.
     child: Mutex<Option<Child>>,
+    /// Arguments of its own, after the defaults (persistence, replication, cluster mode).
+    extra: Vec<String>,
 }
 
 impl Server {
@@ -60,6 +62,11 @@ impl Server {
         format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 
+    /// Its working directory: its RDB file, its AOF directory, its cluster's node file.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The PEM file of the CA that signed the TLS server's certificate; `None` for a plain
     /// server.
     pub fn ca_pem(&self) -> Option<&Path> {
@@ -67,9 +74,9 @@ impl Server {
     }
 
     /// Kills the server (SIGKILL) and starts it again on the same port with an empty data set
-    /// (nothing is persisted), returning once it answers: Redis "forgot everything". On a shared
-    /// server this empties it for every test of the process, so tests doing it take a
-    /// [`private_server`].
+    /// (nothing is persisted: a server started with persistence loads what it had written),
+    /// returning once it answers: Redis "forgot everything". On a shared server this empties
+    /// it for every test of the process, so tests doing it take a [`private_server`].
     ///
     /// # Panics
     /// If the server does not start again within 30 seconds.
@@ -85,8 +92,10 @@ impl Server {
         self.kill(&mut child);
     }
 
-    /// Starts the server again on the same port, empty, returning once it answers. A server
-    /// still running is killed first, so this is [`Server::restart_empty`] then.
+    /// Starts the server again on the same port, with what it persisted in its directory (an
+    /// RDB file written by `SAVE`, or the AOF of a server started with `--appendonly yes`;
+    /// without either, empty), returning once it answers. A server still running is killed
+    /// first, so this is [`Server::restart_empty`] then.
     ///
     /// # Panics
     /// If the server does not start within 30 seconds (retrying while another process holds
@@ -96,7 +105,7 @@ impl Server {
         self.kill(&mut child);
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            match launch(&self.dir, self.port, self.ca.is_some()) {
+            match launch(&self.dir, self.port, self.ca.is_some(), &self.extra) {
                 Ok(started) => {
                     *child = Some(started);
                     return;
@@ -164,7 +173,7 @@ impl Drop for Server {
 /// start.
 pub fn server() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
-    SERVER.get_or_init(|| start(false, false))
+    SERVER.get_or_init(|| start(false, false, &[]))
 }
 
 /// The test process's TLS-only server (no plain port; clients need not present a certificate),
@@ -174,7 +183,7 @@ pub fn server() -> &'static Server {
 /// As [`server`].
 pub fn tls_server() -> &'static Server {
     static SERVER: OnceLock<Server> = OnceLock::new();
-    SERVER.get_or_init(|| start(true, false))
+    SERVER.get_or_init(|| start(true, false, &[]))
 }
 
 /// A fresh plain server of the caller's own, for tests that kill or restart it. Dropping it
@@ -183,7 +192,17 @@ pub fn tls_server() -> &'static Server {
 /// # Panics
 /// As [`server`].
 pub fn private_server() -> Server {
-    start(false, true)
+    private_server_with(&[])
+}
+
+/// A fresh plain server of the caller's own started with `args` after the defaults (which they
+/// override: `--appendonly yes`, `--replicaof 127.0.0.1 <port>`, `--cluster-enabled yes`),
+/// kept for its restarts. Dropping it kills it and removes its directory.
+///
+/// # Panics
+/// As [`server`].
+pub fn private_server_with(args: &[&str]) -> Server {
+    start(false, true, args)
 }
 
 /// A key prefix of one test's own, `t<n>_<hint>` (the hint lowercased, other than ASCII letters
@@ -218,7 +237,8 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-fn start(tls: bool, private: bool) -> Server {
+fn start(tls: bool, private: bool, args: &[&str]) -> Server {
+    let extra: Vec<String> = args.iter().map(|&arg| arg.to_owned()).collect();
     if !Path::new(REDIS_SERVER).exists() {
         panic!(
             "Redis is not installed (no {REDIS_SERVER}): `apt-get install redis-server`, or run \
@@ -236,7 +256,7 @@ fn start(tls: bool, private: bool) -> Server {
     let mut attempt = 1;
     loop {
         let port = free_port();
-        match launch(&dir, port, tls) {
+        match launch(&dir, port, tls, &extra) {
             Ok(child) => {
                 return Server {
                     port,
@@ -244,6 +264,7 @@ fn start(tls: bool, private: bool) -> Server {
                     ca,
                     private,
                     child: Mutex::new(Some(child)),
+                    extra,
                 }
             }
             Err(failure) if failure.port_in_use && attempt < PORT_ATTEMPTS => attempt += 1,
@@ -263,9 +284,10 @@ struct Failure {
     message: String,
 }
 
-/// Starts a server in `dir` on `port` and waits until it answers (plain: `PING` gets `+PONG`;
-/// TLS: it logs that it is ready and the port accepts connections).
-fn launch(dir: &Path, port: u16, tls: bool) -> Result<Child, Failure> {
+/// Starts a server in `dir` on `port` with `extra` arguments and waits until it answers
+/// (plain: `PING` gets `+PONG`; TLS: it logs that it is ready and the port accepts
+/// connections).
+fn launch(dir: &Path, port: u16, tls: bool, extra: &[String]) -> Result<Child, Failure> {
     let log = dir.join(LOG_FILE);
     // A fresh log per start, so readiness is this process's.
     File::create(&log).map_err(|e| Failure {
@@ -293,6 +315,7 @@ fn launch(dir: &Path, port: u16, tls: bool) -> Result<Child, Failure> {
         .arg(dir)
         .arg("--logfile")
         .arg(&log)
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

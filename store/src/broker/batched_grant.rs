@@ -17,7 +17,7 @@
 //! on two gateways' counters) leaves nothing behind; each of its requests goes again alone.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use sqlx::{AnyConnection, AnyPool};
 use tokio::sync::{mpsc, oneshot};
@@ -26,6 +26,7 @@ use super::batch_connection::BatchConnection;
 use super::one_statement::{acquire_in_one_statement, free_for, grant_end, GRANTED, NEW_LEASES};
 use super::{granted, now_ms, Acquire, Granted, LeaseClass};
 use crate::handle::{Engine, Store, StoreError};
+use crate::lineage::Watch;
 
 /// At most this many acquires are taken from the queue at once.
 const MAX_BATCH: usize = 64;
@@ -91,7 +92,11 @@ impl Store {
     ) -> Result<Option<Granted>, StoreError> {
         let asks = self.grant_queue.0.get_or_init(|| {
             let (asks, queued) = mpsc::unbounded_channel();
-            tokio::spawn(grant_batches(self.pool().clone(), queued));
+            tokio::spawn(grant_batches(
+                self.pool().clone(),
+                Arc::clone(&self.lineage),
+                queued,
+            ));
             asks
         });
         let (answer, answered) = oneshot::channel();
@@ -117,6 +122,7 @@ impl Store {
             Answer::Granted(granted) => Ok(granted),
             Answer::Failed => {
                 let mut conn = self.pool().acquire().await?;
+                self.broker_lineage_check()?;
                 acquire_in_one_statement(&mut conn, request).await
             }
         }
@@ -125,7 +131,11 @@ impl Store {
 
 /// Grants the queued acquires, a group of alike ones per statement, until every sender is
 /// gone.
-async fn grant_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Ask>) {
+async fn grant_batches(
+    pool: AnyPool,
+    lineage: Arc<Watch>,
+    mut queued: mpsc::UnboundedReceiver<Ask>,
+) {
     let mut conn = BatchConnection::new(pool);
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while queued.recv_many(&mut batch, MAX_BATCH).await > 0 {
@@ -136,7 +146,7 @@ async fn grant_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Ask>) 
                 left.into_iter().partition(|ask| ask.alike(&first));
             group.insert(0, first);
             left = rest;
-            answer_group(&mut conn, group).await;
+            answer_group(&mut conn, &lineage, group).await;
         }
         if queued.is_empty() {
             conn.give_back();
@@ -144,9 +154,11 @@ async fn grant_batches(pool: AnyPool, mut queued: mpsc::UnboundedReceiver<Ask>) 
     }
 }
 
-/// Grants one group and answers each of its requests.
-async fn answer_group(conn: &mut BatchConnection, group: Vec<Ask>) {
+/// Grants one group and answers each of its requests; none on a connection to another
+/// history of the database than the broker's (each caller then learns it alone).
+async fn answer_group(conn: &mut BatchConnection, lineage: &Watch, group: Vec<Ask>) {
     let mut granted = match conn.get().await {
+        Ok(_) if lineage.moved() => Err(StoreError::LineageMoved),
         Ok(held) => grant_all(held, &group).await,
         Err(error) => Err(error),
     };

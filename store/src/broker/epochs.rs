@@ -64,8 +64,18 @@ impl EpochLock {
     ///
     /// # Errors
     /// Database failures.
-    pub async fn advance(mut self) -> Result<i64, StoreError> {
-        let next = self.epoch.map_or(0, |epoch| epoch + 1);
+    pub async fn advance(self) -> Result<i64, StoreError> {
+        self.advance_past(None).await
+    }
+
+    /// Takes the pool's next epoch, above `seen` too (an epoch the pool's state elsewhere
+    /// carries: should this database have gone back in time, its own count may be behind),
+    /// and unlocks: the new epoch.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn advance_past(mut self, seen: Option<i64>) -> Result<i64, StoreError> {
+        let next = self.epoch.max(seen).map_or(0, |epoch| epoch + 1);
         let sql = format!(
             "UPDATE broker_epochs SET epoch = $1, reserved_ms = {now} WHERE pool = $2",
             now = super::now_ms(self.engine)
@@ -104,6 +114,10 @@ mod tests {
             lock.release().await.unwrap();
             let lock = store.broker_epoch_lock("p").await.unwrap();
             assert_eq!(lock.advance().await.unwrap(), 1);
+            let lock = store.broker_epoch_lock("p").await.unwrap();
+            assert_eq!(lock.advance_past(Some(6)).await.unwrap(), 7, "past the epoch seen");
+            let lock = store.broker_epoch_lock("p").await.unwrap();
+            assert_eq!(lock.advance_past(Some(3)).await.unwrap(), 8, "past its own");
             let other = store.broker_epoch_lock("q").await.unwrap();
             assert_eq!(other.current(), None, "pools count apart");
             other.release().await.unwrap();
