@@ -1,4 +1,4 @@
-//! Issue 30's proof: no self-collision at the exits. Three `exitvoice broker` instances share one
+//! The proof of no self-collision at the exits. Three `exitvoice broker` instances share one
 //! real PostgreSQL (a throwaway cluster), then one real Redis (`--store redis://`); 32 worker processes (the README's Python worker, plain
 //! `requests`) lease exits from them and use every lease for a real tunnel through simulated
 //! exits (`bench/exitsim`: 8 plain exits and a gateway with 4 sticky-session slots) to an origin
@@ -228,9 +228,9 @@ fn three_brokers_on_redis_no_exit_ever_has_two_holders() {
     );
 }
 
-/// Issue 31 §2: the Redis server killed (`kill -9`) mid-run and started again without its
-/// data. The brokers start a new epoch: no grant for `--max-life` (3 s here, the longest any
-/// lost lease could still run), then grants resume; no exit or session ever has two holders.
+/// The Redis server killed (`kill -9`) mid-run and started again without its data. The
+/// brokers start a new epoch: no grant for the longest time to live a holder was told (3 s
+/// here), then grants resume; no exit or session ever has two holders.
 #[test]
 fn a_redis_that_forgets_mid_run_never_gives_an_exit_two_holders() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -239,12 +239,120 @@ fn a_redis_that_forgets_mid_run_never_gives_an_exit_two_holders() {
     brokers_keep_every_exit_to_one_holder(
         &runtime,
         &origin,
-        &["--store", &redis.url(), "--max-life", "3s"],
+        &[
+            "--store",
+            &redis.url(),
+            "--max-ttl",
+            "3s",
+            "--default-ttl",
+            "3s",
+        ],
         Fault::Forget(&redis),
     );
 }
 
-/// Issue 31 §3: PostgreSQL stopped for 10 s mid-run and started again. Each instance grants
+/// Redis with RDB snapshots (Debian's default persistence), killed (`kill -9`) a moment after a
+/// `SAVE` while grants went on, and started again from that snapshot: the pool's state is
+/// there, older than it was. The brokers start a new epoch over it and grant nothing until
+/// every lease the snapshot missed has run out: no exit or session ever has two holders, and
+/// no fence is issued twice.
+#[test]
+fn a_redis_restarted_from_an_older_snapshot_never_gives_an_exit_two_holders() {
+    let redis = exitvoice_redistest::private_server();
+    let fault = || {
+        redis_cli(&redis, &["SAVE"]);
+        // Grants the snapshot misses.
+        std::thread::sleep(Duration::from_millis(800));
+        redis.start_again();
+    };
+    older_store(&["--store", &redis.url()], &fault, 1 << 32, true);
+}
+
+/// The same with Redis's AOF (`appendonly yes`, `appendfsync everysec`) restarted from a copy
+/// of its AOF taken a moment before the last grants: what a host crash leaves of the last
+/// second under `everysec`.
+#[test]
+fn a_redis_restarted_from_an_older_aof_never_gives_an_exit_two_holders() {
+    let redis = exitvoice_redistest::private_server_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+    ]);
+    let fault = || {
+        let aof = redis.dir().join("appendonlydir");
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(&aof, copy.path());
+        std::thread::sleep(Duration::from_millis(800));
+        redis.stop();
+        std::fs::remove_dir_all(&aof).unwrap();
+        copy_dir(copy.path(), &aof);
+        redis.start_again();
+    };
+    older_store(&["--store", &redis.url()], &fault, 1 << 32, true);
+}
+
+/// A Redis primary and its replica behind one address (a managed endpoint: here a forwarder
+/// the test switches): the replica stopped (`SIGSTOP`) while grants go on, the primary killed
+/// (`kill -9`), the replica resumed and promoted (`REPLICAOF NO ONE`), the address switched
+/// to it. Replication is asynchronous: the replica lacks the last grants.
+#[test]
+fn a_redis_failover_to_a_lagging_replica_never_gives_an_exit_two_holders() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let primary = exitvoice_redistest::private_server();
+    let port = primary.port().to_string();
+    let replica = exitvoice_redistest::private_server_with(&["--replicaof", "127.0.0.1", &port]);
+    let endpoint = support::forwarder::Forwarder::start(&runtime, primary.port());
+    let fault = || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !redis_cli(&replica, &["INFO", "replication"]).contains("master_link_status:up") {
+            assert!(Instant::now() < deadline, "the replica never synced");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        replica.freeze(true);
+        std::thread::sleep(Duration::from_millis(800));
+        primary.stop();
+        replica.freeze(false);
+        redis_cli(&replica, &["REPLICAOF", "NO", "ONE"]);
+        endpoint.switch(replica.port());
+    };
+    let url = format!("redis://127.0.0.1:{}/", endpoint.port);
+    older_store(&["--store", &url], &fault, 1 << 32, true);
+}
+
+/// The collision run with the brokers' store (`store` flags) taken back in time by `fault`.
+fn older_store(store: &[&str], fault: &dyn Fn(), fences_above: i64, epochs: bool) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let origin = simulated::unlimited_echo(None);
+    let older = Older {
+        fault,
+        fences_above,
+        epochs,
+    };
+    brokers_keep_every_exit_to_one_holder(&runtime, &origin, store, Fault::Older(older));
+}
+
+/// Debian's `redis-cli` on `server`: what it printed.
+fn redis_cli(server: &exitvoice_redistest::Server, args: &[&str]) -> String {
+    let output = Command::new("redis-cli")
+        .args(["-p", &server.port().to_string()])
+        .args(args)
+        .output()
+        .expect("run redis-cli");
+    assert!(output.status.success(), "redis-cli {args:?} failed");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Copies the files of directory `from` into `to` (made if missing).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// PostgreSQL stopped for 10 s mid-run and started again. Each instance grants
 /// from its reserve meanwhile (`--reserve`), units no other instance may grant: no exit or
 /// session ever has two holders, and the workers go on at half their rate or more.
 #[test]
@@ -270,8 +378,27 @@ fn outage(store: &[&str], stop: &dyn Fn(), start: &dyn Fn()) {
     brokers_keep_every_exit_to_one_holder(&runtime, &origin, store, Fault::Outage { stop, start });
 }
 
+/// A store that comes back older than it was, mid-run: `fault` takes it there and returns once
+/// it answers again. Grants after it must carry fences above `fences_above`.
+struct Older<'a> {
+    fault: &'a dyn Fn(),
+    fences_above: i64,
+    /// Whether the brokers keep their epochs in the SQL database (a Redis store).
+    epochs: bool,
+}
+
+/// The broker flags of a run whose store goes back in time: leases told 2 s, so that a new
+/// history holds grants for 2 s.
+const OLDER_TTL: [&str; 4] = ["--default-ttl", "2s", "--max-ttl", "2s"];
+/// An older store's workers hold their tunnel this long: past a store's restart, so that a
+/// broker regranting a lost lease's exit would put a second holder on it.
+const OLDER_HOLD_MS: &str = "700";
+const OLDER_CYCLES: usize = 8;
+
 /// What goes wrong mid-run.
 enum Fault<'a> {
+    /// The store goes back in time.
+    Older(Older<'a>),
     /// One broker is killed (SIGKILL).
     KillOne,
     /// One broker is killed, and their Redis restarted empty.
@@ -318,6 +445,9 @@ fn brokers_keep_every_exit_to_one_holder(
             if matches!(fault, Fault::Outage { .. }) {
                 flags.extend(["--reserve", RESERVE, "--reserve-ttl", "30s"]);
             }
+            if matches!(fault, Fault::Older(_)) {
+                flags.extend(OLDER_TTL);
+            }
             Broker::start(&exits, &database, TOKEN, &flags)
         })
         .collect();
@@ -327,16 +457,24 @@ fn brokers_keep_every_exit_to_one_holder(
     let audited = sim.snapshot(false).uncounted;
     let worker = root().join("broker/examples/worker.py");
     let mut brokers = brokers;
-    let (cycles, seconds) = match fault {
-        Fault::Outage { .. } => ("100000".to_owned(), OUTAGE_RUN_SECONDS),
-        _ => (CYCLES.to_string(), "0"),
+    let (cycles, seconds, hold_ms) = match fault {
+        Fault::Outage { .. } => ("100000".to_owned(), OUTAGE_RUN_SECONDS, HOLD_MS),
+        Fault::Older(_) => (OLDER_CYCLES.to_string(), "0", OLDER_HOLD_MS),
+        _ => (CYCLES.to_string(), "0", HOLD_MS),
     };
+    let leases = match fault {
+        Fault::Older(_) => WORKERS * OLDER_CYCLES,
+        _ => WORKERS * CYCLES,
+    } as u64;
     // Leases done (tunnels to the origin) before, during and after the outage.
     let done = || {
         let snapshot = sim.snapshot(false);
         snapshot.tunnels - snapshot.uncounted
     };
     let mut rates = None;
+    // New tunnels at the exits over time, around a store going back in time.
+    let tunnels_over_time = Sampler::start(&sim);
+    let mut store_back = None;
     let summaries = run_workers(
         |w| {
             let mut command = Command::new(python());
@@ -347,7 +485,7 @@ fn brokers_keep_every_exit_to_one_holder(
             }
             command
                 .args(["--class", "anonymous", "--cycles", &cycles])
-                .args(["--seconds", seconds, "--hold-ms", HOLD_MS])
+                .args(["--seconds", seconds, "--hold-ms", hold_ms])
                 .args(["--wait-ms", "20000", "--holder", &format!("worker-{w}")])
                 .arg("--ca")
                 .arg(&ca)
@@ -355,7 +493,17 @@ fn brokers_keep_every_exit_to_one_holder(
                 .env("EXITVOICE_BROKER_TOKEN", TOKEN);
             command
         },
-        || match fault {
+        || match &fault {
+            Fault::Older(older) => {
+                // The workers' processes start and lease for a while: a lease each.
+                let deadline = Instant::now() + Duration::from_secs(60);
+                while done() < WORKERS as u64 {
+                    assert!(Instant::now() < deadline, "the workers leased nothing");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                (older.fault)();
+                store_back = Some(Instant::now());
+            }
             Fault::KillOne | Fault::Forget(_) => {
                 std::thread::sleep(Duration::from_millis(1500));
                 brokers[0].kill();
@@ -364,7 +512,7 @@ fn brokers_keep_every_exit_to_one_holder(
                     redis.restart_empty();
                 }
             }
-            Fault::Outage { stop, start } => {
+            &Fault::Outage { stop, start } => {
                 // The workers' processes start, then 4 s of the rate before.
                 std::thread::sleep(Duration::from_secs(4));
                 let before = done();
@@ -395,6 +543,7 @@ fn brokers_keep_every_exit_to_one_holder(
         .flat_map(|s| s["exits"].as_array().unwrap().iter())
         .filter(|e| e.as_str().is_some_and(|e| e.starts_with("gw#")))
         .count();
+    let samples = tunnels_over_time.stop();
     let (plain, per_session, tunnels) = collisions(&sim);
     let probes = sim.snapshot(false).uncounted;
     drop(auditor);
@@ -428,20 +577,55 @@ fn brokers_keep_every_exit_to_one_holder(
             assert!(value("exitvoice_broker_leases_granted_in_outage_total ") > 0.0);
             assert_eq!(value("exitvoice_broker_store_outage "), 0.0, "it ended");
         }
+    } else if let Fault::Older(older) = &fault {
+        // Leases whose grant the store lost were answered `unknown_lease` at release; each did
+        // its work all the same.
+        assert_eq!(ok + unavailable, leases, "{summaries:?}");
+        assert_eq!(failed, 0, "{summaries:?}");
+        // No fence issued twice on one exit, as the workers were told them.
+        let mut issued = std::collections::HashSet::new();
+        let mut newest = 0;
+        for summary in &summaries {
+            let exits = summary["exits"].as_array().unwrap();
+            let fences = summary["fences"].as_array().unwrap();
+            for (exit, fence) in exits.iter().zip(fences) {
+                let (exit, fence) = (exit.as_str().unwrap(), fence.as_i64().unwrap());
+                assert!(
+                    issued.insert((exit.to_owned(), fence)),
+                    "fence {fence} issued twice on {exit}"
+                );
+                newest = newest.max(fence);
+            }
+        }
+        assert!(
+            newest > older.fences_above,
+            "no lease of the new history: newest fence {newest}"
+        );
+        let back = store_back.expect("the fault ran");
+        let (gap, after) = (samples.longest_gap_after(back), samples.first_after(back));
+        println!(
+            "no new tunnel at the exits for {} ms around the store's return, the first {} ms \
+             after it (hold 2000 ms)",
+            gap.as_millis(),
+            after.as_millis()
+        );
+        assert!(
+            after < Duration::from_secs(8),
+            "the pool served again after the hold: {after:?} without a grant"
+        );
+        if older.epochs {
+            assert_eq!(epoch_of(runtime, &database), Some(1), "one new epoch");
+        }
     } else if let Fault::Forget(_) = fault {
         // Requests in flight when Redis went away were answered 503 (the worker waits and goes
         // on to its next cycle); every lease granted did its work.
-        assert_eq!(ok + unavailable, (WORKERS * CYCLES) as u64, "{summaries:?}");
+        assert_eq!(ok + unavailable, leases, "{summaries:?}");
         assert_eq!(failed, 0, "{summaries:?}");
-        let epoch = runtime.block_on(async {
-            let url = database.parse().unwrap();
-            let store = exitvoice_store::Store::connect(&url).await.unwrap();
-            let lock = store.broker_epoch_lock("broker").await.unwrap();
-            let epoch = lock.current();
-            lock.release().await.unwrap();
-            epoch
-        });
-        assert_eq!(epoch, Some(1), "the brokers started one new epoch");
+        assert_eq!(
+            epoch_of(runtime, &database),
+            Some(1),
+            "the brokers started one new epoch"
+        );
         // Grants resume after the hold, with fences of the new epoch: above every lost one.
         let after = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
             .args(["lease", "--broker", &brokers[1].url, "acquire"])
@@ -455,11 +639,7 @@ fn brokers_keep_every_exit_to_one_holder(
             "no lease of the new epoch: {lease}"
         );
     } else {
-        assert_eq!(
-            ok,
-            (WORKERS * CYCLES) as u64,
-            "every lease did its work: {summaries:?}"
-        );
+        assert_eq!(ok, leases, "every lease did its work: {summaries:?}");
     }
     assert_eq!(tunnels - probes, ok, "one tunnel per lease");
     assert!(
@@ -482,4 +662,86 @@ fn brokers_keep_every_exit_to_one_holder(
     );
     drop(brokers);
     the_naive_control_collides(runtime, origin);
+}
+
+/// The epoch the brokers' Redis pool is in, as their SQL database keeps it.
+fn epoch_of(runtime: &tokio::runtime::Runtime, database: &str) -> Option<i64> {
+    runtime.block_on(async {
+        let url = database.parse().unwrap();
+        let store = exitvoice_store::Store::connect(&url).await.unwrap();
+        let lock = store.broker_epoch_lock("broker").await.unwrap();
+        let epoch = lock.current();
+        lock.release().await.unwrap();
+        epoch
+    })
+}
+
+/// The exits' count of tunnels opened, read every 20 ms on a thread of its own.
+struct Sampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(Instant, u64)>>,
+}
+
+/// What a [`Sampler`] read.
+struct Samples(Vec<(Instant, u64)>);
+
+impl Sampler {
+    fn start(sim: &Simulator) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sim = sim.clone();
+        let thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let mut samples = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let snapshot = sim.snapshot(false);
+                    samples.push((Instant::now(), snapshot.tunnels - snapshot.uncounted));
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                samples
+            }
+        });
+        Self { stop, thread }
+    }
+
+    fn stop(self) -> Samples {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        Samples(self.thread.join().unwrap())
+    }
+}
+
+impl Samples {
+    /// How long after `at` the first new tunnel came.
+    fn first_after(&self, at: Instant) -> Duration {
+        let before = self
+            .0
+            .iter()
+            .take_while(|(when, _)| *when <= at)
+            .last()
+            .map_or(0, |(_, count)| *count);
+        self.0
+            .iter()
+            .find(|(when, count)| *when > at && *count > before)
+            .map_or(Duration::MAX, |(when, _)| {
+                when.saturating_duration_since(at)
+            })
+    }
+
+    /// The longest time without a new tunnel that ended after `at`.
+    fn longest_gap_after(&self, at: Instant) -> Duration {
+        let mut longest = Duration::ZERO;
+        let mut last_new = self.0.first().map_or(at, |(when, _)| *when);
+        for pair in self.0.windows(2) {
+            let [(_, before), (when, count)] = pair else {
+                continue;
+            };
+            if count > before {
+                if *when > at {
+                    longest = longest.max(when.saturating_duration_since(last_new));
+                }
+                last_new = *when;
+            }
+        }
+        longest
+    }
 }

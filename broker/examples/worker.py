@@ -62,7 +62,7 @@ def main():
     parser.add_argument("url")
     args = parser.parse_args()
 
-    done = {"ok": 0, "failed": 0, "unavailable": 0, "exits": []}
+    done = {"ok": 0, "failed": 0, "unavailable": 0, "exits": [], "fences": []}
     stop = time.monotonic() + args.seconds if args.seconds else None
     for _ in range(args.cycles):
         if stop and time.monotonic() > stop:
@@ -87,6 +87,7 @@ def main():
         })
         done["ok" if outcome == "ok" else "failed"] += 1
         done["exits"].append(lease["exit"])
+        done["fences"].append(lease["fence"])
     print(json.dumps(done))
 
 

@@ -104,14 +104,16 @@ impl Default for BrokerConfig {
 
 impl BrokerConfig {
     /// The longest time to live a holder can have been told at its last grant or renewal: a
-    /// request's (`max_ttl`), or the reserve's lease's when there is a reserve, whose
-    /// sub-leases end before it does. A store that lost its last writes grants nothing for this
-    /// long (see `redis_leases`): the holders of the lost leases have stopped by then.
+    /// request's (at most `max_ttl`; `default_ttl` when it names none), or the reserve's
+    /// lease's when there is a reserve, whose sub-leases end before it does. A store that lost
+    /// its last writes grants nothing for this long (`redis_leases`, `sql_leases`): the holders
+    /// of the lost leases have stopped by then.
     pub fn longest_told_ttl(&self) -> Duration {
+        let asked = self.max_ttl.max(self.default_ttl);
         if self.reserve > 0 {
-            self.max_ttl.max(self.reserve_ttl)
+            asked.max(self.reserve_ttl)
         } else {
-            self.max_ttl
+            asked
         }
     }
 }

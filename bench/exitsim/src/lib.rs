@@ -46,8 +46,9 @@ impl Sim {
     }
 }
 
-/// Running exits: their listeners, served by tasks of the runtime that started them.
-#[derive(Debug)]
+/// Running exits: their listeners, served by tasks of the runtime that started them. A clone
+/// reads the same counters.
+#[derive(Clone, Debug)]
 pub struct Simulator {
     sim: Arc<Sim>,
     /// The bound HTTP `CONNECT` listener.

@@ -20,7 +20,7 @@
 //! epoch taken moments ago, which it waits for rather than take another.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use exitvoice_store::{Store, UnitSpec};
@@ -50,6 +50,9 @@ pub(super) struct Recovery {
     pub(super) known: Mutex<HashMap<String, UnitSpec>>,
     /// One recovery at a time per instance.
     pub(super) turn: tokio::sync::Mutex<()>,
+    /// The epoch this instance took last: one it could not start in Redis (the server went
+    /// away again meanwhile) is started on its next try, not left to age.
+    pub(super) taken: Mutex<Option<i64>>,
 }
 
 impl Recovery {
@@ -59,15 +62,13 @@ impl Recovery {
             pool: pool.to_owned(),
             known: Mutex::default(),
             turn: tokio::sync::Mutex::default(),
+            taken: Mutex::default(),
         }
     }
 
     /// Notes `units` as written (with `whole`, the whole pool).
     pub(super) fn note(&self, units: &[UnitSpec], whole: bool) {
-        let mut known = self
-            .known
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         if whole {
             known.clear();
         }
@@ -76,11 +77,20 @@ impl Recovery {
 
     /// The units known, to write again.
     pub(super) fn known(&self) -> Vec<UnitSpec> {
-        let known = self
-            .known
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         known.values().cloned().collect()
+    }
+
+    /// The epoch to start when the pool's epoch row says `current` and Redis's state `seen`:
+    /// the one this instance took, if it is still the row's and Redis has not seen it.
+    pub(super) fn own(&self, current: Option<i64>, seen: Option<i64>) -> Option<i64> {
+        let taken = *self.taken.lock().unwrap_or_else(PoisonError::into_inner);
+        taken.filter(|&epoch| current == Some(epoch) && seen < Some(epoch))
+    }
+
+    /// Notes `epoch` as taken by this instance.
+    pub(super) fn took(&self, epoch: i64) {
+        *self.taken.lock().unwrap_or_else(PoisonError::into_inner) = Some(epoch);
     }
 
     /// The hold of a new epoch, ms.
