@@ -320,6 +320,34 @@ fn a_redis_failover_to_a_lagging_replica_never_gives_an_exit_two_holders() {
     older_store(&["--store", &url], &fault, 1 << 32, true);
 }
 
+/// A Redis Cluster of 3 primaries with a replica each (`--cluster-enabled yes`, joined by
+/// `redis-cli --cluster create`): the replica of the primary holding the pool's slot stopped
+/// (`SIGSTOP`) while grants go on, the primary killed (`kill -9`), the replica resumed; it takes
+/// the slot over after the cluster's node timeout, without the last grants.
+#[test]
+fn a_redis_cluster_failover_never_gives_an_exit_two_holders() {
+    let cluster = exitvoice_redistest::Cluster::start(3);
+    let fault = || {
+        let (primary, replica) = cluster.shard_of("broker");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !redis_cli(replica, &["INFO", "replication"]).contains("master_link_status:up") {
+            assert!(Instant::now() < deadline, "the replica never synced");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        replica.freeze(true);
+        std::thread::sleep(Duration::from_millis(800));
+        primary.stop();
+        replica.freeze(false);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !redis_cli(replica, &["ROLE"]).starts_with("master") {
+            assert!(Instant::now() < deadline, "the replica never took over");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cluster.wait_ok();
+    };
+    older_store(&["--store", &cluster.url()], &fault, 1 << 32, true);
+}
+
 /// The collision run with the brokers' store (`store` flags) taken back in time by `fault`.
 fn older_store(store: &[&str], fault: &dyn Fn(), fences_above: i64, epochs: bool) {
     let runtime = tokio::runtime::Runtime::new().unwrap();

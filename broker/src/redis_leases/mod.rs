@@ -9,35 +9,32 @@
 //! by expiry; an acquire looks only once the first expiry has come). Fences are per exit (`HINCRBY`), bans and their back-off per (exit, origin).
 //!
 //! Every key starts with `<prefix>{<pool>}:`: the hash tag puts one pool in one Redis Cluster
-//! slot, so a script's keys are always on one node; several pools spread over a cluster.
+//! slot, so a script's keys are always on one node; several pools spread over a cluster
+//! (`redis+cluster://`, [`link`]).
 //!
 //! [`common.lua`]: https://redis.io/docs/latest/develop/interact/programmability/functions-intro/
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use exitvoice_store::{
     Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, UnitSpec,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{FromRedisValue, Value};
 
 use crate::lease_store::{LeaseStore, StoreFailure};
 
 mod epoch;
+mod link;
 mod url;
 
 pub use epoch::Epochs;
 use epoch::{lost, Lost, Recovery};
+use link::Link;
 pub use url::{RedisUrl, RedisUrlError};
 
 /// Units written per script call: a whole pool of 100,000 is 200 calls, none blocking the
 /// server for long.
 const SYNC_CHUNK: usize = 500;
-/// How long one command may take before the store counts as failed (answered `503`).
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a (re)connection may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl From<redis::RedisError> for StoreFailure {
     fn from(error: redis::RedisError) -> Self {
@@ -160,7 +157,7 @@ fn not_loaded(error: &redis::RedisError) -> bool {
 /// The broker's state in one Redis (or one slot of a Redis Cluster).
 #[derive(Clone)]
 pub struct RedisLeases {
-    connection: ConnectionManager,
+    connection: Link,
     /// `<prefix>{<pool>}:`, every key's start.
     keys: Arc<str>,
     library: Arc<Library>,
@@ -180,23 +177,7 @@ impl RedisLeases {
         pool: &str,
         epochs: Epochs,
     ) -> Result<Self, StoreFailure> {
-        let url = url.expose();
-        let client = match ca_pem {
-            Some(root) => redis::Client::build_with_tls(
-                url,
-                redis::TlsCertificates {
-                    client_tls: None,
-                    root_cert: Some(root),
-                },
-            ),
-            None => redis::Client::open(url),
-        }
-        .map_err(|_| StoreFailure::message("the Redis URL does not parse".to_owned()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(1);
-        let connection = ConnectionManager::new_with_config(client, config).await?;
+        let connection = Link::connect(url, ca_pem).await?;
         Ok(Self {
             connection,
             keys: format!("exitvoice:{{{pool}}}:").into(),
@@ -630,6 +611,8 @@ impl LeaseStore for RedisLeases {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use exitvoice_store::LeaseClass;
 
     use super::*;

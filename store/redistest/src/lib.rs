@@ -440,3 +440,143 @@ fn watch(dir: &Path) {
         .spawn()
         .expect("start the server's watchdog");
 }
+
+/// A Redis Cluster of `primaries` primaries with one replica each, on loopback (Debian's
+/// `redis-server` in cluster mode, joined by `redis-cli --cluster create`), started and ready
+/// (`cluster_state:ok` on every node). Dropping it kills its nodes.
+pub struct Cluster {
+    /// Its nodes, primaries first as `redis-cli` was given them.
+    pub nodes: Vec<Server>,
+}
+
+/// How long a cluster node may be unreachable before its replica takes over, ms.
+pub const CLUSTER_NODE_TIMEOUT_MS: u32 = 1000;
+
+impl Cluster {
+    /// Starts and joins `primaries` × 2 nodes.
+    ///
+    /// # Panics
+    /// If a node does not start or the cluster does not form within 30 seconds.
+    pub fn start(primaries: usize) -> Self {
+        let timeout = CLUSTER_NODE_TIMEOUT_MS.to_string();
+        let nodes: Vec<Server> = (0..primaries * 2)
+            .map(|_| {
+                private_server_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    &timeout,
+                ])
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        let created = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        let cluster = Self { nodes };
+        cluster.wait_ok();
+        cluster
+    }
+
+    /// `redis+cluster://127.0.0.1:<port>,…/`: every node.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        format!("redis+cluster://{}/", hosts.join(","))
+    }
+
+    /// The primary that holds the slot of hash tag `tag` now, and its replica.
+    ///
+    /// # Panics
+    /// If the cluster does not say.
+    pub fn shard_of(&self, tag: &str) -> (&Server, &Server) {
+        let alive = self.alive().next().expect("a live node");
+        let slot: u16 = cli(alive, &["CLUSTER", "KEYSLOT", tag])
+            .trim()
+            .parse()
+            .expect("a slot");
+        let nodes = cli(alive, &["CLUSTER", "NODES"]);
+        let lines: Vec<Vec<&str>> = nodes.lines().map(|l| l.split(' ').collect()).collect();
+        let primary = lines
+            .iter()
+            .find(|fields| {
+                fields.get(2).is_some_and(|flags| flags.contains("master"))
+                    && !fields.get(2).is_some_and(|flags| flags.contains("fail"))
+                    && fields.iter().skip(8).any(|range| holds(range, slot))
+            })
+            .expect("a primary for the slot");
+        let replica = lines
+            .iter()
+            .find(|fields| fields.get(3) == Some(&primary[0]))
+            .expect("a replica of the primary");
+        (self.by_address(primary[1]), self.by_address(replica[1]))
+    }
+
+    /// Waits until every running node says `cluster_state:ok`.
+    ///
+    /// # Panics
+    /// After 30 seconds.
+    pub fn wait_ok(&self) {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !self
+            .alive()
+            .all(|node| cli(node, &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        {
+            assert!(Instant::now() < deadline, "the cluster did not form");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn alive(&self) -> impl Iterator<Item = &Server> {
+        self.nodes.iter().filter(|node| node.lock().is_some())
+    }
+
+    fn by_address(&self, address: &str) -> &Server {
+        let port: u16 = address
+            .split('@')
+            .next()
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .expect("a node's address");
+        self.nodes
+            .iter()
+            .find(|node| node.port() == port)
+            .expect("a node of this cluster")
+    }
+}
+
+/// Whether `range` (`5461-10922` or `42`, as `CLUSTER NODES` lists them) holds `slot`.
+fn holds(range: &str, slot: u16) -> bool {
+    let mut ends = range.split('-').map(str::parse::<u16>);
+    match (ends.next(), ends.next()) {
+        (Some(Ok(first)), None) => first == slot,
+        (Some(Ok(first)), Some(Ok(last))) => (first..=last).contains(&slot),
+        _ => false,
+    }
+}
+
+/// What `redis-cli` printed for `args` on `server` (empty when it failed).
+fn cli(server: &Server, args: &[&str]) -> String {
+    Command::new("redis-cli")
+        .args(["-p", &server.port().to_string()])
+        .args(args)
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+        .unwrap_or_default()
+}
