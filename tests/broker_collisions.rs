@@ -348,6 +348,35 @@ fn a_redis_cluster_failover_never_gives_an_exit_two_holders() {
     older_store(&["--store", &cluster.url()], &fault, 1 << 32, true);
 }
 
+/// PostgreSQL with an asynchronous streaming standby, behind one address (an HAProxy that
+/// sends connections to the standby once the primary fails its check, as a managed database's
+/// endpoint does): the standby's replication cut while grants go on, the primary stopped as a
+/// crash would (`pg_ctl stop -m immediate`), the standby promoted. Its timeline is new and it
+/// lacks the last grants: the brokers move every fence past the clock (in µs) and hold.
+#[test]
+fn a_postgresql_failover_to_a_lagging_standby_never_gives_an_exit_two_holders() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let primary = exitvoice_pgtest::private_cluster();
+    let replication = support::forwarder::Forwarder::start(&runtime, primary.port());
+    let state = primary.fresh_database("failover");
+    let standby = primary.standby(replication.port);
+    let (primary_port, standby_port) = (primary.port().to_string(), standby.port().to_string());
+    let endpoint = support::Proxy::start("haproxy-failover", &[&primary_port, &standby_port]);
+    let state = state.replace(
+        &format!(":{primary_port}/"),
+        &format!(":{}/", endpoint.port),
+    );
+    // A port nothing listens on: once replication goes there, the standby receives no WAL.
+    let (_socket, closed) = runtime.block_on(async { support::closed_port() });
+    let fault = || {
+        replication.switch(closed);
+        std::thread::sleep(Duration::from_millis(800));
+        primary.crash();
+        standby.promote();
+    };
+    older_store(&["--store", &state], &fault, 1_000_000_000_000_000, false);
+}
+
 /// The collision run with the brokers' store (`store` flags) taken back in time by `fault`.
 fn older_store(store: &[&str], fault: &dyn Fn(), fences_above: i64, epochs: bool) {
     let runtime = tokio::runtime::Runtime::new().unwrap();

@@ -12,6 +12,9 @@
 #   proxy.sh start haproxy   DIR PORT BACKEND_PORT…  # TCP round robin over the backends
 #   proxy.sh start haproxy-tls DIR PORT PEM BACKEND_PORT  # TLS (cert+key PEM) in front of a backend
 #   proxy.sh start haproxy-pp DIR PORT send-proxy|send-proxy-v2 BACKEND_PORT  # TCP, PROXY header
+#   proxy.sh start haproxy-failover DIR PORT PRIMARY_PORT BACKUP_PORT  # TCP to the primary while
+#                            its health check passes, else to the backup; sessions to a server
+#                            marked down are cut (a managed database's endpoint)
 #   proxy.sh stop DIR NAME                           # TERM (then KILL) exactly the started PID
 #
 # Needs root (squid/tinyproxy user switch, dante's account) and the packages squid,
@@ -172,6 +175,21 @@ CONF
       echo "  timeout client 60s"; echo "  timeout server 60s"
       echo "frontend lb"; echo "  bind 127.0.0.1:$port"; echo "  default_backend echo"
       echo "backend echo"; echo "  server e1 127.0.0.1:$backend $mode"
+    } >"$dir/haproxy.cfg"
+    haproxy -c -q -f "$dir/haproxy.cfg"
+    start_bg haproxy "$dir" haproxy -db -f "$dir/haproxy.cfg"
+    wait_listen haproxy "$port" "$dir"
+    ;;
+  haproxy-failover)
+    primary="$1"; backup="$2"
+    {
+      echo "global"; echo "  maxconn 512"
+      echo "defaults"; echo "  mode tcp"; echo "  timeout connect 2s"
+      echo "  timeout client 60s"; echo "  timeout server 60s"
+      echo "frontend db"; echo "  bind 127.0.0.1:$port"; echo "  default_backend db"
+      echo "backend db"
+      echo "  server primary 127.0.0.1:$primary check inter 200 fall 1 rise 1 on-marked-down shutdown-sessions"
+      echo "  server backup 127.0.0.1:$backup check inter 200 fall 1 rise 1 backup"
     } >"$dir/haproxy.cfg"
     haproxy -c -q -f "$dir/haproxy.cfg"
     start_bg haproxy "$dir" haproxy -db -f "$dir/haproxy.cfg"

@@ -61,7 +61,7 @@ pub struct Proxy {
 
 impl Proxy {
     /// Starts `kind` (`squid`, `tinyproxy`, `dante`, `mitmproxy`, `haproxy`, `haproxy-tls`,
-    /// `haproxy-pp`) with extra args.
+    /// `haproxy-pp`, `haproxy-failover`) with extra args.
     ///
     /// The daemons take a port number, not a listening socket, so the port is picked free and
     /// can be taken by a parallel test before the daemon binds it: proxy.sh then fails (it
@@ -133,7 +133,7 @@ impl Proxy {
     /// The name `proxy.sh stop` knows the daemon by.
     fn pid_name(&self) -> &'static str {
         match self.name {
-            "haproxy-tls" | "haproxy-pp" => "haproxy",
+            "haproxy-tls" | "haproxy-pp" | "haproxy-failover" => "haproxy",
             name => name,
         }
     }

@@ -23,6 +23,9 @@ pub struct Cluster {
     password: String,
     socket_dir: PathBuf,
     bin: PathBuf,
+    /// A cluster of one test's own ([`private_cluster`], [`Cluster::standby`]) is stopped
+    /// (`-m immediate`) on drop; the shared one by its watchdog.
+    private: bool,
 }
 
 impl Cluster {
@@ -100,6 +103,95 @@ impl Cluster {
     pub fn start_again(&self) {
         pg_ctl_start(&self.bin, &self.socket_dir, self.port);
     }
+
+    /// Stops the server as a crash would (`pg_ctl stop -m immediate`: no checkpoint, its
+    /// processes gone at once).
+    ///
+    /// # Panics
+    /// If `pg_ctl stop` fails.
+    pub fn crash(&self) {
+        self.pg_ctl(&["-m", "immediate", "-w", "stop"]);
+    }
+
+    /// Promotes a standby to a primary (`pg_ctl promote`), returning once it accepts writes.
+    ///
+    /// # Panics
+    /// If `pg_ctl promote` fails.
+    pub fn promote(&self) {
+        self.pg_ctl(&["-w", "promote"]);
+    }
+
+    /// A streaming standby of this cluster (asynchronous, as PostgreSQL's replication is by
+    /// default), its base backup taken and its WAL streamed through loopback port `via` (the
+    /// primary's own port, or a relay the test can cut), on a free port of its own. Stopped
+    /// on drop.
+    ///
+    /// # Panics
+    /// If the backup fails or the standby does not start.
+    pub fn standby(&self, via: u16) -> Cluster {
+        let dir = new_dir();
+        let backup = as_server_user(&self.bin.join("pg_basebackup"))
+            .arg("-D")
+            .arg(dir.join("data"))
+            .args(["-R", "-X", "stream", "-c", "fast", "-h", "127.0.0.1", "-U", USER])
+            .args(["-p", &via.to_string()])
+            .env("PGPASSWORD", &self.password)
+            .output()
+            .expect("run pg_basebackup");
+        assert!(
+            backup.status.success(),
+            "pg_basebackup failed: {}",
+            String::from_utf8_lossy(&backup.stderr)
+        );
+        let port = free_port();
+        pg_ctl_start(&self.bin, &dir, port);
+        watch(&self.bin, &dir.join("data"), &dir);
+        Cluster {
+            port,
+            password: self.password.clone(),
+            socket_dir: dir,
+            bin: self.bin.clone(),
+            private: true,
+        }
+    }
+
+    /// Runs `pg_ctl -D <data> args…` as the server's user.
+    fn pg_ctl(&self, args: &[&str]) {
+        let done = as_server_user(&self.bin.join("pg_ctl"))
+            .arg("-D")
+            .arg(self.socket_dir.join("data"))
+            .args(args)
+            .stdout(Stdio::null())
+            .output()
+            .expect("run pg_ctl");
+        assert!(
+            done.status.success(),
+            "pg_ctl {args:?} failed: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.private {
+            let _ = as_server_user(&self.bin.join("pg_ctl"))
+                .arg("-D")
+                .arg(self.socket_dir.join("data"))
+                .args(["-m", "immediate", "stop"])
+                .output();
+            let _ = std::fs::remove_dir_all(&self.socket_dir);
+        }
+    }
+}
+
+/// A cluster of the caller's own, which WAL can be streamed from ([`Cluster::standby`]).
+/// Dropping it stops it.
+///
+/// # Panics
+/// As [`cluster`].
+pub fn private_cluster() -> Cluster {
+    start(true)
 }
 
 /// The test process's cluster, started on first call.
@@ -109,7 +201,7 @@ impl Cluster {
 /// says how to install them.
 pub fn cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Cluster> = OnceLock::new();
-    CLUSTER.get_or_init(start)
+    CLUSTER.get_or_init(|| start(false))
 }
 
 /// A fresh database on the test process's cluster: shorthand for
@@ -162,17 +254,14 @@ fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
-fn start() -> Cluster {
-    let bin = server_bin();
+/// A new directory for a cluster, the server's user's.
+fn new_dir() -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "exitvoice-pg-{}-{:08x}",
         std::process::id(),
         rand::random::<u32>()
     ));
-    let data = dir.join("data");
     std::fs::create_dir_all(&dir).expect("cluster directory");
-    let password = format!("pw-{:016x}", rand::random::<u64>());
-    std::fs::write(dir.join("pwfile"), &password).expect("password file");
     if is_root() {
         let status = Command::new("chown")
             .args(["-R", "postgres:postgres"])
@@ -181,6 +270,15 @@ fn start() -> Cluster {
             .expect("run chown");
         assert!(status.success(), "chown of {} failed", dir.display());
     }
+    dir
+}
+
+fn start(private: bool) -> Cluster {
+    let bin = server_bin();
+    let dir = new_dir();
+    let data = dir.join("data");
+    let password = format!("pw-{:016x}", rand::random::<u64>());
+    std::fs::write(dir.join("pwfile"), &password).expect("password file");
     // Local (socket) connections are trusted, for createdb; TCP needs the password.
     let initdb = as_server_user(&bin.join("initdb"))
         .arg("-D")
@@ -209,6 +307,7 @@ fn start() -> Cluster {
         password,
         socket_dir: dir,
         bin,
+        private,
     }
 }
 
