@@ -79,3 +79,59 @@ fn the_broker_keeps_its_leases_in_redis_over_tls() {
         !stderr.contains(PASSWORD) && !String::from_utf8_lossy(&output.stdout).contains(PASSWORD)
     );
 }
+
+/// At start the broker reads the store's persistence and replication, as the server reports
+/// them, and says what a crash or a failover of it would lose.
+#[test]
+fn the_broker_says_what_a_crash_of_its_redis_would_lose() {
+    let echo = EchoServer::start();
+    let work = tempfile::tempdir().unwrap();
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("a", "http://127.0.0.1:9".to_owned())],
+    );
+    let redis = exitvoice_redistest::private_server_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "everysec",
+    ]);
+    let database = work.path().join("broker.db").to_string_lossy().into_owned();
+    let mut broker = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
+        .args(["broker", "--listen", "127.0.0.1:0", "--store", &redis.url()])
+        .arg("--exits")
+        .arg(&exits)
+        .env("EXITVOICE_DATABASE_URL", &database)
+        .env("EXITVOICE_BROKER_TOKEN", TOKEN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(broker.stderr.take().unwrap());
+    let line = std::io::BufRead::lines(stderr)
+        .map_while(Result::ok)
+        .find(|line| line.contains("crash_loses"))
+        .unwrap_or_default();
+    let _ = broker.kill();
+    let _ = broker.wait();
+    let said: serde_json::Value = serde_json::from_str(&line).expect("a JSON log line");
+    let fields = &said["fields"];
+    assert_eq!(
+        fields["crash_loses"], "up to about a second of writes (appendfsync everysec)",
+        "{line}"
+    );
+    assert!(
+        fields["failover_loses"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("no replica")),
+        "{line}"
+    );
+    assert!(
+        fields["settings"]
+            .as_str()
+            .unwrap()
+            .contains("appendonly=\"yes\""),
+        "{line}"
+    );
+}

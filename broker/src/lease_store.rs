@@ -4,6 +4,8 @@
 
 use std::future::Future;
 
+use crate::durability::Durability;
+
 use exitvoice_store::{
     Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, UnitSpec,
 };
@@ -80,6 +82,9 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<ExitReport>, StoreFailure>> + Send;
     /// Live leases by class, bans in force, collisions.
     fn gauges(&self) -> impl Future<Output = Result<Gauges, StoreFailure>> + Send;
+    /// What a crash or a failover of the store would cost, from its settings (for the log at
+    /// start; unreadable settings are said so).
+    fn durability(&self) -> impl Future<Output = Durability> + Send;
     /// Deletes up to `batch` leases that ended (or expired) more than `keep_ms` ago by the
     /// store's clock; how many.
     fn prune(

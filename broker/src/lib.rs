@@ -9,6 +9,7 @@
 //! - [`lease_store`]: the one interface the broker's state sits behind (SQLite and PostgreSQL
 //!   through [`sql_leases`], Redis through [`redis_leases`]), each watched for a store that
 //!   came back older than it was;
+//! - [`durability`]: what a crash or failover of the store would cost, from its settings;
 //! - [`reserve`]: the units an instance holds to grant from while the store is out of reach;
 //! - [`metrics`]: Prometheus metrics.
 //!
@@ -20,6 +21,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod durability;
 pub mod egress;
 pub mod lease_store;
 pub mod metrics;

@@ -7,14 +7,16 @@
 //! grants for the longest time to live a holder can have been told; every instance, and every
 //! instance started later, holds until the same end.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use exitvoice_store::{
-    Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, Store,
+    Acquire, Effect, EgressRecord, Engine, ExitReport, Gauges, Granted, Refusal, Released, Store,
     StoreError, UnitSpec,
 };
 
+use crate::durability::{self, Durability};
 use crate::lease_store::{LeaseStore, StoreFailure};
 
 /// The broker's state in its SQL database.
@@ -175,6 +177,20 @@ impl LeaseStore for SqlLeases {
 
     async fn gauges(&self) -> Result<Gauges, StoreFailure> {
         Ok(self.store.broker_gauges().await?)
+    }
+
+    async fn durability(&self) -> Durability {
+        let settings: HashMap<String, String> = self
+            .store
+            .durability_settings()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        match self.store.engine() {
+            Engine::Postgres => durability::postgres(&settings),
+            Engine::Sqlite => durability::sqlite(&settings),
+        }
     }
 
     async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {

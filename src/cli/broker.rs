@@ -272,6 +272,15 @@ async fn start<S: LeaseStore>(
     token: Option<BrokerToken>,
     exits: &Path,
 ) -> anyhow::Result<(axum::Router, tokio::task::JoinHandle<()>)> {
+    let durability = leases.durability().await;
+    tracing::info!(
+        settings = %durability.settings,
+        crash_loses = %durability.crash,
+        failover_loses = %durability.failover,
+        hold_s = config.longest_told_ttl().as_secs(),
+        "the lease store: what a crash or a failover of it would lose. A store that comes back \
+         older is detected, and grants wait for the hold: no exit is handed out twice"
+    );
     let broker = Arc::new(Broker::new(leases, store, pool, config));
     broker.refresh().await.context("reading the labels")?;
     broker.keep_reserve().await;

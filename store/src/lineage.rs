@@ -81,6 +81,35 @@ pub(crate) async fn read(conn: &mut AnyConnection, postgres: bool) -> Result<Str
         .unwrap_or_default())
 }
 
+/// The settings that decide what a crash or a failover loses, by name: PostgreSQL's
+/// `fsync`, `synchronous_commit`, `synchronous_standby_names` and the count of standbys
+/// streaming from it (`standbys`); SQLite's `journal_mode` and `synchronous`.
+pub(crate) async fn durability(
+    conn: &mut AnyConnection,
+    postgres: bool,
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    if postgres {
+        let mut settings: Vec<(String, String)> = sqlx::query_as(
+            "SELECT name, setting FROM pg_settings WHERE name IN \
+             ('fsync', 'synchronous_commit', 'synchronous_standby_names') \
+             UNION ALL SELECT 'standbys', count(*)::text FROM pg_stat_replication",
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+        settings.sort();
+        return Ok(settings);
+    }
+    let mut settings = Vec::new();
+    for name in ["journal_mode", "synchronous"] {
+        let value: String =
+            sqlx::query_scalar(&format!("SELECT CAST({name} AS TEXT) FROM pragma_{name}"))
+                .fetch_one(&mut *conn)
+                .await?;
+        settings.push((name.to_owned(), value));
+    }
+    Ok(settings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

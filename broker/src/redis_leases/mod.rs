@@ -14,6 +14,7 @@
 //!
 //! [`common.lua`]: https://redis.io/docs/latest/develop/interact/programmability/functions-intro/
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use exitvoice_store::{
@@ -21,6 +22,7 @@ use exitvoice_store::{
 };
 use redis::{FromRedisValue, Value};
 
+use crate::durability::{self, Durability};
 use crate::lease_store::{LeaseStore, StoreFailure};
 
 mod epoch;
@@ -601,6 +603,30 @@ impl LeaseStore for RedisLeases {
             bans: int(bans).ok_or_else(|| shape("the gauges"))?,
             collisions: int(collisions).ok_or_else(|| shape("the gauges"))?,
         })
+    }
+
+    async fn durability(&self) -> Durability {
+        let mut settings = HashMap::new();
+        let mut connection = self.connection.clone();
+        for name in ["appendonly", "appendfsync", "save", "min-replicas-to-write"] {
+            // A managed Redis may refuse `CONFIG`: that setting stays unknown.
+            let answer: redis::RedisResult<HashMap<String, String>> = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg(name)
+                .query_async(&mut connection)
+                .await;
+            settings.extend(answer.unwrap_or_default());
+        }
+        let info: redis::RedisResult<String> = redis::cmd("INFO")
+            .arg("replication")
+            .query_async(&mut connection)
+            .await;
+        for line in info.unwrap_or_default().lines() {
+            if let Some((name @ ("role" | "connected_slaves"), value)) = line.split_once(':') {
+                settings.insert(name.to_owned(), value.trim().to_owned());
+            }
+        }
+        durability::redis(&settings)
     }
 
     async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {

@@ -133,7 +133,17 @@ impl Cluster {
         let backup = as_server_user(&self.bin.join("pg_basebackup"))
             .arg("-D")
             .arg(dir.join("data"))
-            .args(["-R", "-X", "stream", "-c", "fast", "-h", "127.0.0.1", "-U", USER])
+            .args([
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "-h",
+                "127.0.0.1",
+                "-U",
+                USER,
+            ])
             .args(["-p", &via.to_string()])
             .env("PGPASSWORD", &self.password)
             .output()

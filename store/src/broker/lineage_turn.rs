@@ -86,6 +86,18 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The settings that decide what a crash or a failover of the database loses (see
+    /// `lineage::durability`), by name.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn durability_settings(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        Ok(lineage::durability(&mut conn, self.engine() == Engine::Postgres).await?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +128,21 @@ mod tests {
             let third = store.broker_confirm_lineage(5_000).await.unwrap();
             assert!(!third.moved, "mended once");
             assert_eq!(third.hold_until_ms, again.hold_until_ms, "the hold is read back");
+        }
+
+        async fn the_durability_settings_are_read(store: Store) {
+            let settings = store.durability_settings().await.unwrap();
+            let names: Vec<&str> = settings.iter().map(|(name, _)| name.as_str()).collect();
+            match store.engine() {
+                // The throwaway cluster's own flags (exitvoice-pgtest), as the server says.
+                Engine::Postgres => {
+                    assert_eq!(names, ["fsync", "standbys", "synchronous_commit", "synchronous_standby_names"]);
+                    assert!(settings.contains(&("fsync".to_owned(), "off".to_owned())), "{settings:?}");
+                }
+                Engine::Sqlite => {
+                    assert_eq!(settings, [("journal_mode".to_owned(), "wal".to_owned()), ("synchronous".to_owned(), "1".to_owned())]);
+                }
+            }
         }
     }
 }
