@@ -8,12 +8,14 @@
 # For each pool size of --pools and each share of it leased beforehand (--held, percent):
 #   - store: the broker's store layer (`brokerload store`: acquire + release through
 #     LeaseStore on Redis, no HTTP);
+#   - store-cluster: the same on a Redis Cluster of 3 primaries (`redis+cluster://`; the pool
+#     lives on the node that holds its slot);
 #   - baseline: the published algorithm (`brokerload baseline`): SMEMBERS, shuffle, up to 20
 #     EXISTS + SET NX EX; DEL to release. An acquire that gives up is a failed acquire, not a
 #     cycle;
 #   - http: `exitvoice broker --store redis://…` end to end (`brokerload run`).
 # Each at saturation, then paced at half that rate (acquire p99 under steady load). Redis and
-# the broker are pinned to CPU 0, the load to CPU 1. Prints a markdown table and keeps it, with
+# the broker are pinned to CPU 0 (the cluster's nodes too), the load to CPU 1. Prints a markdown table and keeps it, with
 # every JSON line, in --out.
 #
 # Options
@@ -78,6 +80,30 @@ redis-cli -p "$PORT" ping >/dev/null || die "redis-server did not start (see $OU
 REDIS=redis://127.0.0.1:$PORT/
 say "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on $REDIS"
 
+# The cluster: three primaries, no replicas (the row measures the client's path to the pool's
+# node; replication is the same work with one server or a cluster).
+NODES=()
+for i in 1 2 3; do
+  node=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  mkdir -p "$OUT/cluster/$i"
+  taskset -c 0 redis-server --port "$node" --bind 127.0.0.1 --save "" --appendonly no \
+    --cluster-enabled yes --cluster-config-file nodes.conf --dir "$OUT/cluster/$i" \
+    --daemonize no >"$OUT/cluster/$i/redis.log" 2>&1 &
+  PIDS+=($!)
+  NODES+=("127.0.0.1:$node")
+done
+for node in "${NODES[@]}"; do
+  for _ in $(seq 50); do redis-cli -p "${node#*:}" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+redis-cli --cluster create "${NODES[@]}" --cluster-replicas 0 --cluster-yes >"$OUT/cluster/create.log" 2>&1 \
+  || die "the cluster did not form (see $OUT/cluster/create.log)"
+for _ in $(seq 100); do
+  redis-cli -p "${NODES[0]#*:}" cluster info | grep -q cluster_state:ok && break
+  sleep 0.1
+done
+CLUSTER="redis+cluster://$(IFS=,; echo "${NODES[*]}")/"
+say "a Redis Cluster of 3 primaries on $CLUSTER"
+
 export EXITVOICE_BROKER_TOKEN=bench-broker-token-$RANDOM$RANDOM
 TABLE=$OUT/results.md
 {
@@ -113,6 +139,7 @@ for n in $POOLS; do
     dir=$OUT/$n-$p
     mkdir -p "$dir"
     measure store "$dir" "$BIN/brokerload" store --store "$REDIS" --units "$n" --hold "$held"
+    measure store-cluster "$dir" "$BIN/brokerload" store --store "$CLUSTER" --units "$n" --hold "$held"
     measure baseline "$dir" "$BIN/brokerload" baseline --redis "$REDIS" --units "$n" --hold "$held"
     "$BIN/brokerload" seed --database "$dir/labels.db" --exits "$n" --out "$dir/exits.toml"
     taskset -c 0 "$BIN/exitvoice" broker --exits "$dir/exits.toml" --database "$dir/labels.db" \
@@ -128,6 +155,7 @@ for n in $POOLS; do
     kill "$broker" 2>/dev/null || true
     wait "$broker" 2>/dev/null || true
     redis-cli -p "$PORT" flushall >/dev/null
+    for node in "${NODES[@]}"; do redis-cli -p "${node#*:}" flushall >/dev/null; done
   done
 done
 cat "$TABLE"
