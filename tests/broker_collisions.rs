@@ -377,6 +377,38 @@ fn a_postgresql_failover_to_a_lagging_standby_never_gives_an_exit_two_holders() 
     older_store(&["--store", &state], &fault, 1_000_000_000_000_000, false);
 }
 
+/// The same failover run by Redis Sentinel (`--store redis+sentinel://…/<name>`): the replica
+/// held back, the primary killed, the replica resumed; the sentinel calls the primary down and
+/// promotes the replica, and the brokers ask it for the new primary.
+#[test]
+fn a_sentinel_failover_to_a_lagging_replica_never_gives_an_exit_two_holders() {
+    let primary = exitvoice_redistest::private_server();
+    let port = primary.port().to_string();
+    let replica = exitvoice_redistest::private_server_with(&["--replicaof", "127.0.0.1", &port]);
+    let sentinel = exitvoice_redistest::Sentinel::start(&primary, "leases");
+    let fault = || {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !redis_cli(&replica, &["INFO", "replication"]).contains("master_link_status:up") {
+            assert!(Instant::now() < deadline, "the replica never synced");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        replica.freeze(true);
+        std::thread::sleep(Duration::from_millis(800));
+        primary.stop();
+        replica.freeze(false);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while sentinel.primary_port("leases") != Some(replica.port()) {
+            assert!(
+                Instant::now() < deadline,
+                "the sentinel never promoted the replica"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let url = format!("redis+sentinel://127.0.0.1:{}/leases", sentinel.port());
+    older_store(&["--store", &url], &fault, 1 << 32, true);
+}
+
 /// The collision run with the brokers' store (`store` flags) taken back in time by `fault`.
 fn older_store(store: &[&str], fault: &dyn Fn(), fences_above: i64, epochs: bool) {
     let runtime = tokio::runtime::Runtime::new().unwrap();

@@ -580,3 +580,89 @@ fn cli(server: &Server, args: &[&str]) -> String {
         .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
         .unwrap_or_default()
 }
+
+/// A Redis Sentinel on loopback (Debian's `redis-server --sentinel`) watching one primary as
+/// `name`, quorum 1, that calls it down after [`SENTINEL_DOWN_AFTER_MS`] and promotes a
+/// replica then. Dropping it kills it and removes its directory.
+pub struct Sentinel {
+    port: u16,
+    dir: PathBuf,
+    child: Child,
+}
+
+/// How long a sentinel waits before it calls an unanswering primary down, ms.
+pub const SENTINEL_DOWN_AFTER_MS: u32 = 500;
+
+impl Sentinel {
+    /// Starts a sentinel watching `primary` as `name`.
+    ///
+    /// # Panics
+    /// If it does not start within 30 seconds.
+    pub fn start(primary: &Server, name: &str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("exitvoice-sentinel-{}-", std::process::id()))
+            .tempdir()
+            .expect("sentinel directory")
+            .keep();
+        watch(&dir);
+        let port = free_port();
+        let config = dir.join("sentinel.conf");
+        std::fs::write(
+            &config,
+            format!(
+                "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {dir}\n\
+                 logfile {dir}/{LOG_FILE}\n\
+                 sentinel monitor {name} 127.0.0.1 {primary} 1\n\
+                 sentinel down-after-milliseconds {name} {SENTINEL_DOWN_AFTER_MS}\n\
+                 sentinel failover-timeout {name} 5000\n",
+                dir = dir.display(),
+                primary = primary.port(),
+            ),
+        )
+        .expect("write sentinel.conf");
+        let child = Command::new(REDIS_SERVER)
+            .arg(&config)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run redis-server --sentinel");
+        std::fs::write(dir.join(PID_FILE), child.id().to_string()).expect("its pid file");
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !answers(port, false, &dir.join(LOG_FILE)) {
+            assert!(Instant::now() < deadline, "the sentinel did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { port, dir, child }
+    }
+
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The port of the primary it names for `name` now.
+    pub fn primary_port(&self, name: &str) -> Option<u16> {
+        let output = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(["SENTINEL", "get-master-addr-by-name", name])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .nth(1)?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = std::fs::remove_file(self.dir.join(PID_FILE));
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
