@@ -356,5 +356,5 @@ fn serve_answers_as_the_user_with_the_packaged_configuration() {
         ["exitvoice", "exitvoice"]
     );
     assert!(Path::new("/var/lib/exitvoice/echo.db.cert.pem").exists());
-    assert_eq!(sqlite_count(db, "requests", "exitvoice"), 1);
+    assert_eq!(sqlite_count(db, "requests"), 1);
 }
