@@ -75,7 +75,10 @@ fn systemd_analyze_verify_accepts_the_units_and_would_refuse_a_broken_one() {
     // The same check on a unit with a typo says so: the assertion above can fail.
     let broken = unit_text("exitvoice-audit.timer").replace("OnCalendar=", "OnCalender=");
     std::fs::write(dir.path().join("exitvoice-audit.timer"), broken).expect("write");
-    let out = analyze(dir.path(), &["verify", "--man=no", "./exitvoice-audit.timer"]);
+    let out = analyze(
+        dir.path(),
+        &["verify", "--man=no", "./exitvoice-audit.timer"],
+    );
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("Unknown key 'OnCalender'"), "{said}");
 }
@@ -105,7 +108,9 @@ fn the_services_are_hardened_and_the_audit_runs_hourly() {
     }
     // The broker shares the auditor's state (its database holds the labels the broker reads).
     let broker = unit_text("exitvoice-broker.service");
-    assert!(broker.lines().any(|l| l == "StateDirectory=exitvoice-audit"));
+    assert!(broker
+        .lines()
+        .any(|l| l == "StateDirectory=exitvoice-audit"));
     assert!(broker.lines().any(|l| l == "CapabilityBoundingSet="));
     let timer = unit_text("exitvoice-audit.timer");
     assert!(timer.lines().any(|l| l == "OnCalendar=hourly"));

@@ -109,6 +109,7 @@ fn the_image_serves_the_echo_and_keeps_its_database_on_the_volume() {
     assert_eq!(script("image.sh", &["--tag", &made.tag]), made.tag);
 
     let (version, commit) = version_and_commit(&ok(&mut cmd(BINARY, &["--version"])));
+    assert_eq!(commit, package_support::git_commit());
     the_image_is_what_it_says(&made, &version, &commit);
 
     // On the host's network, on a loopback port of its choosing.
