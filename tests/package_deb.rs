@@ -267,9 +267,12 @@ fn the_units_verify_the_man_page_renders_and_completion_is_bound() {
         ok(&mut cmd("man", &["-w", "exitvoice-broker"])).trim(),
         "/usr/share/man/man1/exitvoice-broker.1.gz"
     );
-    let page = ok(cmd("man", &["-P", "cat", "exitvoice-broker"])
+    let out = run(cmd("man", &["--warnings", "-P", "cat", "exitvoice-broker"])
         .env("MANWIDTH", "100")
         .env("LANG", "C.UTF-8"));
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "groff warnings");
+    let page = String::from_utf8_lossy(&out.stdout);
     assert!(page.contains("exitvoice-broker - Lease exits"), "{page}");
     assert!(page.contains("--exits <FILE>"), "{page}");
     assert!(page.contains("EXITVOICE_BROKER_TOKEN"), "{page}");
