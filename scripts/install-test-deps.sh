@@ -8,7 +8,8 @@
 #     mmdblookup (mmdb-bin: the independent reader of the geo tests), p0f (the independent
 #     reader of SYNs: `p0f -r` on the SYN tests' captures), lintian (judges the Debian package),
 #     buildah, podman and runc (build and run the OCI image; podman's own crun refuses this
-#     machine's cgroup layout, so the tests run it with runc);
+#     machine's cgroup layout, so the tests run it with runc), man-db (renders the packaged man
+#     pages), binutils (strip and readelf: the image's binary and the libraries it names);
 #   - cargo-deb (from crates.io, pinned): makes the Debian package (scripts/package.sh);
 #   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients
 #     (aioquic: the independent QUIC/HTTP/3 client of tests/echo_quic.rs), and mmdb-writer (the
@@ -36,7 +37,7 @@ APT_PACKAGES=(
   squid apache2-utils tinyproxy dante-server haproxy
   prometheus systemd pebble postgresql redis-server
   mmdb-bin p0f
-  lintian buildah podman runc
+  lintian buildah podman runc man-db binutils
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
