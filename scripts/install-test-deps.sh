@@ -6,7 +6,11 @@
 #     systemd-analyze checks the deploy/ units), pebble (a throwaway ACME CA), redis-server
 #     (store/redistest runs its own servers from its binary; the packaged daemon is stopped),
 #     mmdblookup (mmdb-bin: the independent reader of the geo tests), p0f (the independent
-#     reader of SYNs: `p0f -r` on the SYN tests' captures);
+#     reader of SYNs: `p0f -r` on the SYN tests' captures), lintian (judges the Debian package),
+#     buildah, podman and runc (build and run the OCI image; podman's own crun refuses this
+#     machine's cgroup layout, so the tests run it with runc), man-db (renders the packaged man
+#     pages), binutils (strip and readelf: the image's binary and the libraries it names);
+#   - cargo-deb (from crates.io, pinned): makes the Debian package (scripts/package.sh);
 #   - .tools/venv: reference decoders (h2, hpack, hyperframe, ja4plus) and Python HTTP clients
 #     (aioquic: the independent QUIC/HTTP/3 client of tests/echo_quic.rs), and mmdb-writer (the
 #     geo tests' MaxMind DB files, written at test time);
@@ -33,6 +37,7 @@ APT_PACKAGES=(
   squid apache2-utils tinyproxy dante-server haproxy
   prometheus systemd pebble postgresql redis-server
   mmdb-bin p0f
+  lintian buildah podman runc man-db binutils
 )
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -173,6 +178,15 @@ if [ ! -x "$GOBIN_OUT" ] || [ tests/clients/goclient.go -nt "$GOBIN_OUT" ]; then
   mkdir -p .tools/bin .tools/go/cache
   GOPATH="$ROOT/.tools/go" GOCACHE="$ROOT/.tools/go/cache" GOPROXY=off GOTOOLCHAIN=local \
     GO111MODULE=off GOFLAGS= go build -o "$GOBIN_OUT" tests/clients/goclient.go
+fi
+
+# --- cargo-deb (scripts/package.sh) --------------------------------------------------------------
+# Pinned: a newer release may refuse what this one warns about (packaging a dev build, which the
+# tests do to package the build they already have).
+CARGO_DEB_VERSION=3.8.0
+if [ "$(cargo deb --version 2>/dev/null)" != "cargo-deb $CARGO_DEB_VERSION" ]; then
+  say "cargo installing cargo-deb $CARGO_DEB_VERSION"
+  cargo install --locked --quiet cargo-deb --version "$CARGO_DEB_VERSION"
 fi
 
 say "ok"

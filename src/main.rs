@@ -7,9 +7,18 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 mod cli;
 
+/// What `exitvoice --version` prints after the name: the version and the commit built from
+/// (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("EXITVOICE_COMMIT"),
+    ")"
+);
+
 /// See what your proxy exits do to your client's TLS and HTTP/2 identity.
 #[derive(Debug, Parser)]
-#[command(name = "exitvoice", version, about)]
+#[command(name = "exitvoice", version = VERSION, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,7 +49,10 @@ enum Command {
 
 fn main() -> ExitCode {
     // Flags, then `EXITVOICE_*` variables, then the `--config` file, then defaults.
-    let command = cli::config::with_env(Cli::command());
+    let public = cli::config::with_env(Cli::command());
+    // `generate` is added here, not in `Command`, so that what it writes about (`public`) does
+    // not offer it.
+    let command = public.clone().subcommand(cli::generate::command());
     let argv = match cli::config::argv_with_file(&command, std::env::args_os().collect()) {
         Ok(argv) => argv,
         Err(error) => {
@@ -49,6 +61,12 @@ fn main() -> ExitCode {
         }
     };
     let matches = command.clone().get_matches_from(argv);
+    if let Some((cli::generate::NAME, matches)) = matches.subcommand() {
+        return cli::generate::run(matches, &public).unwrap_or_else(|error| {
+            eprintln!("exitvoice: {error:#}");
+            ExitCode::FAILURE
+        });
+    }
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

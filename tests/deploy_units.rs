@@ -1,19 +1,27 @@
-//! The systemd units of `deploy/` (issue 14, §2): `systemd-analyze verify` accepts them (with
-//! the binary path pointed at the one just built, since verify checks that it is executable),
-//! `systemd-analyze security --offline` rates the services' exposure low, and the shipped
-//! configuration passes `exitvoice config check`. Needs systemd-analyze
-//! (scripts/install-test-deps.sh installs systemd).
+//! The systemd units of `deploy/`, as the Debian package installs them: `systemd-analyze verify`
+//! accepts them (with the binary path pointed at the one just built, since verify checks that it
+//! is executable), `systemd-analyze security --offline` rates the services' exposure low, and the
+//! shipped configuration passes `exitvoice config check`. Needs systemd-analyze
+//! (scripts/install-test-deps.sh installs systemd). tests/package_deb.rs verifies them again
+//! where the package put them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const UNITS: [&str; 3] = [
+const UNITS: [&str; 4] = [
     "exitvoice-serve.service",
     "exitvoice-audit.service",
     "exitvoice-audit.timer",
+    "exitvoice-broker.service",
 ];
-/// Where the units expect the binary (README.md, "Deploying").
-const INSTALLED_BINARY: &str = "/usr/local/bin/exitvoice";
+/// The services among them.
+const SERVICES: [&str; 3] = [
+    "exitvoice-serve.service",
+    "exitvoice-audit.service",
+    "exitvoice-broker.service",
+];
+/// Where the units expect the binary (the package puts it there).
+const INSTALLED_BINARY: &str = "/usr/bin/exitvoice";
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
@@ -41,11 +49,22 @@ fn analyze(dir: &Path, args: &[&str]) -> Output {
         .expect("systemd-analyze is installed (scripts/install-test-deps.sh)")
 }
 
+/// The arguments each service starts the binary with.
+fn subcommand_line(service: &str) -> &'static str {
+    match service {
+        "exitvoice-serve.service" => "serve --config /etc/exitvoice/exitvoice.toml",
+        "exitvoice-audit.service" => "audit --config /etc/exitvoice/exitvoice.toml --once",
+        _ => "broker --config /etc/exitvoice/exitvoice.toml",
+    }
+}
+
 #[test]
 fn systemd_analyze_verify_accepts_the_units_and_would_refuse_a_broken_one() {
     let dir = staged();
     let paths: Vec<String> = UNITS.iter().map(|name| format!("./{name}")).collect();
-    let mut args = vec!["verify"];
+    // The units' `Documentation=man:…` pages are installed by the package, not here: checked
+    // where the package put them (tests/package_deb.rs).
+    let mut args = vec!["verify", "--man=no"];
     args.extend(paths.iter().map(String::as_str));
     let out = analyze(dir.path(), &args);
     assert!(out.status.success(), "{out:?}");
@@ -56,7 +75,10 @@ fn systemd_analyze_verify_accepts_the_units_and_would_refuse_a_broken_one() {
     // The same check on a unit with a typo says so: the assertion above can fail.
     let broken = unit_text("exitvoice-audit.timer").replace("OnCalendar=", "OnCalender=");
     std::fs::write(dir.path().join("exitvoice-audit.timer"), broken).expect("write");
-    let out = analyze(dir.path(), &["verify", "./exitvoice-audit.timer"]);
+    let out = analyze(
+        dir.path(),
+        &["verify", "--man=no", "./exitvoice-audit.timer"],
+    );
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("Unknown key 'OnCalender'"), "{said}");
 }
@@ -65,21 +87,37 @@ fn systemd_analyze_verify_accepts_the_units_and_would_refuse_a_broken_one() {
 fn the_services_are_hardened_and_the_audit_runs_hourly() {
     let serve = unit_text("exitvoice-serve.service");
     for line in [
-        "DynamicUser=yes",
         "StateDirectory=exitvoice",
-        "ProtectSystem=strict",
-        "NoNewPrivileges=yes",
         "CapabilityBoundingSet=CAP_NET_BIND_SERVICE",
         "AmbientCapabilities=CAP_NET_BIND_SERVICE",
     ] {
         assert!(serve.lines().any(|l| l == line), "serve unit lacks {line}");
     }
+    // The package's system user, never root; nothing gained through exec; a read-only system.
+    for service in SERVICES {
+        let text = unit_text(service);
+        for line in [
+            "User=exitvoice",
+            "Group=exitvoice",
+            "ProtectSystem=strict",
+            "NoNewPrivileges=yes",
+            &format!("ExecStart={INSTALLED_BINARY} {}", subcommand_line(service)),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{service} lacks {line}");
+        }
+    }
+    // The broker shares the auditor's state (its database holds the labels the broker reads).
+    let broker = unit_text("exitvoice-broker.service");
+    assert!(broker
+        .lines()
+        .any(|l| l == "StateDirectory=exitvoice-audit"));
+    assert!(broker.lines().any(|l| l == "CapabilityBoundingSet="));
     let timer = unit_text("exitvoice-audit.timer");
     assert!(timer.lines().any(|l| l == "OnCalendar=hourly"));
     assert!(timer.lines().any(|l| l.starts_with("RandomizedDelaySec=")));
 
     let dir = staged();
-    for service in ["exitvoice-serve.service", "exitvoice-audit.service"] {
+    for service in SERVICES {
         let out = analyze(
             dir.path(),
             &["security", "--offline=true", &format!("./{service}")],
@@ -117,6 +155,11 @@ fn the_shipped_configuration_checks() {
     );
     assert!(
         text.contains(r#"exits = "/etc/exitvoice/exits.toml"  # file"#),
+        "{text}"
+    );
+    // The broker reads the auditor's database, where the audit unit writes it.
+    assert!(
+        text.contains(r#"database = "/var/lib/exitvoice-audit/audit.db"  # file"#),
         "{text}"
     );
 }

@@ -6,6 +6,7 @@ pub mod config;
 pub mod dashboard;
 pub mod database;
 pub mod diff;
+pub mod generate;
 pub mod inspect;
 pub mod lease;
 pub mod serve;
