@@ -39,8 +39,10 @@ pub struct Args {
     #[command(flatten)]
     database: DatabaseArg,
     /// Where the broker keeps its state (leases, fences, bans) when not in `--database`: a
-    /// SQLite file or a `postgres://` URL, as `--database` takes, or a `redis://` or
-    /// `rediss://` URL. Prefer the environment variable for a password.
+    /// SQLite file or a `postgres://` URL, as `--database` takes, a `redis://` or `rediss://`
+    /// URL, a Redis Cluster's `redis+cluster://host:port,host:port/`, or the sentinels of a
+    /// primary as `redis+sentinel://host:port,host:port/<name>`. Prefer the environment
+    /// variable for a password.
     #[arg(
         long,
         value_name = "FILE|URL",
@@ -48,7 +50,8 @@ pub struct Args {
         hide_env_values = true
     )]
     store: Option<DatabaseText>,
-    /// PEM certificates to trust for a `rediss://` `--store`, instead of the system's roots.
+    /// PEM certificates to trust for a `rediss://` (or `rediss+…://`) `--store`, instead of the
+    /// system's roots.
     #[arg(long, value_name = "FILE")]
     redis_ca: Option<PathBuf>,
     /// The pool's name on a Redis `--store`: its keys start `exitvoice:{NAME}:`, one Redis
