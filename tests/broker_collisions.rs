@@ -703,7 +703,10 @@ fn brokers_keep_every_exit_to_one_holder(
             "the pool served again after the hold: {after:?} without a grant"
         );
         if older.epochs {
-            assert_eq!(epoch_of(runtime, &database), Some(1), "one new epoch");
+            // One, or more when an instance could not start the one it took (the store went
+            // away again under it): that epoch is spent.
+            let epoch = epoch_of(runtime, &database);
+            assert!(epoch >= Some(1), "a new epoch: {epoch:?}");
         }
     } else if let Fault::Forget(_) = fault {
         // Requests in flight when Redis went away were answered 503 (the worker waits and goes

@@ -17,7 +17,9 @@
 //! lease's holder was told an expiry no later than that, and learns of the loss at its next
 //! renewal (`unknown_lease`). Fences carry the epoch in their high bits, so the new epoch's are
 //! above every lost one's. Another instance meeting the loss meanwhile finds it mended, or an
-//! epoch taken moments ago, which it waits for rather than take another.
+//! epoch taken moments ago, which it waits for rather than take another. An instance that took
+//! an epoch but could not start it (Redis went away again) cannot tell whether Redis heard it:
+//! the epoch is spent, and marked so, so that the next instance takes another at once.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -50,9 +52,6 @@ pub(super) struct Recovery {
     pub(super) known: Mutex<HashMap<String, UnitSpec>>,
     /// One recovery at a time per instance.
     pub(super) turn: tokio::sync::Mutex<()>,
-    /// The epoch this instance took last: one it could not start in Redis (the server went
-    /// away again meanwhile) is started on its next try, not left to age.
-    pub(super) taken: Mutex<Option<i64>>,
 }
 
 impl Recovery {
@@ -62,7 +61,6 @@ impl Recovery {
             pool: pool.to_owned(),
             known: Mutex::default(),
             turn: tokio::sync::Mutex::default(),
-            taken: Mutex::default(),
         }
     }
 
@@ -79,18 +77,6 @@ impl Recovery {
     pub(super) fn known(&self) -> Vec<UnitSpec> {
         let known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
         known.values().cloned().collect()
-    }
-
-    /// The epoch to start when the pool's epoch row says `current` and Redis's state `seen`:
-    /// the one this instance took, if it is still the row's and Redis has not seen it.
-    pub(super) fn own(&self, current: Option<i64>, seen: Option<i64>) -> Option<i64> {
-        let taken = *self.taken.lock().unwrap_or_else(PoisonError::into_inner);
-        taken.filter(|&epoch| current == Some(epoch) && seen < Some(epoch))
-    }
-
-    /// Notes `epoch` as taken by this instance.
-    pub(super) fn took(&self, epoch: i64) {
-        *self.taken.lock().unwrap_or_else(PoisonError::into_inner) = Some(epoch);
     }
 
     /// The hold of a new epoch, ms.

@@ -251,36 +251,35 @@ impl RedisLeases {
             };
             // A pool never written before granted nothing: nothing to wait for.
             let granted = state == Lost::Older || lock.current().is_some();
-            let epoch = match recovery.own(lock.current(), seen) {
-                Some(epoch) => {
-                    lock.release().await?;
-                    epoch
-                }
-                None => {
-                    // An epoch taken moments ago is being written into Redis by the instance
-                    // that took it: wait for that rather than take another (and hold grants
-                    // for nothing).
-                    let starting = lock.age_ms().is_some_and(|age| {
-                        u128::try_from(age).unwrap_or(0) < epoch::STARTING.as_millis()
-                    }) && waited.elapsed() < epoch::STARTING;
-                    if starting {
-                        lock.release().await?;
-                        tokio::time::sleep(epoch::STARTING_POLL).await;
-                        continue;
-                    }
-                    // Past Redis's own epoch too, should the SQL database have gone back.
-                    let epoch = lock.advance_past(seen).await?;
-                    recovery.took(epoch);
-                    epoch
-                }
-            };
+            // An epoch taken moments ago is being written into Redis by the instance that took
+            // it: wait for that rather than take another (and hold grants for nothing).
+            let starting = lock
+                .age_ms()
+                .is_some_and(|age| u128::try_from(age).unwrap_or(0) < epoch::STARTING.as_millis())
+                && waited.elapsed() < epoch::STARTING;
+            if starting {
+                lock.release().await?;
+                tokio::time::sleep(epoch::STARTING_POLL).await;
+                continue;
+            }
+            // Past Redis's own epoch too, should the SQL database have gone back.
+            let epoch = lock.advance_past(seen).await?;
             let hold_ms = if granted { recovery.hold_ms() } else { 0 };
             let args = [epoch.to_string(), hold_ms.to_string()];
             let step = match state {
                 Lost::Forgotten => Step::Init,
                 Lost::Older => Step::Rebase,
             };
-            let started: i64 = self.run_once(step, &args).await?;
+            let started: i64 = match self.run_once(step, &args).await {
+                Ok(started) => started,
+                Err(error) => {
+                    // Whether Redis heard it is unknown: the epoch is spent, and nobody waits
+                    // for it (the next instance takes another at once).
+                    let epochs = &recovery.epochs.store;
+                    let _ = epochs.broker_epoch_spent(&recovery.pool, epoch).await;
+                    return Err(error.into());
+                }
+            };
             if started == 1 && granted {
                 tracing::warn!(
                     epoch,

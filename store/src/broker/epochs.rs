@@ -49,6 +49,23 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Marks epoch `epoch` of `pool` as spent: taken, but perhaps never started, so that no
+    /// instance waits for it to start (it takes the next one). Nothing when another epoch was
+    /// taken since.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn broker_epoch_spent(&self, pool: &str, epoch: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE broker_epochs SET reserved_ms = 0 WHERE pool = $1 AND epoch = $2")
+            .bind(pool)
+            .bind(epoch)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+}
+
 impl EpochLock {
     /// The pool's epoch: `None` while its state was never written.
     pub fn current(&self) -> Option<i64> {
@@ -118,6 +135,10 @@ mod tests {
             assert_eq!(lock.advance_past(Some(6)).await.unwrap(), 7, "past the epoch seen");
             let lock = store.broker_epoch_lock("p").await.unwrap();
             assert_eq!(lock.advance_past(Some(3)).await.unwrap(), 8, "past its own");
+            store.broker_epoch_spent("p", 8).await.unwrap();
+            let lock = store.broker_epoch_lock("p").await.unwrap();
+            assert!(lock.age_ms().unwrap() > 1_000_000_000, "spent: taken long ago");
+            lock.release().await.unwrap();
             let other = store.broker_epoch_lock("q").await.unwrap();
             assert_eq!(other.current(), None, "pools count apart");
             other.release().await.unwrap();
