@@ -1,4 +1,4 @@
-//! Issue 30's proof: no self-collision at the exits. Three `exitvoice broker` instances share one
+//! No self-collision at the exits. Three `exitvoice broker` instances share one
 //! real PostgreSQL (a throwaway cluster), then one real Redis (`--store redis://`); 32 worker processes (the README's Python worker, plain
 //! `requests`) lease exits from them and use every lease for a real tunnel through simulated
 //! exits (`bench/exitsim`: 8 plain exits and a gateway with 4 sticky-session slots) to an origin
@@ -228,7 +228,7 @@ fn three_brokers_on_redis_no_exit_ever_has_two_holders() {
     );
 }
 
-/// Issue 31 §2: the Redis server killed (`kill -9`) mid-run and started again without its
+/// The Redis server killed (`kill -9`) mid-run and started again without its
 /// data. The brokers start a new epoch: no grant for `--max-life` (3 s here, the longest any
 /// lost lease could still run), then grants resume; no exit or session ever has two holders.
 #[test]
@@ -244,7 +244,7 @@ fn a_redis_that_forgets_mid_run_never_gives_an_exit_two_holders() {
     );
 }
 
-/// Issue 31 §3: PostgreSQL stopped for 10 s mid-run and started again. Each instance grants
+/// PostgreSQL stopped for 10 s mid-run and started again. Each instance grants
 /// from its reserve meanwhile (`--reserve`), units no other instance may grant: no exit or
 /// session ever has two holders, and the workers go on at half their rate or more.
 #[test]

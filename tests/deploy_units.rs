@@ -1,4 +1,4 @@
-//! The systemd units of `deploy/` (issue 14, §2): `systemd-analyze verify` accepts them (with
+//! The systemd units of `deploy/`: `systemd-analyze verify` accepts them (with
 //! the binary path pointed at the one just built, since verify checks that it is executable),
 //! `systemd-analyze security --offline` rates the services' exposure low, and the shipped
 //! configuration passes `exitvoice config check`. Needs systemd-analyze

@@ -1,9 +1,9 @@
-//! The h3 downgrade ledger (issue 16; specs/quic.md section 5): per client identity — the
-//! client's IP and the TLS voice of its TCP connections — its TCP visits after the server told
-//! it, with `alt-svc`, that the origin also speaks HTTP/3, and whether an HTTP/3 request from it
-//! followed. A client that keeps coming back over TCP and never over HTTP/3 is
-//! `never_tries_h3`: browsers behind HTTP CONNECT or SOCKS proxies never try QUIC (spec §5.4),
-//! and a path that drops UDP looks the same.
+//! The h3 downgrade ledger (docs/quic.md, "The h3 downgrade ledger"): per client identity — the
+//! client's IP and the TLS voice of its TCP connections — its TCP visits after the server told it,
+//! with `alt-svc`, that the origin also speaks HTTP/3, and whether an HTTP/3 request from it
+//! followed. A client that keeps coming back over TCP and never over HTTP/3 is `never_tries_h3`:
+//! browsers behind HTTP CONNECT or SOCKS proxies never try QUIC (docs/quic.md, "How clients
+//! behave"), and a path that drops UDP looks the same.
 //!
 //! An HTTP/3 request matches an identity by its probe token, or else by its source IP within
 //! `ma` (86,400 s) of that identity's first `alt-svc`. Kept in memory, bounded; times are Unix
@@ -24,11 +24,10 @@ use serde::{Deserialize, Serialize};
 
 /// `ma` of the `alt-svc` we send, in milliseconds (RFC 7838 section 3.1).
 pub const ALT_SVC_MAX_AGE_MS: i64 = 86_400_000;
-/// When a client that keeps coming back over TCP `never_tries_h3` (specs/quic.md section 5.3):
-/// `returns` TCP connections after the first `alt-svc`, each at least `spacing_ms` after the
-/// one counted before it (Chrome races QUIC only for a new connection, so quick reloads say
-/// little), the last at least `span_ms` after that `alt-svc`, all within `ma`, and no QUIC
-/// attempt.
+/// When a client that keeps coming back over TCP `never_tries_h3` (docs/quic.md, the verdict
+/// table): `returns` TCP connections after the first `alt-svc`, each at least `spacing_ms` after
+/// the one counted before it (Chrome races QUIC only for a new connection, so quick reloads say
+/// little), the last at least `span_ms` after that `alt-svc`, all within `ma`, and no QUIC attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NeverRule {
     /// Spaced TCP returns needed.
@@ -40,7 +39,7 @@ pub struct NeverRule {
 }
 
 impl Default for NeverRule {
-    /// The spec's: 3 returns, 2 s apart, over 60 s.
+    /// The documented rule: 3 returns, 2 s apart, over 60 s.
     fn default() -> Self {
         Self {
             returns: 3,
