@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
 pub mod coherence;
+pub mod decimal;
 pub mod echo;
 pub mod geo;
 pub mod label;

@@ -12,11 +12,11 @@
 use std::io::{IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::database::DatabaseArg;
+use super::progress::ProbeBar;
 use super::serve::parse_retention;
 use anyhow::Context;
 use exitvoice_auditor::drift::DriftConfig;
@@ -203,23 +203,26 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     exitvoice_exits::duration::parse(text, true).map_err(|e| e.to_string())
 }
 
-/// Logs to stderr: human-readable on a TTY (warnings only), JSON lines otherwise.
+/// Logs to stderr: human-readable on a TTY (warnings only), written through the progress bar
+/// so that it is drawn again below them; JSON lines otherwise.
 pub(crate) fn init_logs() {
-    // On a TTY the progress line replaces the per-probe info logs.
-    let default = if std::io::stderr().is_terminal() {
-        "warn"
-    } else {
-        "info"
+    let filter = |default| {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt();
     let _ = if std::io::stderr().is_terminal() {
-        builder.try_init()
+        // On a TTY the progress bar replaces the per-probe info logs.
+        builder
+            .with_env_filter(filter("warn"))
+            .with_writer(|| super::progress::ThroughBars)
+            .try_init()
     } else {
-        builder.json().try_init()
+        builder
+            .with_env_filter(filter("info"))
+            .with_writer(std::io::stderr)
+            .json()
+            .try_init()
     };
 }
 
@@ -475,18 +478,10 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut recheck: Option<Vec<String>> = None;
     let mut next_full = tokio::time::Instant::now();
     loop {
-        // A progress line on a TTY; structured logs carry the same facts otherwise.
-        let ticker = std::io::stderr().is_terminal().then(|| {
-            let progress = config.progress.clone();
-            tokio::spawn(async move {
-                loop {
-                    let done = progress.done.load(Ordering::Relaxed);
-                    let total = progress.total.load(Ordering::Relaxed);
-                    eprint!("\r\x1b[2Kprobes {done}/{total}");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            })
-        });
+        // A progress bar on a TTY; structured logs carry the same facts otherwise.
+        let bar = std::io::stderr()
+            .is_terminal()
+            .then(|| ProbeBar::start(Arc::clone(&config.progress)));
         let started = std::time::Instant::now();
         // --retain counts from the run's start, so a run longer than it keeps its own work.
         let prune_before =
@@ -497,9 +492,8 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 schedule::run_some(&mut exits, names, &echo, &config, &store, &mut minter).await
             }
         };
-        if let Some(ticker) = ticker {
-            ticker.abort();
-            eprintln!("\r\x1b[2Kprobes done");
+        if let Some(bar) = bar {
+            bar.finish();
         }
         let report = result?;
         let pool = report.labels.header.pool.clone().unwrap_or_default();

@@ -8,4 +8,5 @@ pub mod database;
 pub mod diff;
 pub mod inspect;
 pub mod lease;
+mod progress;
 pub mod serve;
