@@ -21,8 +21,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use exitvoice_auditor::exposition::{self, AuditMetrics};
+use exitvoice_auditor::exposition::AuditMetrics;
 use exitvoice_auditor::schedule::Runs;
+use exitvoice_exposition::Listener;
 
 use super::progress::ProbeBar;
 use super::shared::init_logs;
@@ -48,13 +49,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let store = args.database.open().await?;
     let metrics = Arc::new(AuditMetrics::default());
     if let Some(addr) = args.metrics_listen {
-        let (listener, local) = exposition::bind(addr)
+        let listener = Listener::bind(addr)
             .await
             .with_context(|| format!("binding the metrics listener {addr}"))?;
-        println!("metrics on http://{local}/metrics");
-        let metrics = Arc::clone(&metrics);
+        println!("metrics on http://{}/metrics", listener.local_addr());
+        let registry = metrics.registry();
         tokio::spawn(async move {
-            if let Err(error) = exposition::serve(listener, metrics).await {
+            // Served until the process ends.
+            if let Err(error) = listener.serve(registry, std::future::pending()).await {
                 tracing::error!(%error, "metrics listener failed");
             }
         });
