@@ -9,7 +9,7 @@
 //! 3. the labels snapshot ([`snapshot`]), from each exit's stored window, published by one
 //!    auditor of those sharing the database.
 //!
-//! Runs follow one another ([`cadence`]): once, or a full run per period with jitter and
+//! Runs follow one another ([`Runs`]): once, or a full run per period with jitter and
 //! re-checks of the exits whose label just changed in between.
 //!
 //! - Every sample is its own probe (new connection, new token), spaced by
