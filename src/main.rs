@@ -33,7 +33,7 @@ enum Command {
     /// Probe the configured exits and label them.
     Audit(Box<cli::audit::Args>),
     /// Print the current labels as JSON.
-    Labels(cli::audit::LabelsArgs),
+    Labels(cli::labels::LabelsArgs),
     /// Show which voice fields differ between two observations (capture files, probe ids or
     /// observation ids).
     Diff(cli::diff::Args),
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => cli::serve::run(*args).await,
             Command::Inspect(args) => cli::inspect::run(args).await,
             Command::Audit(args) => cli::audit::run(*args).await,
-            Command::Labels(args) => cli::audit::labels(args).await,
+            Command::Labels(args) => cli::labels::run(args).await,
             Command::Diff(args) => cli::diff::run(args).await,
             Command::Dashboard(args) => cli::dashboard::run(args).await,
             Command::Broker(args) => cli::broker::run(*args).await,

@@ -88,7 +88,7 @@ fn chromium_through_tunnelling_exits_keeps_chromiums_tls_voice() {
     assert!(!run.stderr.contains(PASSWORD) && !run.stdout.contains(PASSWORD));
 }
 
-/// Issue 15 §5: the same exit gets the same verdict whatever the persona. Chromium checks the
+/// The same exit gets the same verdict whatever the persona. Chromium checks the
 /// echo's pin itself, so mitmproxy and a TLS-terminating gateway are intercepted for it too, and
 /// a changed TLS voice is re-originated TLS for both.
 #[test]
@@ -143,7 +143,7 @@ fn both_personas_give_the_same_route_and_flags() {
     assert_eq!(chromium.exit("tinyproxy")["route"], "identity");
 }
 
-/// Issue 35: one exit whose connections a real haproxy round-robins over a tunnel (squid) and an
+/// One exit whose connections a real haproxy round-robins over a tunnel (squid) and an
 /// interceptor (mitmproxy), and one over three stacks (squid, mitmproxy, a TLS-terminating
 /// gateway), get one verdict whatever the persona: quarantined, intercepted, not stable. One
 /// sample is one connection through the exit for both personas, so within six samples every
@@ -221,12 +221,12 @@ fn a_round_robin_over_an_interceptor_gets_one_verdict_from_both_personas() {
     );
 }
 
-/// Issue 16: the persona's h3 ledger verdict. Chromium sends no QUIC while a proxy is
-/// configured (specs/quic.md section 5.4), so behind squid it keeps coming back over TCP after
-/// the echo's `alt-svc`: the echo's ledger (its rule scaled down from 3 returns 2 s apart over
-/// 60 s to 200 ms and 500 ms: each sample is a Chromium start, which takes longer) says
-/// `never_tries_h3`, while the auditor's own QUIC probe says squid carries no UDP at all. On
-/// loopback the direct baseline's Chromium is the same identity (127.0.0.1, Chromium's voice).
+/// The persona's h3 ledger verdict. Chromium sends no QUIC while a proxy is configured
+/// (docs/quic.md, "How clients behave"), so behind squid it keeps coming back over TCP after the
+/// echo's `alt-svc`: the echo's ledger (its rule scaled down from 3 returns 2 s apart over 60 s to
+/// 200 ms and 500 ms: each sample is a Chromium start, which takes longer) says `never_tries_h3`,
+/// while the auditor's own QUIC probe says squid carries no UDP at all. On loopback the direct
+/// baseline's Chromium is the same identity (127.0.0.1, Chromium's voice).
 #[test]
 fn chromium_behind_an_exit_never_comes_back_over_h3() {
     let echo = EchoServer::start_with(&["--ledger-spacing", "200ms", "--ledger-span", "500ms"]);

@@ -80,7 +80,7 @@ async fn every_runs_repeatedly_and_labels_reads_the_latest() {
     assert!(label["samples"].as_u64().unwrap() >= 2);
 }
 
-/// Issue 15 §4: under `--every`, an exit whose label changed (here: a new exit) is probed again
+/// Under `--every`, an exit whose label changed (here: a new exit) is probed again
 /// after `--recheck` instead of a full period later, and once it settles it waits for the period.
 #[tokio::test]
 async fn every_rechecks_changed_exits_until_they_settle() {

@@ -1,4 +1,4 @@
-//! Issue 15 §2 and §3: egress truth and `audit --preflight`. Test exits of our own bind distinct
+//! Egress truth and `audit --preflight`. Test exits of our own bind distinct
 //! loopback source addresses (127.0.0.x), so each exit has its own egress, next to a real squid,
 //! which on loopback leaves from the auditor's own address.
 

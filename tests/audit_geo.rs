@@ -1,4 +1,4 @@
-//! Issue 33 §2: `exitvoice audit --geoip`. Test exits of our own leave from distinct loopback
+//! `exitvoice audit --geoip`. Test exits of our own leave from distinct loopback
 //! addresses (127.0.0.x); MaxMind DB files written at test time place each address in a country
 //! and a network (`geo_support`: an independent writer, every expected value read back with
 //! `mmdblookup`). An exit whose `country` the samples do not match gets `geo_mismatch`; a rotating

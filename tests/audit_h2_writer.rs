@@ -2,7 +2,7 @@
 //! `hpack` in `.tools/venv` (made by scripts/install-test-deps.sh).
 //!
 //! Expected Akamai strings are reference values, not our output: Chrome 119–150 from
-//! ../shared/specs/fingerprints.md (the table of browser h2 profiles), copied here.
+//! curl-impersonate's signature files, as docs/voice-http.md ("Browser profiles") lists them.
 
 use std::io::Write;
 use std::path::Path;
@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use exitvoice_auditor::probe::h2::{request_bytes, H2Profile};
 
-/// Chrome 119–150 desktop (exitvoice specs/fingerprints.md, h2 profile table).
+/// Chrome 119–150 desktop (docs/voice-http.md, "Browser profiles").
 const CHROME_AKAMAI: &str = "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p";
 
 fn decode(bytes: &[u8]) -> serde_json::Value {

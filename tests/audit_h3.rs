@@ -1,4 +1,4 @@
-//! Issue 16, the auditor side: a run's QUIC probes (HTTP/3 over UDP) straight to the echo and
+//! The auditor's QUIC side: a run's QUIC probes (HTTP/3 over UDP) straight to the echo and
 //! through each exit, and the labels' `h3` and `flags.h3_gap`. Real dante relays UDP (SOCKS5
 //! `UDP ASSOCIATE`) when its rules grant it, refuses the association when they do not, and
 //! drops the replies when only the association is granted; squid (HTTP CONNECT) carries no UDP.

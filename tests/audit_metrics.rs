@@ -1,4 +1,4 @@
-//! `audit --every … --metrics-listen` (issue 14, §1, the audit's side): the runs, the probes by
+//! `audit --every … --metrics-listen`: the runs, the probes by
 //! outcome and the latest run's exits by state, bucket and route in OpenMetrics text, parsed
 //! here and scraped by a real Prometheus (Debian's `prometheus`), read back through its HTTP API.
 //! One exit through a real tinyproxy, one dead port (a probe failure with an error class).

@@ -1,4 +1,4 @@
-//! Issue 32: exits on other real stacks. Each exit is a tinyproxy in a network namespace of the
+//! Exits on other real stacks. Each exit is a tinyproxy in a network namespace of the
 //! test's own, with its own TCP sysctls; the echo server and the auditor run in a third one,
 //! which each exit reaches over a veth pair. Every address lives inside these namespaces, and
 //! the test removes them (and the processes in them) when it ends.

@@ -1,4 +1,4 @@
-//! Issue 32 §3: the exit host's own voice in the labels. Exits of the tests' own set their
+//! The exit host's own voice in the labels. Exits of the tests' own set their
 //! outgoing sockets' IP TTL and TCP MSS (`BoundExit::with_stacks`), so their SYNs arrive at the
 //! echo server as another host's stack would: an initial TTL of 128 (Windows's) and an MSS
 //! of 1200, against this kernel's defaults. The expected values are the ones the test set on

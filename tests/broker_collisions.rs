@@ -1,4 +1,4 @@
-//! The proof of no self-collision at the exits. Three `exitvoice broker` instances share one
+//! No self-collision at the exits. Three `exitvoice broker` instances share one
 //! real PostgreSQL (a throwaway cluster), then one real Redis (`--store redis://`); 32 worker processes (the README's Python worker, plain
 //! `requests`) lease exits from them and use every lease for a real tunnel through simulated
 //! exits (`bench/exitsim`: 8 plain exits and a gateway with 4 sticky-session slots) to an origin

@@ -1,4 +1,4 @@
-//! Issue 31 §4: the broker reads its exits file again on SIGHUP, without a restart. An exit the
+//! The broker reads its exits file again on SIGHUP, without a restart. An exit the
 //! new file adds is leased once its label admits it; an exit it no longer names drains: its
 //! live lease renews and releases as before, and nobody gets it again. A file that does not
 //! parse changes nothing.

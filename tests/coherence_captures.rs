@@ -1,4 +1,4 @@
-//! Issue 15 §1: the family table recognises every recorded client in `captures/` (analysed by
+//! The family table recognises every recorded client in `captures/` (analysed by
 //! `exitvoice inspect`, the echo's own analysis), exactly, and finds each one coherent; and the
 //! echo server, judging the same bytes from its own parser's model, finds the same families.
 

@@ -1,4 +1,4 @@
-//! One configuration for `serve` and `audit` (issue 14, §2): `--config FILE` (TOML, tables
+//! One configuration for `serve` and `audit`: `--config FILE` (TOML, tables
 //! `[serve]` and `[audit]`, keys named like the flags), `EXITVOICE_*` variables, precedence
 //! flag, then environment, then file, then default; unknown keys and bad values named with
 //! their line; `exitvoice config check FILE` with secrets redacted. Runs the real binary.

@@ -1,4 +1,4 @@
-//! A public certificate through ACME (issue 14, §4), end to end against a real ACME server:
+//! A public certificate through ACME, end to end against a real ACME server:
 //! Debian's `pebble`, started here with its own CA on free loopback ports, validates the
 //! TLS-ALPN-01 challenge on the echo's serving port; a client trusting only pebble's root then
 //! checks the served chain, and the ClientHello capture keeps working. Needs pebble, curl, the

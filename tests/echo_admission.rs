@@ -1,4 +1,4 @@
-//! Admission of new connections by source (issue 5): the per-source rate limit resets
+//! Admission of new connections by source: the per-source rate limit resets
 //! connections over `--per-ip-rate`, and the penalty box holds then resets every connection of a
 //! source whose connections broke the protocol or a deadline `--penalty-strikes` times — while
 //! every other source is served as before.

@@ -1,4 +1,4 @@
-//! Bounded versions of the attacks of `bench/attacks/run.sh` (issue 5), as regression tests:
+//! Bounded versions of the attacks of `bench/attacks/run.sh`, as regression tests:
 //! after each, the server is still running, answers a legitimate request, its peak memory is
 //! bounded, and the open-connection gauge returns to its baseline.
 //!

@@ -1,4 +1,4 @@
-//! Issue 15 §1: the echo server's own coherence, in each `/api/all` answer, on real curl.
+//! The echo server's own coherence, in each `/api/all` answer, on real curl.
 //!
 //! Expected values come from what the client is, not from our output: Debian's curl is built on
 //! OpenSSL and nghttp2 and names itself `curl/…`, so as itself it is coherent; the same curl

@@ -35,7 +35,7 @@ async fn alpn_h2_then_http1_is_answered_in_http1_and_reported_as_bucket_d() {
         "GET /api/all?token=downgrade HTTP/1.1"
     );
     assert!(echo["http2"].is_null());
-    // Coherence (issue 15 §1): the one reason is the downgrade. The client is rustls (its
+    // Coherence: the one reason is the downgrade. The client is rustls (its
     // TLS 1.3 suites AES-256 first) and names no known client (`exitvoice-test`).
     let coherence = &echo["coherence"];
     assert_eq!(coherence["tls_family"]["name"], "rustls", "{coherence}");

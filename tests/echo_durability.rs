@@ -1,4 +1,4 @@
-//! Durability of the observation store (issue 5):
+//! Durability of the observation store:
 //! - kill -9 while observations are being written: the server restarts on the same database,
 //!   `PRAGMA integrity_check` says `ok`, and the observations answered but not stored are at most
 //!   one batch (the number is printed: `lost N of M`);

@@ -1,4 +1,4 @@
-//! The Prometheus exposition (issue 14, §1): `--metrics-listen` serves the echo's counters in
+//! The Prometheus exposition: `--metrics-listen` serves the echo's counters in
 //! OpenMetrics text; a real Prometheus server (Debian's `prometheus`, started here on a free
 //! loopback port with a generated config and its own storage directory) scrapes it, and the
 //! series are read back through Prometheus' HTTP API. Needs prometheus and curl

@@ -1,4 +1,4 @@
-//! The echo behind an L4 load balancer (issue 14, §3): real haproxy in TCP mode sends a PROXY
+//! The echo behind an L4 load balancer: real haproxy in TCP mode sends a PROXY
 //! protocol v1 (`send-proxy`) or v2 (`send-proxy-v2`) header, and the echo reports, stores and
 //! rate-limits the original client; hostile headers from a trusted source and any header from
 //! an untrusted one get typed, counted failures. Needs haproxy and curl

@@ -1,7 +1,8 @@
 //! SIGTERM under load loses no queued observation: the writer is told to hold its batch for a
 //! minute, so when SIGTERM arrives every observation is still queued (checked: the table is
 //! empty), and after the exit every one of them is in SQLite. Stalled peers are cut at
-//! shutdown, not waited for, and stored too.
+//! shutdown, not waited for, and stored too. A fresh database's start and stop log nothing about
+//! moves it did not need.
 //!
 //! Run with `cargo test --test echo_shutdown`.
 
@@ -151,4 +152,24 @@ async fn sigterm_cuts_stalled_peers_and_stores_them() {
         "its whole hello is stored and fingerprinted: {}",
         before_request_row.summary
     );
+}
+
+/// A fresh database needs no move of rows from an older layout: the server, started and
+/// stopped, says nothing about one (its log has the stop, so the log is there to read).
+#[test]
+fn a_fresh_database_logs_no_move_it_did_not_need() {
+    let mut server = EchoServer::start(&[]);
+    // Stopped once it serves: its store is open, any move of old rows done.
+    let health = server.healthz();
+    assert!(health.is_object(), "{health}");
+    server.sigterm();
+    let log = server.stderr();
+    assert!(log.contains("observations flushed; stopped"), "{log}");
+    let moves: Vec<&str> = log
+        .lines()
+        .filter(|line| {
+            line.contains("exitvoice_store::legacy") || line.contains("observations moved to")
+        })
+        .collect();
+    assert!(moves.is_empty(), "{moves:#?}");
 }

@@ -1,4 +1,4 @@
-//! Issue 32: where the kernel keeps no SYN, the echo says why. In a network namespace of the
+//! Where the kernel keeps no SYN, the echo says why. In a network namespace of the
 //! test's own with `net.ipv4.tcp_syncookies=2`, the kernel answers every SYN with a cookie and
 //! keeps no state for it (RFC 4987 section 3.6), so `TCP_SAVED_SYN` has nothing: `/api/all`'s
 //! `tcp` is `null` with `tcp_absent.reason` `not_saved`. With the namespace's default (cookies

@@ -1,4 +1,4 @@
-//! The exit host's own voice (issue 32): the echo reads each TCP connection's SYN back from
+//! The exit host's own voice: the echo reads each TCP connection's SYN back from
 //! the kernel (`TCP_SAVED_SYN`) and reports it in `/api/all`'s `tcp`, stores it with the
 //! connection, and says why when there is none.
 //!

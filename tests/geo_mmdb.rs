@@ -9,7 +9,7 @@ use std::path::Path;
 
 use exitvoice_geo::{GeoError, GeoIp, Refreshed};
 use exitvoice_schema::Place;
-use geo_support::{mmdblookup, write_mmdb};
+use geo_support::{mmdblookup, mmdblookup_typed, write_mmdb};
 
 /// [`geo_support::mmdblookup`] as the text a [`Place`] holds.
 fn lookup_text(file: &Path, ip: &str, path: &[&str]) -> Option<String> {
@@ -163,4 +163,112 @@ fn a_database_replaced_by_rename_or_in_place_is_read_again() {
         "{outcomes:?}"
     );
     assert_eq!(country().as_deref(), Some("CH"));
+}
+
+/// PyPI's `mmdb-writer` stores a plain number in the narrowest unsigned type that holds it
+/// (`uint16` below 65,536), as other writers may: every width `mmdblookup` reads must read here.
+#[test]
+fn an_asn_of_any_unsigned_width_reads_as_mmdblookup_reads_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let asn = dir.path().join("GeoLite2-ASN.mmdb");
+    write_mmdb(
+        &asn,
+        "maxmind-asn-any-width",
+        &[
+            "127.0.0.0/8=-,64500,Narrow Net",
+            "10.0.0.0/8=-,4200000000,Wide Net",
+        ],
+    );
+    let geo = GeoIp::open(std::slice::from_ref(&asn)).expect("open");
+    let mut widths = Vec::new();
+    for address in ["127.0.0.1", "10.1.2.3"] {
+        let (number, width) = mmdblookup_typed(&asn, address, &["autonomous_system_number"]);
+        widths.push(width);
+        let expected = Place {
+            country: None,
+            asn: number.as_u64().map(|n| u32::try_from(n).expect("32 bits")),
+            organization: lookup_text(&asn, address, &["autonomous_system_organization"]),
+        };
+        assert!(expected.asn.is_some(), "mmdblookup found {address}");
+        assert_eq!(geo.place(ip(address)), expected, "{address}");
+    }
+    assert_eq!(
+        widths,
+        ["uint16", "uint32"],
+        "the widths this test is about"
+    );
+    assert_eq!(geo.lookup_errors(), 0);
+}
+
+/// A record that does not read (here the network's number written as text) is unknown, counted
+/// each time, and logged once per database, naming the file.
+#[test]
+fn an_unreadable_record_is_logged_once_per_database() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let asn = dir.path().join("broken-asn.mmdb");
+    write_mmdb(&asn, "maxmind-asn-text", &["127.0.0.0/8=-,64500,Text Net"]);
+    let (_, kind) = mmdblookup_typed(&asn, "127.0.0.1", &["autonomous_system_number"]);
+    assert_eq!(kind, "utf8_string", "the record this test is about");
+    let country = dir.path().join("country.mmdb");
+    write_mmdb(&country, "maxmind-country", &["127.0.0.0/8=DE,0,-"]);
+
+    let log = Log::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(log.clone())
+        .with_ansi(false)
+        .finish();
+    let geo = GeoIp::open(&[country.clone(), asn.clone()]).expect("open");
+    tracing::subscriber::with_default(subscriber, || {
+        for _ in 0..3 {
+            let place = geo.place(ip("127.0.0.1"));
+            assert_eq!(
+                place.country,
+                lookup_text(&country, "127.0.0.1", &["country", "iso_code"]),
+                "the other database still answers"
+            );
+            assert_eq!((place.asn, place.organization), (None, None));
+        }
+    });
+    assert_eq!(geo.lookup_errors(), 3);
+    let text = log.text();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("geo database"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(lines[0].contains("WARN"), "{text}");
+    assert!(lines[0].contains("broken-asn.mmdb"), "{text}");
+    assert!(
+        !lines[0].contains("127.0.0.1"),
+        "no address in the log: {text}"
+    );
+}
+
+/// Log lines written by the test's own subscriber.
+#[derive(Clone, Default)]
+struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Log {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("log")).into_owned()
+    }
+}
+
+impl std::io::Write for Log {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Log {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self {
+        self.clone()
+    }
 }

@@ -337,7 +337,7 @@ fn quic_initials_in_a_capture_give_foxios_quic_ja4() {
     assert_eq!(ids.len(), params.len(), "every id is a number");
     assert!(ids.contains(&0x01) && ids.contains(&0x0f));
     assert_eq!(params.iter().filter(|p| p["grease"] == true).count(), 1);
-    // Chrome 107-116's values as `specs/quic.md` section 2.1 lists them for the FoxIO pcaps.
+    // Chrome 107-116's values in the FoxIO pcaps (docs/quic.md, "Reference values").
     let value = |id: u64| {
         params
             .iter()
@@ -351,7 +351,7 @@ fn quic_initials_in_a_capture_give_foxios_quic_ja4() {
     assert_eq!(value(0x20), Some(json!(65_536)));
     assert_eq!(value(0x4752), Some(json!("00000001")));
     assert_eq!(value(0x3128), Some(json!(hex_encode(b"RVCM"))));
-    // The frame layout of that Initial as the spec reads it: `PADDING PING PADDING PING PING
+    // The frame layout of that Initial as tshark reads it: `PADDING PING PADDING PING PING
     // PADDING C C C C C C PADDING C …` (PADDING runs collapsed).
     let frames: Vec<u64> = conn["quic"]["initial_packets"][0]["frames"]
         .as_array()

@@ -1,4 +1,4 @@
-//! Issue 17: the pages for people, loaded by real headless Chromium from running servers.
+//! The pages for people, loaded by real headless Chromium from running servers.
 //!
 //! The fingerprint page must show what `/api/all` says to the same browser; the dashboard must
 //! list every exit of a real audit run with its state and route, and draw one timeline mark per

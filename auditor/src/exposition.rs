@@ -5,7 +5,6 @@
 //! path: [`AuditMetrics::record_run`] folds each finished run in, and a scrape reads the result.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -83,33 +82,13 @@ impl AuditMetrics {
         exitvoice_exposition::text(&self.registry())
     }
 
-    /// A registry whose collector reads these figures at each scrape.
-    fn registry(self: &Arc<Self>) -> Registry {
+    /// A registry whose collector reads these figures at each scrape (what
+    /// `exitvoice_exposition::Listener::serve` serves).
+    pub fn registry(self: &Arc<Self>) -> Registry {
         let mut registry = Registry::with_prefix("exitvoice_audit");
         registry.register_collector(Box::new(AuditCollector(Arc::clone(self))));
         registry
     }
-}
-
-/// Serves `GET /metrics` on `listener` until the process ends.
-///
-/// # Errors
-/// When the listener fails.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    metrics: Arc<AuditMetrics>,
-) -> std::io::Result<()> {
-    axum::serve(listener, exitvoice_exposition::router(metrics.registry())).await
-}
-
-/// Binds `addr` for [`serve`], returning the bound address too (port 0 picks a free one).
-///
-/// # Errors
-/// When the address cannot be bound.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    Ok((listener, local))
 }
 
 /// Reads the snapshot on each scrape.
@@ -256,5 +235,37 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    /// A scrape while runs are recorded reads a whole run's gauges: a run replaces the exits'
+    /// gauges under the lock a scrape reads them under, never leaving them half cleared.
+    #[test]
+    fn a_scrape_during_a_run_reads_every_gauge_of_a_run() {
+        let metrics = Arc::new(AuditMetrics::default());
+        let mut pool = Pool::default();
+        for state in ["stable", "alternating", "mutating", "unknown"] {
+            pool.by_state.insert(state.to_owned(), 5);
+        }
+        let record = |metrics: &AuditMetrics| {
+            metrics.record_run(&Outcomes::default(), &pool, Duration::from_secs(1), 1);
+        };
+        record(&metrics);
+        let writer = {
+            let (metrics, pool) = (Arc::clone(&metrics), pool.clone());
+            std::thread::spawn(move || {
+                for _ in 0..2_000 {
+                    metrics.record_run(&Outcomes::default(), &pool, Duration::from_secs(1), 1);
+                }
+            })
+        };
+        for _ in 0..200 {
+            let text = metrics.encode().expect("encode");
+            let states = text
+                .lines()
+                .filter(|line| line.starts_with("exitvoice_audit_exits_by_state{"))
+                .count();
+            assert_eq!(states, 4, "{text}");
+        }
+        writer.join().expect("writer");
     }
 }

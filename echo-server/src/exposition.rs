@@ -7,7 +7,6 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use exitvoice_exposition::{counters_by, gauge, single};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -227,9 +226,9 @@ impl Collector for EchoCollector {
     }
 }
 
-/// The `/metrics` router over the echo's counters.
-pub(crate) fn router(metrics: Arc<Metrics>, writer: WriterHandle) -> Router {
+/// The registry `/metrics` encodes: the echo's counters, read at each scrape.
+pub(crate) fn registry(metrics: Arc<Metrics>, writer: WriterHandle) -> Registry {
     let mut registry = Registry::with_prefix("exitvoice");
     registry.register_collector(Box::new(EchoCollector { metrics, writer }));
-    exitvoice_exposition::router(registry)
+    registry
 }

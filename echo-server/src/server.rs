@@ -78,8 +78,11 @@ pub struct Server {
     shared: Arc<Shared>,
     /// Orders and renews ACME certificates, with `--acme-domain`.
     acme_driver: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
-    /// The Prometheus exposition's listener and router (`--metrics-listen`).
-    metrics: Option<(TcpListener, axum::Router)>,
+    /// The Prometheus exposition's listener and registry (`--metrics-listen`).
+    metrics: Option<(
+        exitvoice_exposition::Listener,
+        prometheus_client::registry::Registry,
+    )>,
     metrics_addr: Option<SocketAddr>,
     writer: WriterHandle,
     listeners: Vec<TcpListener>,
@@ -180,11 +183,12 @@ impl Server {
         }
         let (metrics_listener, metrics_addr) = match config.metrics_listen {
             Some(addr) => {
-                let bind_error = |source| ServerError::Bind { addr, source };
-                let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
-                let local = listener.local_addr().map_err(bind_error)?;
-                let router = exposition::router(Arc::clone(&metrics), writer.clone());
-                (Some((listener, router)), Some(local))
+                let listener = exitvoice_exposition::Listener::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Bind { addr, source })?;
+                let local = listener.local_addr();
+                let registry = exposition::registry(Arc::clone(&metrics), writer.clone());
+                (Some((listener, registry)), Some(local))
             }
             None => (None, None),
         };
@@ -313,16 +317,13 @@ impl Server {
             .map(|listener| tokio::spawn(listener.run(self.shutdown_tx.subscribe())))
             .collect();
         let acme = self.acme_driver.map(tokio::spawn);
-        let exposition = self.metrics.map(|(listener, router)| {
+        let exposition = self.metrics.map(|(listener, registry)| {
             let mut stopping = self.shutdown_tx.subscribe();
             tokio::spawn(async move {
                 let stopped = async move {
                     let _ = stopping.wait_for(|stopping| *stopping).await;
                 };
-                if let Err(error) = axum::serve(listener, router)
-                    .with_graceful_shutdown(stopped)
-                    .await
-                {
+                if let Err(error) = listener.serve(registry, stopped).await {
                     tracing::warn!(%error, "metrics listener failed");
                 }
             })

@@ -1,9 +1,14 @@
 //! Prometheus exposition shared by the echo server, the auditor and the broker: the OpenMetrics
 //! content type, the writers their collectors use for series read at scrape time (nothing is
-//! counted on a request's path for the exposition), and `GET /metrics` over a registry, all on
-//! the `prometheus-client` crate's text encoder.
+//! counted on a request's path for the exposition), `GET /metrics` over a registry, and the
+//! listener that serves it on its own address ([`Listener`]), all on the `prometheus-client`
+//! crate's text encoder. A scrape only reads: no series is cleared or refilled under it, so two
+//! scrapes at once read the same figures. A registry that does not encode is our failure, and
+//! answers `500`.
 #![forbid(unsafe_code)]
 
+use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -102,6 +107,44 @@ async fn scrape(State(registry): State<Arc<Registry>>) -> Response {
     answer(&registry)
 }
 
+/// A socket bound for `GET /metrics` (`--metrics-listen`), before it serves.
+#[derive(Debug)]
+pub struct Listener {
+    socket: tokio::net::TcpListener,
+    local: SocketAddr,
+}
+
+impl Listener {
+    /// Binds `addr` (port 0 picks a free one).
+    ///
+    /// # Errors
+    /// When the address cannot be bound.
+    pub async fn bind(addr: SocketAddr) -> std::io::Result<Self> {
+        let socket = tokio::net::TcpListener::bind(addr).await?;
+        let local = socket.local_addr()?;
+        Ok(Self { socket, local })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Serves [`router`] over `registry` until `stop` completes.
+    ///
+    /// # Errors
+    /// When the listener fails.
+    pub async fn serve(
+        self,
+        registry: Registry,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(self.socket, router(registry))
+            .with_graceful_shutdown(stop)
+            .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use prometheus_client::collector::Collector;
@@ -128,6 +171,31 @@ mod tests {
                 [("stable", gauge(7_u32))],
             )
         }
+    }
+
+    /// A collector that cannot write its series (our failure, not the client's).
+    #[derive(Debug)]
+    struct Broken;
+
+    impl Collector for Broken {
+        fn encode(&self, _: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            Err(std::fmt::Error)
+        }
+    }
+
+    #[test]
+    fn a_registry_that_does_not_encode_answers_500() {
+        let mut registry = Registry::with_prefix("t");
+        registry.register_collector(Box::new(Broken));
+        assert_eq!(
+            answer(&registry).status(),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+        let mut registry = Registry::with_prefix("t");
+        registry.register_collector(Box::new(Two));
+        let ok = answer(&registry);
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert_eq!(ok.headers()[CONTENT_TYPE], OPENMETRICS);
     }
 
     #[test]

@@ -9,7 +9,7 @@ fn exercise(hello: &ClientHello<'_>) {
     let fp = hello.fingerprints();
     assert_eq!(fp.ja3_hash().len(), 32);
     assert_eq!(fp.ja3n_hash().len(), 32);
-    // JA4 is `a_b_c` with a 10-char `a` and two 12-char hashes, all ASCII (fingerprints.md §2).
+    // JA4 is `a_b_c` with a 10-char `a` and two 12-char hashes, all ASCII (FoxIO's JA4.md).
     assert_eq!(fp.ja4().len(), 36, "{}", fp.ja4());
     assert!(fp.ja4().is_ascii() && fp.ja4_o().is_ascii());
     let _ = tls::echo(hello);

@@ -12,7 +12,7 @@ mod record;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime};
 
@@ -49,6 +49,8 @@ struct Database {
     stamp: Stamp,
     reader: Reader<Vec<u8>>,
     source: GeoSource,
+    /// Whether a record that does not read was logged: once per database read, then counted.
+    logged: AtomicBool,
 }
 
 /// What tells a changed file: replaced by rename (another inode) or rewritten in place (another
@@ -96,6 +98,7 @@ impl Database {
             stamp,
             reader,
             source,
+            logged: AtomicBool::new(false),
         })
     }
 
@@ -180,15 +183,24 @@ impl GeoIp {
     }
 
     /// The country and network of `ip`: each from the first database that knows it. A record
-    /// that does not decode counts as unknown (and in [`GeoIp::lookup_errors`]).
+    /// that does not decode counts as unknown (and in [`GeoIp::lookup_errors`]); the first one
+    /// of each database read is logged with the file and why.
     pub fn place(&self, ip: IpAddr) -> Place {
         let mut place = Place::default();
         for db in self.current().iter() {
             match db.place(ip) {
                 Ok(Some(more)) => record::merge(&mut place, more),
                 Ok(None) => {}
-                Err(_) => {
+                Err(error) => {
                     self.lookup_errors.fetch_add(1, Ordering::Relaxed);
+                    if !db.logged.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            file = %db.path.display(),
+                            %error,
+                            "geo database: a record that does not read is taken as unknown; \
+                             later ones of this file are only counted"
+                        );
+                    }
                 }
             }
         }

@@ -6,8 +6,14 @@
 //! - IPinfo Lite: `country_code`, `asn` (`"AS15169"`), `as_name`.
 //!
 //! Fields of other layouts are ignored; a field of an unexpected type makes the record an error.
+//!
+//! A MaxMind DB stores an unsigned number as `uint16`, `uint32`, `uint64` or `uint128`, and
+//! writers choose: libmaxminddb's `mmdblookup` reads any of them, and PyPI's `mmdb-writer` writes
+//! an ASN below 65,536 as `uint16`. The reader's typed `u32` takes only `uint32`, so the network's
+//! number is read as whatever width it has and kept when it fits in 32 bits.
 
 use exitvoice_schema::Place;
+use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 
 #[derive(Debug, Default, Deserialize)]
@@ -15,6 +21,7 @@ pub(crate) struct Record {
     country: Option<Country>,
     registered_country: Option<Country>,
     country_code: Option<String>,
+    #[serde(default, deserialize_with = "any_unsigned")]
     autonomous_system_number: Option<u32>,
     autonomous_system_organization: Option<String>,
     asn: Option<Asn>,
@@ -32,6 +39,27 @@ struct Country {
 enum Asn {
     Number(u32),
     Text(String),
+}
+
+/// An unsigned number of any width the format has, that fits in 32 bits.
+fn any_unsigned<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    struct Unsigned;
+    impl Visitor<'_> for Unsigned {
+        type Value = u32;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an unsigned number below 2^32")
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<u32, E> {
+            u32::try_from(n).map_err(|_| E::custom("an unsigned number above 2^32 - 1"))
+        }
+
+        fn visit_u128<E: serde::de::Error>(self, n: u128) -> Result<u32, E> {
+            u32::try_from(n).map_err(|_| E::custom("an unsigned number above 2^32 - 1"))
+        }
+    }
+    deserializer.deserialize_any(Unsigned).map(Some)
 }
 
 impl Asn {

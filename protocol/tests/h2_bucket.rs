@@ -97,7 +97,7 @@ fn chrome_profile_needs_every_defining_field() {
     assert!(browser_profile(&parse_prefix(&b).expect("parses")).is_none());
 }
 
-/// Issue 17: the fingerprint page names the rule that decided the bucket; each rule is named
+/// The fingerprint page names the rule that decided the bucket; each rule is named
 /// for the inputs it decides, and agrees with `bucket`.
 #[test]
 fn each_bucket_names_its_rule() {

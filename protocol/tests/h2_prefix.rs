@@ -1,5 +1,6 @@
 //! Whole client prefixes: python-hyper fixtures (tests/tools/h2_vectors.py; expected values are
-//! what hyperframe/hpack decoded and the spec's Akamai strings), hostile input, caps, truncation.
+//! what hyperframe/hpack decoded and the published Akamai strings, docs/voice-http.md), hostile
+//! input, caps, truncation.
 
 use exitvoice_protocol::classify::browser_profile;
 use exitvoice_protocol::h2::{
@@ -96,7 +97,7 @@ fn chrome_shaped_prefix_gives_the_spec_akamai_string() {
     let (bin, _) = fixture("chrome_shaped");
     let p = parse_prefix(&bin).expect("parses");
     let fp = akamai_fingerprint(&p);
-    // Shared spec section 5, Chrome 119-150.
+    // Chrome 119-150 (docs/voice-http.md, "Browser profiles").
     assert_eq!(fp, "1:65536;2:0;4:6291456;6:262144|15663105|0|m,a,s,p");
     // The same string and md5 as tls.browserleaks.com reports for Chrome 143 (akamai_hash).
     assert_eq!(
@@ -121,7 +122,7 @@ fn firefox_shaped_prefixes_give_the_spec_akamai_strings() {
         "1:65536;2:0;4:131072;5:16384|12517377|0|m,p,a,s"
     );
     assert_eq!(browser_profile(&p).map(|b| b.name), Some("firefox-133+"));
-    // Paper example, Firefox 53 (shared spec section 4).
+    // The Akamai paper's example, Firefox 53.
     let (bin, _) = fixture("firefox_legacy_tree");
     let p = parse_prefix(&bin).expect("parses");
     assert_eq!(
@@ -353,7 +354,7 @@ fn cut_chrome_prefix_is_a_consistent_truncated_result() {
 }
 
 /// Real Chrome connections from the FoxIO captures with embedded TLS keys: header names per
-/// request as tshark decoded them, Akamai string from the spec / acceptance line.
+/// request as tshark decoded them, Akamai string as docs/voice-http.md lists it.
 #[test]
 fn foxio_chrome_captures() {
     for name in ["foxio_chrome107_cloudflare", "foxio_chrome116_youtube"] {

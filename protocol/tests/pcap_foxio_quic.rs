@@ -44,7 +44,7 @@ fn every_quic_client_hello_of_the_foxio_captures_gets_foxios_ja4() {
     assert_eq!(
         expected.values().map(Vec::len).sum::<usize>(),
         49,
-        "49 QUIC hellos in six captures (specs/quic.md section 6.3)"
+        "49 QUIC hellos in six captures (docs/quic.md, \"Reference values\")"
     );
     for (name, mut want) in expected {
         let bytes = std::fs::read(Path::new(DIR).join(&name)).expect("capture in the repo");
@@ -67,7 +67,7 @@ fn every_quic_client_hello_of_the_foxio_captures_gets_foxios_ja4() {
     }
 }
 
-/// The layout specs/quic.md section 6.3 reads from `quic-tls-handshake.pcapng`: QUIC v1, an
+/// The layout FoxIO's published capture shows in `quic-tls-handshake.pcapng`: QUIC v1, an
 /// 8-byte DCID, no SCID, no token, packet number 1, and Chrome's hello scattered over 11 CRYPTO
 /// frames in one Initial.
 #[test]

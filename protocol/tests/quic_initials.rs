@@ -55,9 +55,9 @@ fn rfc_9369_v2_client_initial_decrypts_to_the_same_client_hello() {
     assert_eq!(initials.packets()[0].packet_number, 2);
 }
 
-/// JA4 and transport parameters of the RFC hello, as `specs/quic.md` section 6.1 reproduces them
-/// from the bytes: `q13d0211an_62ed6f6ca7ad_4d634acda6c0`, and parameters 4, 5, 7, 8, 1, 9, 15,
-/// 6 in that order with the values the RFC's hello encodes.
+/// JA4 and transport parameters of the RFC 9001 Appendix A hello, read from its bytes
+/// (docs/quic.md, "Reference values"): `q13d0211an_62ed6f6ca7ad_4d634acda6c0`, and parameters 4, 5,
+/// 7, 8, 1, 9, 15, 6 in that order with the values the RFC's hello encodes.
 #[test]
 fn rfc_client_hello_gets_quic_ja4_and_ordered_transport_parameters() {
     let initials = ClientInitials::start(&rfc_v1()).expect("opens");
@@ -288,7 +288,7 @@ mod built {
     }
 }
 
-/// Firefox's layout (spec section 1.7): the hello cut in two Initials, in two datagrams, the
+/// Firefox's layout: the hello cut in two Initials, in two datagrams, the
 /// second half sent first.
 #[test]
 fn a_hello_split_over_two_datagrams_in_reverse_order_is_reassembled() {

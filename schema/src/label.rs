@@ -212,7 +212,9 @@ pub struct Pool {
     /// Empty in snapshots written before it.
     #[serde(default)]
     pub by_family: BTreeMap<String, u32>,
-    /// Successful share of the probes in the exits' windows; `None` without probes.
+    /// Successful share of the probes in the exits' windows, written to thousandths; `None`
+    /// without probes.
+    #[serde(serialize_with = "crate::decimal::share")]
     pub success_rate: Option<f64>,
     /// Distinct egress addresses over every exit's window.
     pub unique_egress: u32,
@@ -227,8 +229,12 @@ pub struct Pool {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_asn: BTreeMap<String, u32>,
     /// Share of the exits with a known network that leave from the largest one: how much of
-    /// the pool one network's trouble takes down.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// the pool one network's trouble takes down. Written to thousandths.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::decimal::share"
+    )]
     pub largest_asn_share: Option<f64>,
     /// The geo databases the samples were placed with, as their metadata names them (some
     /// free databases require attribution); empty without `audit --geoip`.

@@ -6,7 +6,9 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 
+mod alpn;
 pub mod coherence;
+pub mod decimal;
 pub mod echo;
 pub mod geo;
 pub mod label;

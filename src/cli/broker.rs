@@ -20,9 +20,9 @@ use exitvoice_broker::sql_leases::SqlLeases;
 use exitvoice_exits::ExitsFile;
 use exitvoice_store::Store;
 
-use super::audit::{init_logs, parse_duration};
 use super::database::{DatabaseArg, DatabaseText};
 use super::serve::parse_retention;
+use super::shared::{init_logs, parse_duration};
 
 /// Flags of `exitvoice broker` (each also `EXITVOICE_<NAME>` and a key of `[broker]`).
 #[derive(Debug, clap::Args)]
@@ -207,7 +207,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
         reserve_ttl: args.reserve_ttl,
         instance,
         echo: file.echo.clone(),
-        geo: super::audit::open_geo(&args.geoip)?,
+        geo: super::shared::open_geo(&args.geoip)?,
     };
     let exits = file.exits.len();
     let pool = Pool::new(file.exits);

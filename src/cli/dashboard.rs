@@ -50,7 +50,7 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             path.display()
         );
     }
-    let place = super::audit::open_geo(&args.geoip)?.map(|geo| -> dashboard::Placer {
+    let place = super::shared::open_geo(&args.geoip)?.map(|geo| -> dashboard::Placer {
         std::sync::Arc::new(move |doc| {
             exitvoice_auditor::pool::place_unplaced(doc, &geo);
         })

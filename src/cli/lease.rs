@@ -15,7 +15,7 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject as _;
 use serde_json::json;
 
-use super::audit::parse_duration;
+use super::shared::parse_duration;
 
 /// `exitvoice lease`.
 #[derive(Debug, clap::Args)]

@@ -67,10 +67,14 @@ pub(crate) async fn move_observations(pool: &AnyPool) -> Result<(), StoreError> 
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    tracing::info!(
-        moved,
-        "observations moved to the connection and request tables"
-    );
+    // A fresh database has the old table too (its first migration made it, empty): dropping
+    // it moved nothing worth a word.
+    if moved > 0 {
+        tracing::info!(
+            moved,
+            "observations moved to the connection and request tables"
+        );
+    }
     Ok(())
 }
 

@@ -19,14 +19,14 @@ use exitvoice_schema::observation::{
 };
 use exitvoice_schema::voice::Bucket;
 
-/// Request rows per INSERT statement: 11 parameters each, well under SQLite's limit of 32,766
-/// variables per statement and PostgreSQL's of 65,535.
+/// Request rows per INSERT statement, [`REQUEST_COLUMNS`] parameters each: well under SQLite's
+/// limit of 32,766 variables per statement and PostgreSQL's of 65,535.
 const REQUESTS_PER_STATEMENT: usize = 256;
-/// Request columns.
+/// Request columns: one parameter each per row.
 const REQUEST_COLUMNS: usize = 11;
-/// Connection rows per INSERT statement: 13 parameters each.
+/// Connection rows per INSERT statement, [`CONNECTION_COLUMNS`] parameters each.
 const CONNECTIONS_PER_STATEMENT: usize = 64;
-/// Connection columns.
+/// Connection columns: one parameter each per row.
 const CONNECTION_COLUMNS: usize = 14;
 
 /// What the writer commits in one transaction.

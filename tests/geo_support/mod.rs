@@ -30,6 +30,12 @@ pub fn write_mmdb(out: &Path, layout: &str, entries: &[&str]) {
 /// (`"Example Carrier" <utf8_string>`), a number for an unsigned integer (`64500 <uint32>`),
 /// `null` when it finds none.
 pub fn mmdblookup(file: &Path, ip: &str, path: &[&str]) -> Value {
+    mmdblookup_typed(file, ip, path).0
+}
+
+/// [`mmdblookup`] with the type `mmdblookup` names (`uint16`, `utf8_string`, …; empty when it
+/// finds none).
+pub fn mmdblookup_typed(file: &Path, ip: &str, path: &[&str]) -> (Value, String) {
     let out = Command::new("mmdblookup")
         .arg("--file")
         .arg(file)
@@ -39,11 +45,12 @@ pub fn mmdblookup(file: &Path, ip: &str, path: &[&str]) -> Value {
         .expect("mmdblookup (apt mmdb-bin)");
     let text = String::from_utf8_lossy(&out.stdout);
     let Some((value, kind)) = text.trim().rsplit_once(" <") else {
-        return Value::Null;
+        return (Value::Null, String::new());
     };
+    let kind = kind.trim_end_matches('>').to_owned();
     if kind.starts_with("uint") {
-        Value::from(value.parse::<u64>().expect("a number"))
+        (Value::from(value.parse::<u64>().expect("a number")), kind)
     } else {
-        Value::from(value.trim_matches('"'))
+        (Value::from(value.trim_matches('"')), kind)
     }
 }

@@ -3,8 +3,8 @@
 
 Writes protocol/tests/data/h2/<name>.bin (the client bytes, preface first) and <name>.json
 (what hyperframe and hpack decode from those bytes, plus the Akamai string computed here from the
-decoded frames with the rules of shared spec section 4). The Rust tests compare their parser with
-these JSON files; nothing here imports or runs our Rust code.
+decoded frames with the rules of Akamai's paper, docs/voice-http.md). The Rust tests compare
+their parser with these JSON files; nothing here imports or runs our Rust code.
 
 Run:  .tools/venv/bin/python tests/tools/h2_vectors.py           (regenerate)
       .tools/venv/bin/python tests/tools/h2_vectors.py --check   (decode the committed .bin files
@@ -140,7 +140,7 @@ def firefox():
 
 
 def firefox_legacy_tree():
-    # Firefox 53-style PRIORITY tree (shared spec section 4 paper example).
+    # Firefox 53-style PRIORITY tree (the Akamai paper's example).
     enc = hpack.Encoder()
     block = enc.encode(FIREFOX_HEADERS, huffman=True)
     tree = [(3, 0, 200), (5, 0, 100), (7, 0, 0), (9, 7, 0), (11, 3, 0)]
@@ -246,7 +246,7 @@ def decode(data):
 
 
 def akamai(frames, requests):
-    """Akamai string per shared spec section 4, from the decoded values."""
+    """Akamai string as Akamai's paper defines it, from the decoded values."""
     first_headers = next((i for i, f in enumerate(frames) if f["type"] == 1), len(frames))
     before = frames[:first_headers]
     s = next((f["settings"] for f in frames

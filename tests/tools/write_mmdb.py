@@ -5,6 +5,9 @@ Usage: write_mmdb.py OUT LAYOUT NETWORK=COUNTRY,ASN,ORGANIZATION ...
 LAYOUT is the record shape people download:
   maxmind-country  GeoLite2-Country / DB-IP country lite: {"country": {"iso_code": ...}}
   maxmind-asn      GeoLite2-ASN / DB-IP ASN lite: autonomous_system_number, _organization
+  maxmind-asn-any-width  the same, the number written as mmdb-writer chooses for a plain int
+                   (uint16 below 65,536, uint32 above, and so on)
+  maxmind-asn-text the same, the number written as text: a record no reader of numbers takes
   ipinfo           IPinfo Lite: country_code, asn ("AS64500"), as_name
 An IPv6 database that also holds IPv4 (::/96), as the downloads are; loopback networks included.
 """
@@ -17,6 +20,8 @@ from netaddr import IPSet
 TYPES = {
     "maxmind-country": "GeoLite2-Country",
     "maxmind-asn": "GeoLite2-ASN",
+    "maxmind-asn-any-width": "GeoLite2-ASN",
+    "maxmind-asn-text": "GeoLite2-ASN",
     "ipinfo": "ipinfo_lite.mmdb",
 }
 
@@ -26,6 +31,10 @@ def record(layout, country, asn, org):
         return {"country": {"iso_code": country, "names": {"en": country}}}
     if layout == "maxmind-asn":
         return {"autonomous_system_number": MmdbU32(int(asn)), "autonomous_system_organization": org}
+    if layout == "maxmind-asn-any-width":
+        return {"autonomous_system_number": int(asn), "autonomous_system_organization": org}
+    if layout == "maxmind-asn-text":
+        return {"autonomous_system_number": asn, "autonomous_system_organization": org}
     return {"country_code": country, "asn": f"AS{asn}", "as_name": org}
 
 

@@ -138,7 +138,7 @@ fn quarantine_reasons() {
     assert_eq!(label.state, DriftState::Unknown);
 }
 
-/// Issue 35: a balancer's dead backend hidden behind each sample's retry (every first attempt
+/// A balancer's dead backend hidden behind each sample's retry (every first attempt
 /// times out, every retry lands on the live backend) is half of the exit's connections.
 #[test]
 fn retried_attempts_are_probes_of_their_own() {
@@ -208,7 +208,7 @@ fn label_with(records: &[ProbeRecord], rule: &RouteRule, prior: Prior<'_>) -> Ex
     label(&info(), records, rule, DriftConfig::default(), prior)
 }
 
-/// Issue 15 §4: a mutating, intercepted, bucket-D exit names all three, most severe first,
+/// A mutating, intercepted, bucket-D exit names all three, most severe first,
 /// and what keeps it from identity after them.
 #[test]
 fn every_reason_is_listed() {
@@ -310,7 +310,7 @@ fn from(at: u32, egress: &str, session: Option<&str>) -> ProbeRecord {
     record
 }
 
-/// Issue 15 §2: egress against the baseline's, rotation of a `rotate = true` exit, and
+/// Egress against the baseline's, rotation of a `rotate = true` exit, and
 /// sticky sessions that do not stick.
 #[test]
 fn egress_truth() {
@@ -381,7 +381,7 @@ fn egress_truth() {
     assert!(judge(&info(), &broken, &rule).egress.sticky_broken);
 }
 
-/// Issue 15 §6: a switch of voice says which fields changed across it.
+/// A switch of voice says which fields changed across it.
 #[test]
 fn a_switch_says_what_changed() {
     let records: Vec<_> = (1..=4)

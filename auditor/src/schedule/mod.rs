@@ -9,6 +9,9 @@
 //! 3. the labels snapshot ([`snapshot`]), from each exit's stored window, published by one
 //!    auditor of those sharing the database.
 //!
+//! Runs follow one another ([`Runs`]): once, or a full run per period with jitter and
+//! re-checks of the exits whose label just changed in between.
+//!
 //! - Every sample is its own probe (new connection, new token), spaced by
 //!   [`RunConfig::spacing`] plus up to [`RunConfig::jitter`] of random delay.
 //! - The samples of one exit run one after another, so no two probes ever share an exit (or a
@@ -25,6 +28,7 @@
 //!   and the pool's figures as counts.
 
 mod baseline;
+mod cadence;
 mod config;
 mod inflight;
 mod lease;
@@ -36,6 +40,7 @@ mod sample;
 mod sink;
 mod snapshot;
 
+pub use cadence::Runs;
 pub use config::{Persona, Progress, RunConfig};
 pub use outcomes::Outcomes;
 pub use report::{RunError, RunReport};

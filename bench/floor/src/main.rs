@@ -1,4 +1,4 @@
-//! `floor-echo`: `baseline-echo` plus the least of the work issue 11 asks of every connection,
+//! `floor-echo`: `baseline-echo` plus the least of the work exitvoice must do on every connection,
 //! done the shortest way: the floor under exitvoice's cost per new connection.
 //!
 //! Beside the baseline's rustls + hyper-util server (its TLS configuration and answer come from

@@ -15,7 +15,6 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use bytes::Buf as _;
-use exitvoice_pages::negotiate::prefers_html;
 use exitvoice_protocol::analysis::{self, Analysis};
 use exitvoice_protocol::classify::BucketRule;
 use exitvoice_schema::coherence;
@@ -24,7 +23,7 @@ use http_body_util::BodyExt as _;
 use hyper::body::Body as HttpBody;
 use serde::Serialize;
 
-use super::{page, ApiError, ApiShared, ApiState};
+use super::{ApiError, ApiShared, ApiState, API_VERSION};
 
 use crate::capture::{Arrival, Connection};
 use crate::clock::now_ms;
@@ -183,7 +182,7 @@ fn checked(mut arrival: Arrival) -> Result<Arrival, ApiError> {
 }
 
 /// Reads (and discards) the body up to the cap, then [`observe`]s the request.
-async fn read_and_observe<B: HttpBody + Unpin>(
+pub(super) async fn read_and_observe<B: HttpBody + Unpin>(
     state: &ApiState,
     arrival: Arrival,
     mut request: http::Request<B>,
@@ -379,29 +378,10 @@ struct NotFound<'a> {
     fingerprint: CleanEcho<'a>,
 }
 
-/// Every path without a route: for a client that prefers HTML, the fingerprint page (`200` at
-/// `/`, `404` elsewhere); for any other, the JSON 404 with the clean summary. Paths under
-/// `/api/` and `/probe/` are always JSON.
-pub(super) async fn not_found(
-    State(state): State<ApiState>,
-    ctx: Ctx,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let path = request.uri().path();
-    let status = if path == "/" {
-        StatusCode::OK
-    } else {
-        StatusCode::NOT_FOUND
-    };
-    let html = !path.starts_with("/api/")
-        && !path.starts_with("/probe/")
-        && prefers_html(request.headers());
-    let seen = read_and_observe(&state, ctx.0, request).await?;
-    if html {
-        return page::fingerprint(&state, &seen, status);
-    }
+/// The JSON 404 of a path without a route, with the clean summary of `seen`.
+pub(super) fn not_found_json(state: &ApiState, seen: &Observed) -> Result<Response, ApiError> {
     let body = NotFound {
-        api_version: super::API_VERSION,
+        api_version: API_VERSION,
         error: "not_found",
         path: &seen.record.path,
         fingerprint: CleanEcho::new(&seen.analysis(&state.metrics).facts, &seen.record),

@@ -25,36 +25,37 @@
 //!
 //! Errors are `{api_version, error, message}` with 400 (`bad_token`, `bad_query`), 401
 //! (`unauthorized`), 403 (`forbidden`), 429 (`rate_limited`), 413 (`body_too_large`) or 503 (`store_unavailable`).
+//!
+//! Each file imports only files below it in this list: this one (the router and the shortcut),
+//! `fallback.rs` (paths without a route), `page.rs` (the fingerprint page), `ledger.rs`,
+//! `observations.rs`, `quic_echo.rs`, `health.rs`, `echo.rs` (the echo routes), `error.rs`,
+//! `state.rs` (what the handlers share).
 
 mod echo;
 mod error;
+mod fallback;
 mod health;
 mod ledger;
 mod observations;
 mod page;
 mod quic_echo;
+mod state;
 
 use std::sync::Arc;
 
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
-use exitvoice_geo::GeoIp;
-use exitvoice_store::Store;
 use futures_util::future::Either;
 use hyper::body::{Body as _, Incoming};
-use time::OffsetDateTime;
 use tower::ServiceExt as _;
 
-use crate::capture::admission::Admission;
 use crate::capture::{Answer, Arrival, Responder};
-use crate::config::ApiToken;
-use crate::ledger::Ledger;
-use crate::metrics::Metrics;
-use crate::writer::WriterHandle;
 
 use echo::Route;
 pub use error::ApiError;
+pub use state::API_VERSION;
+pub(crate) use state::{ApiShared, ApiState};
 
 /// The HTTP/3 echo, for the UDP listener (`quic_echo.rs`): answers, and queues each request's
 /// observation on `writer` with the peer address `store_peer_ip` allows.
@@ -63,32 +64,6 @@ pub(crate) fn h3_answer(
     store_peer_ip: exitvoice_schema::PeerPolicy,
 ) -> crate::capture::quic::Answer {
     Arc::new(move |conn, request| quic_echo::answer(&state, store_peer_ip, conn, request))
-}
-
-/// Version of the API's JSON shapes other than the echo itself (which carries its own).
-pub const API_VERSION: u32 = 1;
-
-/// What the handlers share, behind one `Arc`: axum clones the state for each extractor that
-/// takes it, several times a request.
-pub(crate) type ApiState = Arc<ApiShared>;
-
-/// What [`ApiState`] points to.
-#[derive(Debug)]
-pub(crate) struct ApiShared {
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) store: Store,
-    pub(crate) writer: WriterHandle,
-    pub(crate) api_token: Option<ApiToken>,
-    /// The per-source buckets new connections take from; token queries take from them too.
-    pub(crate) admission: Arc<Admission>,
-    pub(crate) body_cap: usize,
-    pub(crate) started: OffsetDateTime,
-    /// The h3 downgrade ledger, fed by every echo request.
-    pub(crate) ledger: Arc<Ledger>,
-    /// Whether TCP answers carry `alt-svc` (QUIC on).
-    pub(crate) alt_svc: bool,
-    /// The `--geoip` databases, if any.
-    pub(crate) geo: Option<Arc<GeoIp>>,
 }
 
 /// The API as the connections call it ([`Responder`]): a plain `GET` (or `POST`) of an echo
@@ -153,6 +128,6 @@ fn router(state: ApiState) -> Router {
         .route("/api/ledger", get(ledger::by_token))
         .route("/healthz", get(health::healthz))
         .merge(exitvoice_pages::assets::router())
-        .fallback(echo::not_found)
+        .fallback(fallback::not_found)
         .with_state(state)
 }

@@ -53,7 +53,7 @@ fn tls(conn: &QuicConnection) -> (Value, analysis::Analysis) {
     (tls, analysis)
 }
 
-/// The `quic` object: what the Initials showed (specs/quic.md section 1.9).
+/// The `quic` object: what the Initials showed (docs/quic.md, "HTTP/3" and "The voices").
 fn quic_layer(conn: &QuicConnection) -> Value {
     let Some(initial) = &conn.initial else {
         return Value::Null;

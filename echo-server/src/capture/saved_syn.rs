@@ -1,5 +1,5 @@
 //! The SYN the kernel kept of an accepted connection: the one place with `unsafe` code in the
-//! echo server (docs/decisions.md, "The SYN of each connection (issue 32)").
+//! echo server (docs/decisions.md, "The SYN of each connection").
 //!
 //! Linux keeps the IP and TCP headers of a connection's SYN when its listener has set
 //! `TCP_SAVE_SYN`, and hands them over once to `getsockopt(TCP_SAVED_SYN)` on the accepted

@@ -1,5 +1,5 @@
-//! Browser HTTP/2 profiles (shared spec section 5 reference values, taken from
-//! lexiforest/curl-impersonate signatures of real browsers and from decrypted conformance
+//! Browser HTTP/2 profiles (docs/voice-http.md, "Browser profiles": reference values taken
+//! from lexiforest/curl-impersonate signatures of real browsers and from decrypted conformance
 //! captures).
 //!
 //! A prefix matches a profile only when every defining field is equal: the first SETTINGS frame

@@ -14,7 +14,7 @@ use md5::{Digest, Md5};
 use super::H2Prefix;
 use crate::text::hex_id;
 
-/// A way of writing the Akamai string. Only [`AkamaiVariant::Canonical`] is the spec's.
+/// A way of writing the Akamai string. Only [`AkamaiVariant::Canonical`] is the paper's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

@@ -1,13 +1,9 @@
-//! Typed errors of the HTTP/2 prefix parser.
-//!
-//! An error never loses what was parsed before it: [`H2Error::partial`] holds the prefix up to
-//! the frame that failed (the server keeps that capture; the fingerprints of a connection whose
-//! fourth frame is malformed are still computable from the first three).
+//! What can go wrong in the HTTP/2 prefix parser, by kind. The error itself, which carries the
+//! prefix parsed before it, is [`super::H2Error`], beside the parser.
 
 use serde::Serialize;
 
 use super::hpack::HpackError;
-use super::H2Prefix;
 
 /// What went wrong.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
@@ -44,16 +40,4 @@ pub enum H2ErrorKind {
     /// Internal marker: a required field was cut by the end of the capture. Never returned.
     #[error("cut by the end of the capture")]
     Cut,
-}
-
-/// A parse error, with where it happened and everything parsed before it.
-#[derive(Debug, thiserror::Error)]
-#[error("HTTP/2 prefix: {kind} at byte {offset}")]
-pub struct H2Error {
-    /// What went wrong.
-    pub kind: H2ErrorKind,
-    /// Offset of the frame (or preface) that failed.
-    pub offset: usize,
-    /// The prefix as parsed up to that frame.
-    pub partial: Box<H2Prefix>,
 }

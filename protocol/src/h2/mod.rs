@@ -22,7 +22,7 @@ use serde::Serialize;
 pub(crate) use akamai::pseudo_letter;
 pub use akamai::{akamai_fingerprint, akamai_fingerprint_hash, akamai_variant, AkamaiVariant};
 pub use echo::{connection, detail, echo};
-pub use error::{H2Error, H2ErrorKind};
+pub use error::H2ErrorKind;
 pub use follow::{HeaderFollower, RequestHead};
 pub use frame::{Frame, FrameHeader, FrameType, Payload, PriorityFields, Setting, Settings};
 pub use hpack::{Field, FieldKind, HeaderBlock, Representation, TableSizeUpdate};
@@ -141,6 +141,21 @@ impl H2Prefix {
     pub fn first_request(&self) -> Option<&Request> {
         self.requests.first()
     }
+}
+
+/// A parse error, with where it happened and everything parsed before it. An error never loses
+/// what was parsed before it: [`H2Error::partial`] holds the prefix up to the frame that failed
+/// (the server keeps that capture; the fingerprints of a connection whose fourth frame is
+/// malformed are still computable from the first three).
+#[derive(Debug, thiserror::Error)]
+#[error("HTTP/2 prefix: {kind} at byte {offset}")]
+pub struct H2Error {
+    /// What went wrong.
+    pub kind: H2ErrorKind,
+    /// Offset of the frame (or preface) that failed.
+    pub offset: usize,
+    /// The prefix as parsed up to that frame.
+    pub partial: Box<H2Prefix>,
 }
 
 /// A header block whose HEADERS has arrived but not its END_HEADERS.

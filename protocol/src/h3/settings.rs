@@ -61,7 +61,8 @@ pub fn decode_settings(payload: &[u8]) -> Result<Vec<Setting>, H3Error> {
     Ok(out)
 }
 
-/// Chrome's SETTINGS payload as specs/quic.md section 3 records it: 1:65536, 6:262144, 7:100,
+/// Chrome's SETTINGS payload as published captures of Chrome 152 show it
+/// (docs/quic.md, "Reference values"): 1:65536, 6:262144, 7:100,
 /// 51:1, then GREASE 0x1f*3+0x21 = 0x7e with value 5.
 #[cfg(test)]
 pub(crate) const CHROME_SETTINGS: [u8; 18] = [

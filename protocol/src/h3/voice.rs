@@ -120,8 +120,8 @@ mod tests {
         }
     }
 
-    /// Chrome 152's SETTINGS and m,a,s,p: the `h3_text` and its md5 as the spec records them
-    /// from peers (specs/quic.md section 3).
+    /// Chrome 152's SETTINGS and m,a,s,p: the `h3_text` and its md5 as the public echo
+    /// services publish them (docs/quic.md, "Reference values").
     #[test]
     fn chrome_h3_text_matches_the_published_hash() {
         let settings = decode_settings(&super::super::settings::CHROME_SETTINGS).expect("settings");

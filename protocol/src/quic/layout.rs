@@ -1,5 +1,5 @@
 //! Two traits of a client's Initials that stay with its QUIC stack while the layout itself is
-//! drawn afresh per connection (specs/quic.md section 1.9): the order its CRYPTO frames arrive
+//! drawn afresh per connection (docs/quic.md, "The voices"): the order its CRYPTO frames arrive
 //! in, and where its padding sits. Chrome splits the ClientHello into many CRYPTO frames and
 //! sends them out of order ("chaos protection"), so the frame list varies and these do not.
 

@@ -35,7 +35,7 @@ pub use voice::{normalised_parameters, voice_description, voice_id};
 
 /// The Destination Connection ID of a datagram whose first packet is a version 1 or 2
 /// Initial: what the live capture keys an attempt by, with the client's address
-/// (specs/quic.md section 1.8).
+/// (docs/quic.md, "The UDP listener").
 ///
 /// # Errors
 /// Why the datagram opens with no such Initial: a header that does not parse, a version with

@@ -14,10 +14,10 @@
 //! tp=<transport parameters, normalised, ';'-joined>
 //! ```
 //!
-//! (`quicv1_` voices were hashed without the `crypto` and `pad` lines, which specs/quic.md
-//! section 1.9 asks for, and do not compare with these.)
+//! (`quicv1_` voices were hashed without the `crypto` and `pad` lines, which
+//! docs/quic.md, "The voices", explains, and do not compare with these.)
 //!
-//! Transport parameters (specs/quic.md section 2.1): sorted by id; GREASE ids (RFC 9000
+//! Transport parameters (docs/quic.md, "The voices"): sorted by id; GREASE ids (RFC 9000
 //! section 18.1) become one `GREASE` each, at the end; integers as `id:value`;
 //! google_connection_options (0x3128) as `id:TAGS`; version_information (0x11 and the draft
 //! 0xff73db, RFC 9368 section 3) as `id:chosen@list` with GREASE versions written `GREASE`;

@@ -1,5 +1,5 @@
 //! JA3 (salesforce/ja3, README.md and python/ja3.py) and JA3N, the same string with the
-//! extension list sorted (spec: fingerprints.md section 1).
+//! extension list sorted (as the JA3N variant is published beside JA3).
 //!
 //! `SSLVersion,Ciphers,Extensions,EllipticCurves,EllipticCurvePointFormats`, decimal numbers
 //! joined by `-`, GREASE removed everywhere except the point formats, which are taken byte by

@@ -1,6 +1,6 @@
-//! JA4 and its raw / original-order variants (FoxIO-LLC/ja4 technical_details/JA4.md, BSD-3;
-//! spec: fingerprints.md section 2). JA4+ methods (JA4H, JA4S, …) are deliberately absent:
-//! they are under the FoxIO non-commercial licence.
+//! JA4 and its raw / original-order variants (FoxIO-LLC/ja4 technical_details/JA4.md, BSD-3). JA4+
+//! methods (JA4H, JA4S, …) are deliberately absent: they are under the FoxIO non-commercial
+//! licence.
 
 use sha2::{Digest as _, Sha256};
 
@@ -178,7 +178,7 @@ mod tests {
         alpn_chars(Some(name)).iter().collect()
     }
 
-    /// The ALPN cases listed in the spec (fingerprints.md section 2, JA4.md 2024-08 / 2026-01).
+    /// The ALPN cases JA4.md lists (its 2024-08 and 2026-01 revisions).
     #[test]
     fn alpn_edge_cases() {
         assert_eq!(alpn(b"h2"), "h2");
@@ -198,7 +198,7 @@ mod tests {
         assert_eq!(alpn_chars(None).iter().collect::<String>(), "00");
     }
 
-    /// Spec examples for the hashed parts (fingerprints.md section 2).
+    /// JA4.md's examples for the hashed parts.
     #[test]
     fn spec_hash_examples() {
         let hash12 = |input: &str| {

@@ -24,7 +24,7 @@ mod user_agent;
 
 use serde::{Deserialize, Serialize};
 
-use crate::echo::{Alpn, Spoken};
+use crate::alpn::{Alpn, Spoken};
 
 pub use http_family::http_family;
 pub use tls_family::{tls_family, HelloShape};

@@ -1,6 +1,6 @@
-//! Capture attempts: each client's Initials, keyed by its address and first Destination
-//! Connection ID, read until the ClientHello is complete, under the caps of specs/quic.md
-//! section 1.8. Finished attempts wait a while for quinn's connection to claim them.
+//! Capture attempts: each client's Initials, keyed by its address and first Destination Connection
+//! ID, read until the ClientHello is complete, under the caps docs/quic.md ("The UDP listener")
+//! gives with their reasons. Finished attempts wait a while for quinn's connection to claim them.
 //!
 //! Untrusted datagrams end in a counted error (`/healthz` `quic`), never a panic.
 

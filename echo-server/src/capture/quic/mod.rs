@@ -3,7 +3,7 @@
 //! each client's Initial datagrams to the offline Initial reader first (`exitvoice_protocol::quic`).
 //!
 //! The listener never sends Retry: a Retry changes the client's DCID and so its Initial keys
-//! (RFC 9001 section 5.2; specs/quic.md section 1.2). Before the client's address is validated,
+//! (RFC 9000 section 17.2.5, RFC 9001 section 5.2). Before the client's address is validated,
 //! quinn sends at most three times the bytes it received from it (RFC 9000 section 8.1).
 
 mod attempts;

@@ -1,5 +1,5 @@
 //! The UDP socket quinn reads from, wrapped so the capture sees each client datagram that may
-//! carry an Initial before quinn does (specs/quic.md section 4.1, "socket tee").
+//! carry an Initial before quinn does (docs/quic.md, "The UDP listener", step 1).
 //!
 //! The copy goes into a bounded channel with `try_send`: a full channel drops the copy and
 //! counts it, it never makes quinn wait.

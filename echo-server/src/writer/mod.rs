@@ -12,16 +12,21 @@
 //! prunes what `--retain` and `--max-db-size` say must go, a few batches of 1,000 rows at most,
 //! and measures the database for `/healthz`. On
 //! [`WriterHandle::close`] it stops taking new jobs, drains what is queued, commits it, and ends.
+//!
+//! Each file imports only those above it: `rows` (a connection's row and record, from its
+//! analysis), `files` (the `--record-dir` files), this one (the queue and the writer task).
+
+mod files;
+mod rows;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use exitvoice_schema::{ConnectionRecord, ConnectionRow, RequestRecord};
+use exitvoice_schema::{ConnectionRow, RequestRecord};
 use exitvoice_store::Store;
 use exitvoice_store::{Batch, LedgerRow, QuicConnectionRow, QuicRequestRow};
-use time::OffsetDateTime;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
@@ -30,6 +35,7 @@ use crate::clock::now_ms;
 use crate::config::WriterConfig;
 use crate::ledger::Ledger;
 use crate::metrics::{DropReason, Metrics};
+use rows::{connection_record, connection_row};
 
 /// How often the writer prunes and measures the database while it writes.
 const MAINTENANCE_EVERY: Duration = Duration::from_secs(1);
@@ -338,7 +344,7 @@ impl Writer {
                 Job::Closed { conn, failure } => {
                     if let Some(dir) = &self.record_dir {
                         let record = connection_record(&conn, &self.metrics, failure.as_ref());
-                        self.record(dir, &conn, &record).await;
+                        files::write(dir, &conn, &record, &self.metrics).await;
                     }
                     if conn.requests() == 0 {
                         observations += 1;
@@ -445,88 +451,5 @@ impl Writer {
             self.metrics.database_size(size.used_bytes, size.file_bytes);
         }
         pruned
-    }
-
-    /// Writes `<id>.hello.bin`, `<id>.prefix.bin` and `<id>.json` under `dir`.
-    async fn record(&self, dir: &std::path::Path, conn: &Connection, record: &ConnectionRecord) {
-        let json = match serde_json::to_vec_pretty(record) {
-            Ok(json) => json,
-            Err(_) => {
-                self.metrics.record_failure();
-                return;
-            }
-        };
-        let files = [
-            (format!("{}.hello.bin", conn.id), conn.hello.to_vec()),
-            (
-                format!("{}.prefix.bin", conn.id),
-                conn.tap.with_bytes(<[u8]>::to_vec),
-            ),
-            (format!("{}.json", conn.id), json),
-        ];
-        for (name, contents) in files {
-            if let Err(error) = tokio::fs::write(dir.join(&name), contents).await {
-                self.metrics.record_failure();
-                tracing::warn!(%error, file = %name, "record file not written");
-            }
-        }
-    }
-}
-
-/// The row of `conn` as it stands now (its analysis made if it was not yet).
-fn connection_row(conn: &Connection, failure: Option<Failed>, metrics: &Metrics) -> ConnectionRow {
-    let analysis = conn.analysis(metrics);
-    let facts = Arc::clone(&analysis.facts);
-    let prefix = conn.tap.with_bytes(<[u8]>::to_vec);
-    let (failure, failure_detail) = failure.map_or((None, None), |(f, d)| (Some(f), Some(d)));
-    ConnectionRow {
-        conn_id: conn.id.clone(),
-        time_unix_ms: unix_ms(conn.accepted),
-        peer: conn.stored_peer.clone(),
-        facts,
-        failure,
-        failure_detail,
-        requests: conn.requests(),
-        prefix_truncated: conn.tap.truncated(),
-        analysed_prefix_len: Some(analysis.prefix_len),
-        hello: conn.hello.to_vec(),
-        prefix,
-        syn: conn.syn_bytes().to_vec(),
-    }
-}
-
-/// `time` in Unix milliseconds.
-fn unix_ms(time: OffsetDateTime) -> i64 {
-    i64::try_from(time.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
-}
-
-/// `<conn-id>.json` under `--record-dir`, in the captures/ recorder's format.
-fn connection_record(
-    conn: &Connection,
-    metrics: &Metrics,
-    failure: Option<&Failed>,
-) -> ConnectionRecord {
-    let facts = &conn.analysis(metrics).facts;
-    let session = conn.session.as_ref();
-    ConnectionRecord {
-        conn_id: conn.id.clone(),
-        time: exitvoice_schema::rfc3339_ms(unix_ms(conn.accepted)),
-        peer: match (conn.stored_peer.port, conn.peer.ip()) {
-            (0, _) => conn.stored_peer.ip.clone(),
-            _ => conn.peer.to_string(),
-        },
-        sni: facts.sni.clone(),
-        alpn_offered: facts.alpn.offered.clone(),
-        alpn_negotiated: session.and_then(|s| s.alpn.clone()),
-        spoken: conn.spoken(),
-        tls_version: session.and_then(|s| s.tls_version.as_deref().map(str::to_owned)),
-        cipher: session.and_then(|s| s.cipher.as_deref().map(str::to_owned)),
-        first_request: conn.first_request.get().cloned(),
-        requests: conn.requests(),
-        hello_len: conn.hello.len(),
-        prefix_len: conn.tap.len(),
-        prefix_truncated: conn.tap.truncated(),
-        failure: failure.map(|(_, detail)| detail.clone()),
-        recorder: format!("{} serve --record-dir", crate::SERVER),
     }
 }
