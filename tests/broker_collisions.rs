@@ -761,7 +761,8 @@ fn epoch_of(runtime: &tokio::runtime::Runtime, database: &str) -> Option<i64> {
     runtime.block_on(async {
         let url = database.parse().unwrap();
         let store = exitvoice_store::Store::connect(&url).await.unwrap();
-        let lock = store.broker_epoch_lock("broker").await.unwrap();
+        let tables = exitvoice_store::BrokerTables::new(store);
+        let lock = tables.broker_epoch_lock("broker").await.unwrap();
         let epoch = lock.current();
         lock.release().await.unwrap();
         epoch

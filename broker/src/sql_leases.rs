@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use exitvoice_store::{
-    Acquire, Effect, EgressRecord, Engine, ExitReport, Gauges, Granted, Refusal, Released, Store,
-    StoreError, UnitSpec,
+    Acquire, BrokerTables, Effect, EgressRecord, Engine, ExitReport, Gauges, Granted, Refusal,
+    Released, Store, StoreError, UnitSpec,
 };
 
 use crate::durability::{self, Durability};
@@ -22,7 +22,7 @@ use crate::lease_store::{LeaseStore, StoreFailure};
 /// The broker's state in its SQL database.
 #[derive(Clone)]
 pub struct SqlLeases {
-    store: Store,
+    store: BrokerTables,
     /// How long grants wait after the database went back in time, ms.
     hold_ms: i64,
     /// No grant before this instant: the database's hold, on this machine's clock.
@@ -40,7 +40,7 @@ impl SqlLeases {
     /// Database failures.
     pub async fn open(store: Store, hold: Duration) -> Result<Self, StoreFailure> {
         let leases = Self {
-            store,
+            store: BrokerTables::new(store),
             hold_ms: i64::try_from(hold.as_millis()).unwrap_or(i64::MAX),
             held_until: Arc::default(),
             turn: Arc::default(),
@@ -51,11 +51,11 @@ impl SqlLeases {
 
     /// The SQL store underneath.
     pub fn store(&self) -> &Store {
-        &self.store
+        self.store.store()
     }
 
     /// Takes the history the store reaches now as the one to grant on (see
-    /// [`Store::broker_confirm_lineage`]) and the hold it carries.
+    /// [`BrokerTables::broker_confirm_lineage`]) and the hold it carries.
     async fn confirm(&self) -> Result<(), StoreFailure> {
         let _turn = self.turn.lock().await;
         let sent = Instant::now();

@@ -207,7 +207,7 @@ fn now_ms(engine: Engine) -> &'static str {
     }
 }
 
-/// [`Store::broker_prune`]'s statement: `$1` the age, `$2` the batch. The clock is read once,
+/// [`BrokerTables::broker_prune`]'s statement: `$1` the age, `$2` the batch. The clock is read once,
 /// in a subquery: compared directly, PostgreSQL's `clock_timestamp()` is volatile, read for
 /// every row, and keeps the planner off `broker_leases_end` (the whole table was read at every
 /// refresh, ~40 ms at 50,000 leases).
@@ -255,7 +255,48 @@ impl DerefMut for Locked {
     }
 }
 
-impl Store {
+/// The broker's tables in one store, with what this process's broker transactions share
+/// there. Clones share them; the echo server's and the auditor's [`Store`] carry none of it.
+#[derive(Clone, Debug)]
+pub struct BrokerTables {
+    store: Store,
+    /// SQLite has one write lock per file; this process's broker transactions queue for it
+    /// here, in arrival order, rather than in SQLite's busy handler, which sleeps 1, 2, 5,
+    /// 10… ms between tries and so turns a short wait into a long tail.
+    writer_turn: Arc<tokio::sync::Mutex<()>>,
+    /// PostgreSQL's plain broker releases, ended a batch per statement.
+    release_queue: Arc<ReleaseQueue>,
+    /// PostgreSQL's broker grants, a batch of alike acquires per statement.
+    grant_queue: Arc<GrantQueue>,
+}
+
+impl BrokerTables {
+    /// The broker's tables in `store`. One per process and store: its transactions queue on
+    /// it (SQLite) and its grants and releases are batched through it (PostgreSQL).
+    pub fn new(store: Store) -> Self {
+        Self {
+            store,
+            writer_turn: Arc::default(),
+            release_queue: Arc::default(),
+            grant_queue: Arc::default(),
+        }
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The store's connection pool.
+    pub fn pool(&self) -> &sqlx::AnyPool {
+        self.store.pool()
+    }
+
+    /// The store's engine.
+    pub fn engine(&self) -> Engine {
+        self.store.engine()
+    }
+
     /// A transaction holding the lock broker changes need (see the module docs), on a
     /// connection to the lineage the broker confirmed ([`StoreError::LineageMoved`] if not).
     async fn broker_transaction(&self) -> Result<Locked, StoreError> {
@@ -268,7 +309,7 @@ impl Store {
     /// the database than the broker's: checked after a grant's connection is taken, since
     /// that connection is the one a failover may have made new.
     pub(super) fn broker_lineage_check(&self) -> Result<(), StoreError> {
-        if self.lineage.moved() {
+        if self.store.lineage.moved() {
             return Err(StoreError::LineageMoved);
         }
         Ok(())
@@ -666,7 +707,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl BrokerTables {
     /// Notes the egress address `ip` a check saw through lease `lease_id` (and the `country` it
     /// was placed in, if known): the address and country its task (or, without a task, the
     /// lease itself) was last seen leaving from before, if any, and
@@ -754,7 +795,7 @@ pub struct ExitReport {
     pub latencies_ms: Vec<i64>,
 }
 
-impl Store {
+impl BrokerTables {
     /// Every exit of the broker with its live leases, bans and the outcomes of the leases that
     /// ended since `since_ms` (store ms), the newest `most` of them at most: a busy broker
     /// ends millions of leases an hour, and the report reads them through the index on their
@@ -1193,7 +1234,7 @@ mod tests {
     #[tokio::test]
     async fn pruning_reads_the_end_index_on_postgres() {
         let url = exitvoice_pgtest::fresh_database("broker_prune_plan");
-        let store = Store::connect(&url.parse().unwrap()).await.unwrap();
+        let store = BrokerTables::new(Store::connect(&url.parse().unwrap()).await.unwrap());
         let mut conn = store.pool().acquire().await.unwrap();
         sqlx::query("SET enable_seqscan = off")
             .execute(&mut *conn)

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use exitvoice_store::{Store, UnitSpec};
+use exitvoice_store::{BrokerTables, Store, UnitSpec};
 
 /// An epoch younger than this whose state is missing from Redis is being started by the
 /// instance that took it (its `init` follows within a round trip, or fails within the client's
@@ -45,7 +45,10 @@ pub struct Epochs {
 
 /// What an instance needs to start a new epoch.
 pub(super) struct Recovery {
-    pub(super) epochs: Epochs,
+    /// The broker's tables in `--database`, where the epochs are.
+    pub(super) tables: BrokerTables,
+    /// How long a new epoch holds its grants.
+    pub(super) hold: Duration,
     /// The pool's name: its epoch row.
     pub(super) pool: String,
     /// The units this instance was told of, written again into a new epoch.
@@ -57,7 +60,8 @@ pub(super) struct Recovery {
 impl Recovery {
     pub(super) fn new(epochs: Epochs, pool: &str) -> Self {
         Self {
-            epochs,
+            tables: BrokerTables::new(epochs.store),
+            hold: epochs.hold,
             pool: pool.to_owned(),
             known: Mutex::default(),
             turn: tokio::sync::Mutex::default(),
@@ -81,7 +85,7 @@ impl Recovery {
 
     /// The hold of a new epoch, ms.
     pub(super) fn hold_ms(&self) -> i64 {
-        i64::try_from(self.epochs.hold.as_millis()).unwrap_or(i64::MAX)
+        i64::try_from(self.hold.as_millis()).unwrap_or(i64::MAX)
     }
 }
 
@@ -196,7 +200,10 @@ mod tests {
             two.renew("l1", first.fence, 1000).await.unwrap(),
             Err(Refusal::Unknown)
         );
-        let lock = store.broker_epoch_lock("forget").await.unwrap();
+        let lock = BrokerTables::new(store)
+            .broker_epoch_lock("forget")
+            .await
+            .unwrap();
         assert_eq!(lock.current(), Some(1), "one new epoch for both instances");
         lock.release().await.unwrap();
     }
@@ -277,7 +284,10 @@ mod tests {
             one.renew("kept", kept.fence, 60_000).await.unwrap().is_ok(),
             "the lease the snapshot kept is still its holder's"
         );
-        let lock = store.broker_epoch_lock("older").await.unwrap();
+        let lock = BrokerTables::new(store)
+            .broker_epoch_lock("older")
+            .await
+            .unwrap();
         assert_eq!(lock.current(), Some(1), "one new epoch for both instances");
         lock.release().await.unwrap();
     }

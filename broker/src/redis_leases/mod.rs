@@ -234,11 +234,7 @@ impl RedisLeases {
         let _turn = recovery.turn.lock().await;
         let waited = std::time::Instant::now();
         loop {
-            let lock = recovery
-                .epochs
-                .store
-                .broker_epoch_lock(&recovery.pool)
-                .await?;
+            let lock = recovery.tables.broker_epoch_lock(&recovery.pool).await?;
             let (state, seen): (String, Option<i64>) = self.run_once(Step::Status, &[]).await?;
             let state = match state.as_str() {
                 "current" => {
@@ -275,8 +271,8 @@ impl RedisLeases {
                 Err(error) => {
                     // Whether Redis heard it is unknown: the epoch is spent, and nobody waits
                     // for it (the next instance takes another at once).
-                    let epochs = &recovery.epochs.store;
-                    let _ = epochs.broker_epoch_spent(&recovery.pool, epoch).await;
+                    let tables = &recovery.tables;
+                    let _ = tables.broker_epoch_spent(&recovery.pool, epoch).await;
                     return Err(error.into());
                 }
             };

@@ -24,8 +24,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::batch_connection::BatchConnection;
 use super::one_statement::{acquire_in_one_statement, free_for, grant_end, GRANTED, NEW_LEASES};
-use super::{granted, now_ms, Acquire, Granted, LeaseClass};
-use crate::handle::{Engine, Store, StoreError};
+use super::{granted, now_ms, Acquire, BrokerTables, Granted, LeaseClass};
+use crate::handle::{Engine, StoreError};
 use crate::lineage::Watch;
 
 /// At most this many acquires are taken from the queue at once.
@@ -83,7 +83,7 @@ enum Answer {
     Failed,
 }
 
-impl Store {
+impl BrokerTables {
     /// Grants `request` (which has no per-origin cap) in the next batch, as
     /// [`acquire_in_one_statement`] would: the lease, or `None` when no unit is free.
     pub(super) async fn acquire_in_batch(
@@ -94,7 +94,7 @@ impl Store {
             let (asks, queued) = mpsc::unbounded_channel();
             tokio::spawn(grant_batches(
                 self.pool().clone(),
-                Arc::clone(&self.lineage),
+                Arc::clone(&self.store.lineage),
                 queued,
             ));
             asks
@@ -252,6 +252,7 @@ async fn grant_all(
 mod tests {
     use super::*;
     use crate::broker::UnitSpec;
+    use crate::handle::Store;
 
     fn unit(name: &str, exit_name: &str, gateway: bool) -> UnitSpec {
         UnitSpec {
@@ -289,7 +290,7 @@ mod tests {
     #[tokio::test]
     async fn a_batch_grants_distinct_units_and_fence_ranges_per_exit() {
         let url = exitvoice_pgtest::fresh_database("batched_grant");
-        let store = Store::connect(&url.parse().unwrap()).await.unwrap();
+        let store = BrokerTables::new(Store::connect(&url.parse().unwrap()).await.unwrap());
         let units = [
             unit("a", "a", false),
             unit("g#1", "g", true),

@@ -27,8 +27,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::batch_connection::BatchConnection;
 use super::one_statement::{end_lease, released};
-use super::{now_ms, Refusal, Released};
-use crate::handle::{Engine, Store, StoreError};
+use super::{now_ms, BrokerTables, Refusal, Released};
+use crate::handle::{Engine, StoreError};
 
 /// At most this many releases go in one statement.
 const MAX_BATCH: usize = 64;
@@ -63,7 +63,7 @@ enum Answer {
     Failed,
 }
 
-impl Store {
+impl BrokerTables {
     /// Ends lease `lease_id` in the next batch, as
     /// [`release_in_one_statement`](Self::release_in_one_statement) would: what it held, or
     /// why not.
@@ -230,6 +230,7 @@ async fn end_all(
 mod tests {
     use super::*;
     use crate::broker::{Acquire, LeaseClass, UnitSpec};
+    use crate::handle::Store;
 
     fn unit(name: &str) -> UnitSpec {
         UnitSpec {
@@ -260,7 +261,7 @@ mod tests {
         }
     }
 
-    async fn take(store: &Store, lease_id: &str, class: LeaseClass) -> (String, i64) {
+    async fn take(store: &BrokerTables, lease_id: &str, class: LeaseClass) -> (String, i64) {
         let granted = store
             .broker_acquire(&ask(lease_id, class))
             .await
@@ -304,7 +305,7 @@ mod tests {
     #[tokio::test]
     async fn a_batch_ends_its_live_leases_and_counts_shared_ones_per_unit() {
         let url = exitvoice_pgtest::fresh_database("batched_release");
-        let store = Store::connect(&url.parse().unwrap()).await.unwrap();
+        let store = BrokerTables::new(Store::connect(&url.parse().unwrap()).await.unwrap());
         store.broker_sync_units(&[unit("a")], true).await.unwrap();
         let (a1, s1) = take(&store, "s1", LeaseClass::Stateless).await;
         let (a2, s2) = take(&store, "s2", LeaseClass::Stateless).await;

@@ -4,8 +4,8 @@
 
 use sqlx::Row as _;
 
-use super::Locked;
-use crate::handle::{Engine, Store, StoreError};
+use super::{BrokerTables, Locked};
+use crate::handle::{Engine, StoreError};
 
 /// A pool's epoch row, locked until [`EpochLock::advance`] or [`EpochLock::release`].
 pub struct EpochLock {
@@ -17,7 +17,7 @@ pub struct EpochLock {
     engine: Engine,
 }
 
-impl Store {
+impl BrokerTables {
     /// Locks the epoch row of `pool` (made if missing) for the caller to decide on it.
     ///
     /// # Errors
@@ -49,7 +49,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl BrokerTables {
     /// Marks epoch `epoch` of `pool` as spent: taken, but perhaps never started, so that no
     /// instance waits for it to start (it takes the next one). Nothing when another epoch was
     /// taken since.
@@ -118,9 +118,11 @@ impl EpochLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::Store;
 
     on_both_engines! {
         async fn epochs_start_at_zero_and_only_grow(store: Store) {
+            let store = BrokerTables::new(store);
             let lock = store.broker_epoch_lock("p").await.unwrap();
             assert_eq!(lock.current(), None);
             assert_eq!(lock.advance().await.unwrap(), 0);

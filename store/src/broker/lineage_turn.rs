@@ -12,11 +12,11 @@
 
 use sqlx::Row as _;
 
-use super::now_ms;
-use crate::handle::{Engine, Store, StoreError};
+use super::{now_ms, BrokerTables};
+use crate::handle::{Engine, StoreError};
 use crate::lineage;
 
-/// What [`Store::broker_confirm_lineage`] found.
+/// What [`BrokerTables::broker_confirm_lineage`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Confirmed {
     /// Whether this call found the database on another history than the one last granted on,
@@ -28,7 +28,7 @@ pub struct Confirmed {
     pub now_ms: i64,
 }
 
-impl Store {
+impl BrokerTables {
     /// Takes the history this connection reaches as the broker's, first moving every fence
     /// past the old history's and holding grants for `hold_ms` when it is another one.
     ///
@@ -77,7 +77,7 @@ impl Store {
                 .await?;
         }
         tx.commit().await?;
-        self.lineage.confirm(live);
+        self.store.lineage.confirm(live);
         Ok(Confirmed {
             moved,
             hold_until_ms,
@@ -86,7 +86,7 @@ impl Store {
     }
 }
 
-impl Store {
+impl BrokerTables {
     /// The settings that decide what a crash or a failover of the database loses (see
     /// `lineage::durability`), by name.
     ///
@@ -101,9 +101,11 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::Store;
 
     on_both_engines! {
         async fn another_lineage_moves_every_fence_past_the_clock_and_holds(store: Store) {
+            let store = BrokerTables::new(store);
             let first = store.broker_confirm_lineage(5_000).await.unwrap();
             assert!(!first.moved, "a first lineage is taken as it is");
             assert_eq!(first.hold_until_ms, 0);
@@ -131,6 +133,7 @@ mod tests {
         }
 
         async fn the_durability_settings_are_read(store: Store) {
+            let store = BrokerTables::new(store);
             let settings = store.durability_settings().await.unwrap();
             let names: Vec<&str> = settings.iter().map(|(name, _)| name.as_str()).collect();
             match store.engine() {

@@ -19,8 +19,10 @@
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
-use super::{granted, judge, now_ms, Acquire, Granted, LeaseClass, Refusal, Released};
-use crate::handle::{Engine, Store, StoreError};
+use super::{
+    granted, judge, now_ms, Acquire, BrokerTables, Granted, LeaseClass, Refusal, Released,
+};
+use crate::handle::{Engine, StoreError};
 
 /// The walk's filter over units `u` at the store's now `n.ms`: those that admit `class` (its
 /// rank in parameter `$rank`), free for it, not banned for the origin (`$origin`), and of the
@@ -113,7 +115,7 @@ pub(super) async fn acquire_in_one_statement(
     Ok(row.map(|row| granted(&row, false)).transpose()?)
 }
 
-impl Store {
+impl BrokerTables {
     /// Extends lease `lease_id` (if `fence` is its own and it is live below its life cap) by
     /// `ttl_ms` from now, never past its life's end: the new expiry, or why not.
     pub(super) async fn renew_in_one_statement(
