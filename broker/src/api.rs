@@ -119,6 +119,10 @@ impl IntoResponse for BrokerError {
                 tracing::warn!(%failure, "broker store failure");
                 unavailable("the lease store is unavailable", STORE_RETRY_MS)
             }
+            Self::Internal(message) => {
+                tracing::error!(%message, "broker failure");
+                error(StatusCode::INTERNAL_SERVER_ERROR, message)
+            }
         }
     }
 }
@@ -291,8 +295,9 @@ async fn exits<S: LeaseStore>(
             let mut latencies = report.latencies_ms.clone();
             latencies.sort_unstable();
             #[allow(clippy::cast_precision_loss)]
-            let success_rate =
-                (!report.outcomes.is_empty()).then(|| ok as f64 / report.outcomes.len() as f64);
+            let success_rate = (!report.outcomes.is_empty()).then(|| {
+                exitvoice_schema::decimal::thousandths(ok as f64 / report.outcomes.len() as f64)
+            });
             json!({
                 "exit": report.exit_name,
                 "leased": !report.live.is_empty(),
@@ -331,7 +336,7 @@ async fn metrics<S: LeaseStore>(
         .broker
         .metrics()
         .encode(&gauges)
-        .map_err(|_| BrokerError::BadRequest("metrics could not be encoded".to_owned()))?;
+        .map_err(|_| BrokerError::Internal("metrics could not be encoded".to_owned()))?;
     Ok(([(CONTENT_TYPE, exitvoice_exposition::OPENMETRICS)], text).into_response())
 }
 

@@ -3,7 +3,7 @@
 //! (live leases by class, bans in force, collisions) are read from the store at each scrape, so
 //! every instance reports the same.
 
-use exitvoice_store::Gauges;
+use exitvoice_store::{Gauges, LeaseClass};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -282,16 +282,55 @@ impl Metrics {
         &self.waiting
     }
 
-    /// The text of a scrape, with the store's `gauges`.
+    /// The text of a scrape, with the store's `gauges`. Every class is set, never cleared:
+    /// a scrape beside another never reads a family emptied under it.
     pub fn encode(&self, gauges: &Gauges) -> Result<String, std::fmt::Error> {
-        self.live.clear();
-        for (class, count) in &gauges.live {
+        for class in [
+            LeaseClass::Stateless,
+            LeaseClass::Anonymous,
+            LeaseClass::Identity,
+        ] {
+            let count = gauges
+                .live
+                .iter()
+                .find(|(name, _)| name == class.as_str())
+                .map_or(0, |(_, count)| *count);
             self.live
-                .get_or_create(&vec![("class".to_owned(), class.clone())])
-                .set(*count);
+                .get_or_create(&vec![("class".to_owned(), class.as_str().to_owned())])
+                .set(count);
         }
         self.bans_active.set(gauges.bans);
         self.collisions.set(gauges.collisions);
         exitvoice_exposition::text(&self.registry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each scrape sets every class's live gauge, the absent ones to 0: nothing is cleared, so
+    /// a scrape beside another never reads the family empty.
+    #[test]
+    fn every_class_is_in_every_scrape() {
+        let metrics = Metrics::new("t");
+        let with = |live: Vec<(String, i64)>| Gauges {
+            live,
+            bans: 0,
+            collisions: 0,
+        };
+        let text = metrics
+            .encode(&with(vec![("anonymous".to_owned(), 2)]))
+            .unwrap();
+        let live = |text: &str, class: &str| {
+            let name = format!("exitvoice_broker_active_leases{{class=\"{class}\"}} ");
+            text.lines()
+                .find_map(|line| line.strip_prefix(&name)?.parse::<i64>().ok())
+        };
+        assert_eq!(live(&text, "anonymous"), Some(2), "{text}");
+        assert_eq!(live(&text, "identity"), Some(0), "{text}");
+        let text = metrics.encode(&with(Vec::new())).unwrap();
+        assert_eq!(live(&text, "anonymous"), Some(0), "{text}");
+        assert_eq!(live(&text, "stateless"), Some(0), "{text}");
     }
 }

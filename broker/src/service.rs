@@ -204,6 +204,9 @@ pub enum BrokerError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreFailure),
+    /// The broker failed at something of its own (answered `500`).
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl From<BadOutcome> for BrokerError {
@@ -385,7 +388,7 @@ impl<S: LeaseStore> Broker<S> {
         let labels = self.labels().await?;
         let now_ms = self.leases.now_ms().await?;
         let now = OffsetDateTime::from_unix_timestamp_nanos(i128::from(now_ms) * 1_000_000)
-            .map_err(|_| BrokerError::BadRequest("the store's clock is out of range".to_owned()))?;
+            .map_err(|_| BrokerError::Internal("the store's clock is out of range".to_owned()))?;
         let pool = self.pool();
         let (max_age, capacity, max_life) = (
             self.config.labels_max_age,
@@ -665,7 +668,7 @@ impl<S: LeaseStore> Broker<S> {
                 .granted(class.as_str(), started.elapsed().as_secs_f64());
             let pool = self.pool();
             let exit = pool.exit(&granted.unit).ok_or_else(|| {
-                BrokerError::BadRequest(format!("unit {} is not in the exits file", granted.unit))
+                BrokerError::Internal(format!("unit {} is not in the exits file", granted.unit))
             })?;
             let egress = if request.egress {
                 Some(self.egress(exit, &granted, country.as_deref()).await)
