@@ -40,10 +40,12 @@ async fn every_runs_repeatedly_and_labels_reads_the_latest() {
     while started.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(300)).await;
         if let Ok(store) = Store::open(&db).await {
-            snapshots = sqlx::query_scalar("SELECT COUNT(*) FROM label_snapshots")
-                .fetch_one(store.pool())
-                .await
-                .unwrap_or(0);
+            // Published ones: a run still under way has a draft of its own.
+            snapshots =
+                sqlx::query_scalar("SELECT COUNT(*) FROM label_snapshots WHERE published = 1")
+                    .fetch_one(store.pool())
+                    .await
+                    .unwrap_or(0);
             if snapshots >= 2 {
                 break;
             }
