@@ -492,6 +492,7 @@ fn connection_row(conn: &Connection, failure: Option<Failed>, metrics: &Metrics)
         hello: conn.hello.to_vec(),
         prefix,
         syn: conn.syn_bytes().to_vec(),
+        latency: conn.session.is_some().then(|| conn.round_trips.judged()),
     }
 }
 

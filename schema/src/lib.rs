@@ -15,6 +15,7 @@ mod label_json;
 pub mod observation;
 pub mod probe;
 pub mod raw_json;
+pub mod round_trip;
 pub mod tcp;
 pub mod voice;
 
@@ -39,5 +40,6 @@ pub use probe::{
     H3Probe, LedgerVerdict, ProbeFailure, ProbeRecord, Sample, UdpPath, PROBE_SCHEMA_VERSION,
 };
 pub use raw_json::RawJson;
+pub use round_trip::{GapVerdict, Measures, RoundTrips, TcpRoundTrip};
 pub use tcp::{TcpAbsence, TcpAbsent, TcpEcho};
 pub use voice::{Bucket, VoiceId};

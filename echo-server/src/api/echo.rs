@@ -148,7 +148,8 @@ impl Observed {
         let metrics = &state.metrics;
         let geo = state.geo.as_ref().map(|geo| geo.echo(self.conn.peer.ip()));
         let user_agent = self.user_agent.as_ref().and_then(|ua| ua.to_str().ok());
-        self.echo(metrics).located(geo).judged(
+        let latency = self.conn.round_trips.judged();
+        self.echo(metrics).timed(Some(latency)).located(geo).judged(
             Families {
                 ua: user_agent.and_then(coherence::ua_family),
                 ..self.conn.echo_json(metrics).families.clone()
@@ -313,8 +314,18 @@ impl Route {
         arrival: Arrival,
         request: http::Request<B>,
     ) -> Result<Response, ApiError> {
+        if self == Self::All {
+            // The full echo carries the first PING's answer: it comes one round trip after
+            // the request (the PING left with the server's SETTINGS).
+            arrival.conn.round_trips.first_ping().await;
+        }
         let seen = read_and_observe(state, arrival, request).await?;
         self.respond(state, &seen)
+    }
+
+    /// Whether the route must wait before it answers on `conn` (see [`Route::answer`]).
+    pub(super) fn waits(self, conn: &Connection) -> bool {
+        self == Self::All && conn.round_trips.awaits_first_ping()
     }
 
     /// [`Route::answer`] for a request with no body left to read (`is_end_stream`): the same
@@ -396,6 +407,10 @@ pub(super) async fn not_found(
     let html = !path.starts_with("/api/")
         && !path.starts_with("/probe/")
         && prefers_html(request.headers());
+    if html {
+        // The page shows the round trips, the first PING's answer with them.
+        ctx.0.conn.round_trips.first_ping().await;
+    }
     let seen = read_and_observe(&state, ctx.0, request).await?;
     if html {
         return page::fingerprint(&state, &seen, status);

@@ -117,7 +117,7 @@ impl Responder for Api {
     fn answer(&self, mut request: http::Request<Incoming>, arrival: Arrival) -> Answer {
         if let Some(route) = Route::of(request.method(), request.uri().path()) {
             // A request with no body (a `GET`) is answered here and now: no future to box.
-            if request.body().is_end_stream() {
+            if request.body().is_end_stream() && !route.waits(&arrival.conn) {
                 let response = route
                     .answer_bodiless(&self.state, arrival, &request)
                     .unwrap_or_else(IntoResponse::into_response);
