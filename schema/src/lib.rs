@@ -27,7 +27,8 @@ pub use echo::{
 pub use geo::{EchoGeo, GeoSource, Place};
 pub use label::{
     Baseline, Change, DriftState, Egress, ExitCoherence, ExitGeo, ExitLabel, ExitStack, Flags,
-    H3Label, HistoryEntry, LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
+    H3Label, HistoryEntry, LabelsDoc, Latency, Pool, RoundTripLabel, Route, Transition,
+    LABELS_SCHEMA_VERSION,
 };
 pub use label_csv::{labels_csv, LabelsCsvWriter, CSV_COLUMNS};
 pub use label_json::LabelsJsonWriter;

@@ -292,6 +292,9 @@ impl<S: AsyncWrite + Unpin> Pinger<S> {
     /// Writes what is left of a queued PING; `Ready(Ok)` once none is left.
     fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while let Some((frame, at)) = self.pending.as_mut() {
+            // Timed from before the write: a pause of this thread between the write and the
+            // clock would make the round trip look shorter than it is, never longer.
+            let now = Instant::now();
             let written = ready!(Pin::new(&mut self.inner).poll_write(cx, &frame[*at..]))?;
             if written == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
@@ -302,7 +305,6 @@ impl<S: AsyncWrite + Unpin> Pinger<S> {
                 payload.copy_from_slice(&frame[HEADER_LEN..]);
                 self.pending = None;
                 self.sent += 1;
-                let now = Instant::now();
                 self.last_sent = Some(now);
                 self.in_flight = Some(InFlight { payload, sent: now });
                 self.cell.ping_sent();

@@ -7,7 +7,8 @@
 //! the server's ServerHello…Finished against the client's Finished (RFC 8446 section 2); in
 //! TLS 1.2 the server's ServerHelloDone flight against the client's key exchange and Finished
 //! (RFC 5246 section 7.3), the server's own Finished coming after. The ClientHello is read
-//! before this stream sees a byte (`hello.rs`), so it never counts.
+//! before this stream sees a byte (`hello.rs`), so it never counts. A write is timed from before
+//! the call, a read from after it: a pause of the server's thread can only lengthen a flight.
 
 use std::io;
 use std::pin::Pin;
@@ -95,10 +96,11 @@ impl AsyncWrite for TimedTcp {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        let now = this.clock.is_some().then(Instant::now);
         let result = Pin::new(&mut this.inner).poll_write(cx, buf);
         if let (Some(clock), Poll::Ready(Ok(written))) = (this.clock.as_mut(), &result) {
             if *written > 0 {
-                clock.awaiting_since = Some(Instant::now());
+                clock.awaiting_since = now;
             }
         }
         result
@@ -110,10 +112,11 @@ impl AsyncWrite for TimedTcp {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        let now = this.clock.is_some().then(Instant::now);
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if let (Some(clock), Poll::Ready(Ok(written))) = (this.clock.as_mut(), &result) {
             if *written > 0 {
-                clock.awaiting_since = Some(Instant::now());
+                clock.awaiting_since = now;
             }
         }
         result
