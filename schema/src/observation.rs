@@ -658,6 +658,7 @@ mod tests {
                 prefix_truncated: false,
                 tls: None,
                 tls_error: None,
+                latency: None,
             })),
             hello: vec![0x16, 0x03, 0x01, 0xab],
             prefix: Vec::new(),

@@ -657,7 +657,11 @@ mod tests {
                 panic!("a request's summary is its echo: {:?}", first.summary);
             };
             let facts = &batch.connections[0].facts;
-            let want = compose_echo(facts, batch.connections[0].peer.clone(), &batch.requests[0]);
+            let mut want =
+                compose_echo(facts, batch.connections[0].peer.clone(), &batch.requests[0]);
+            // The connection's round trips come back with each of its requests' echoes.
+            want.latency = batch.connections[0].latency.clone();
+            assert!(want.latency.as_ref().is_some_and(|l| l.gap_us.is_some()));
             assert_eq!(**echo, want);
             assert_eq!(
                 echo.http2.as_ref().map(|h| h.header_order.clone()),
