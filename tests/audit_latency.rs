@@ -66,13 +66,11 @@ fn an_exit_behind_a_hidden_leg_is_labelled_and_its_change_is_seen() {
         .filter_map(|r| r["sample"]["echo"]["latency"]["gap_us"].as_u64())
         .collect();
     assert_eq!(far_gaps.len(), 3, "{records:?}");
-    for gap in &far_gaps {
-        assert!(gap.abs_diff(80_000) <= 18_000, "gap {gap} us: {far_gaps:?}");
-    }
-    assert_eq!(
-        micros(far_trip, "gap_min_us"),
-        *far_gaps.iter().min().unwrap()
-    );
+    // Each holds the whole leg; the smallest is the leg (a busy machine only adds).
+    assert!(far_gaps.iter().all(|gap| *gap >= 78_000), "{far_gaps:?}");
+    let smallest = *far_gaps.iter().min().unwrap();
+    assert!(smallest.abs_diff(80_000) <= 18_000, "{far_gaps:?}");
+    assert_eq!(micros(far_trip, "gap_min_us"), smallest);
     assert_eq!(far_trip["moved"], false, "{far_trip}");
     assert_eq!(first.exit("far")["flags"]["gap_moved"], false);
 
@@ -91,9 +89,76 @@ fn an_exit_behind_a_hidden_leg_is_labelled_and_its_change_is_seen() {
         .skip(3)
         .collect();
     assert_eq!(newest.len(), 3, "{newest:?}");
-    for gap in &newest {
-        assert!(gap.abs_diff(240_000) <= 50_000, "gap {gap} us: {newest:?}");
-    }
+    assert!(newest.iter().all(|gap| *gap >= 238_000), "{newest:?}");
+    let smallest = *newest.iter().min().unwrap();
+    assert!(smallest.abs_diff(240_000) <= 50_000, "{newest:?}");
     assert_eq!(second.exit("near")["flags"]["gap_moved"], false);
     assert!(has_reason(&second, "far", "latency_gap"));
+}
+
+/// Real Chromium (the auditor's Chromium persona, through its credential shim) through squid
+/// with and without the hidden leg, and through dante behind it: its own stack answers the TLS
+/// flight and the PINGs.
+#[test]
+fn chromium_behind_a_hidden_leg_is_labelled_likely() {
+    let echo = EchoServer::start();
+    let squid = Proxy::squid();
+    let dante = support::Proxy::dante();
+    let squid_relay = DelayRelay::start(squid.port, 40);
+    let dante_relay = DelayRelay::start(dante.port, 40);
+    let work = tempfile::tempdir().unwrap();
+    let near = format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", squid.port);
+    let far = format!(
+        "http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}",
+        squid_relay.port
+    );
+    let far_socks = format!(
+        "socks5h://{}:{PASSWORD_ENCODED}@127.0.0.1:{}",
+        support::SOCKS_USER,
+        dante_relay.port
+    );
+    let exits = exits_file(
+        work.path(),
+        &echo,
+        &[("near", near), ("far", far), ("far-socks", far_socks)],
+    );
+    let db = work.path().join("audit.db");
+    let run = audit(
+        &exits,
+        &db,
+        &["--persona", "chromium", "--samples", "2", "--no-quic"],
+    );
+    for name in ["far", "far-socks"] {
+        let trip = round_trip(&run, name);
+        assert_eq!(trip["verdict"], "likely", "{name}: {trip}");
+        assert!(has_reason(&run, name, "latency_gap"), "{}", run.exit(name));
+    }
+    let near_trip = round_trip(&run, "near");
+    assert_eq!(near_trip["verdict"], "direct", "{near_trip}");
+    assert!(!has_reason(&run, "near", "latency_gap"));
+    let seen: Vec<(String, serde_json::Value)> = probes(&db)
+        .iter()
+        .map(|r| {
+            let latency = &r["sample"]["echo"]["latency"];
+            let brief = serde_json::json!([
+                latency["gap_us"],
+                latency["h2_ping_samples_us"],
+                latency["tls_rtt_us"]
+            ]);
+            (r["exit"].as_str().unwrap_or("baseline").to_owned(), brief)
+        })
+        .collect();
+    // Every sample holds the whole leg. Chromium answers late when the machine is busy (its
+    // TLS flight, with its certificate checks, took 28 to 158 ms even straight to the echo on
+    // a loaded 2-core run), so a sample may read more; the label's smallest gap is the leg.
+    for (exit, brief) in seen.iter().filter(|(exit, _)| exit.starts_with("far")) {
+        let gap = brief[0]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{exit}: {seen:?}"));
+        assert!(gap >= 78_000, "{exit}: {seen:?}");
+    }
+    for name in ["far", "far-socks"] {
+        let smallest = micros(round_trip(&run, name), "gap_min_us");
+        assert!(smallest.abs_diff(80_000) <= 18_000, "{name}: {seen:?}");
+    }
 }
