@@ -77,8 +77,10 @@ pub struct TcpRoundTrip {
     /// Smallest round trip sampled (`tcpi_min_rtt`); absent before the first sample.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_rtt_us: Option<u32>,
-    /// Round-trip variation (`tcpi_rttvar`).
-    pub rttvar_us: u32,
+    /// Round-trip variation (`tcpi_rttvar`); absent where there is a single sample (a capture's
+    /// handshake).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rttvar_us: Option<u32>,
 }
 
 impl TcpRoundTrip {
@@ -158,7 +160,7 @@ impl RoundTrips {
         let mut out = Self {
             tcp_rtt_us: measures.tcp.map(|t| t.rtt_us),
             tcp_min_rtt_us: measures.tcp.and_then(|t| t.min_rtt_us),
-            tcp_rttvar_us: measures.tcp.map(|t| t.rttvar_us),
+            tcp_rttvar_us: measures.tcp.and_then(|t| t.rttvar_us),
             tcp_at_close: measures.tcp_at_close,
             tls_rtt_us: measures.tls_us,
             h2_ping_rtt_us: ping_min,
@@ -222,7 +224,7 @@ mod tests {
         Some(TcpRoundTrip {
             rtt_us: min + 20,
             min_rtt_us: Some(min),
-            rttvar_us: 10,
+            rttvar_us: Some(10),
         })
     }
 

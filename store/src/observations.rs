@@ -533,7 +533,7 @@ mod tests {
                     tcp: Some(exitvoice_schema::TcpRoundTrip {
                         rtt_us: 60,
                         min_rtt_us: Some(40),
-                        rttvar_us: 20,
+                        rttvar_us: Some(20),
                     }),
                     tls_us: Some(80_400),
                     pings_us: vec![80_100, 80_300],

@@ -66,7 +66,7 @@ fn connection(args: &Args, n: u32, now_ms: i64) -> ConnectionRow {
                 tcp: Some(exitvoice_schema::TcpRoundTrip {
                     rtt_us: 52,
                     min_rtt_us: Some(31),
-                    rttvar_us: 18,
+                    rttvar_us: Some(18),
                 }),
                 tls_us: Some(1_204),
                 pings_us: vec![96],

@@ -396,3 +396,93 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Pinger<S> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len()).expect("small").to_be_bytes();
+        let mut out = vec![len[1], len[2], len[3], kind, flags, 0, 0, 0, 0];
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// hyper's SETTINGS written in two parts, the client's answers in awkward pieces: the PING
+    /// goes after the whole frame, our ACKs never reach hyper, a foreign one does, and each
+    /// answered PING is timed and followed by the next.
+    #[tokio::test]
+    async fn pings_go_between_frames_and_only_our_acks_are_taken_out() {
+        let (server, mut client) = tokio::io::duplex(1 << 16);
+        let cell = Arc::new(RoundTripCell::default());
+        let mut pinger = Pinger::new(server, Arc::clone(&cell));
+        let settings = frame(0x4, 0, &[0, 3, 0, 0, 0, 100]);
+        pinger.write_all(&settings[..12]).await.expect("write");
+        pinger.flush().await.expect("flush");
+        pinger.write_all(&settings[12..]).await.expect("write");
+        pinger.flush().await.expect("flush");
+
+        let mut seen = vec![0; settings.len() + HEADER_LEN + 8];
+        client.read_exact(&mut seen).await.expect("read");
+        assert_eq!(
+            &seen[..settings.len()],
+            &settings[..],
+            "hyper's frame whole first"
+        );
+        let ping = &seen[settings.len()..];
+        assert_eq!(&ping[..HEADER_LEN], &[0, 0, 8, PING, 0, 0, 0, 0, 0]);
+        assert_eq!(&ping[HEADER_LEN..HEADER_LEN + 6], &PAYLOAD_TAG);
+        assert_eq!(ping[HEADER_LEN + 7], 0);
+        assert!(cell.awaits_first_ping());
+
+        let ours = frame(PING, ACK, &ping[HEADER_LEN..]);
+        let foreign = frame(PING, ACK, &[9; 8]);
+        let data = frame(0x0, 0x1, b"body");
+        let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        let mut wire = preface.to_vec();
+        wire.extend(frame(0x4, ACK, &[]));
+        wire.extend(&ours);
+        wire.extend(&foreign);
+        wire.extend(&data);
+        // The ACK's header split across two reads.
+        let split = preface.len() + HEADER_LEN + 4;
+        client.write_all(&wire[..split]).await.expect("write");
+        let mut got = vec![0; preface.len() + HEADER_LEN];
+        pinger.read_exact(&mut got).await.expect("read");
+        client.write_all(&wire[split..]).await.expect("write");
+        let mut rest = vec![0; foreign.len() + data.len()];
+        pinger.read_exact(&mut rest).await.expect("read");
+        got.extend(rest);
+        let mut expected = preface.to_vec();
+        expected.extend(frame(0x4, ACK, &[]));
+        expected.extend(&foreign);
+        expected.extend(&data);
+        assert_eq!(got, expected, "everything but our ACK, unchanged");
+
+        let judged = cell.judged();
+        assert_eq!(judged.h2_ping_samples_us.len(), 1, "{judged:?}");
+        // The answer sent the next PING at once, from the read side.
+        let mut next = [0; HEADER_LEN + 8];
+        client.read_exact(&mut next).await.expect("read");
+        assert_eq!(next[3], PING);
+        assert_eq!(next[HEADER_LEN + 7], 1, "the second PING");
+    }
+
+    #[test]
+    fn a_frame_ends_where_its_header_says() {
+        let settings = frame(0x4, 0, &[0, 3, 0, 0, 0, 100]);
+        let mut two = settings.clone();
+        two.extend(frame(0x8, 0, &[0, 0, 1, 0]));
+        assert_eq!(frame_end(Cursor::header(), &two), Some(settings.len()));
+        assert_eq!(frame_end(Cursor::header(), &settings[..5]), None);
+        let cut = settings.len() + 2;
+        let (cursor, frames) = pass(Cursor::header(), &two[..cut]);
+        assert_eq!(frames, 1);
+        assert!(!cursor.at_boundary(), "inside the second frame's header");
+        let (cursor, frames) = pass(cursor, &two[cut..]);
+        assert_eq!(frames, 1);
+        assert!(cursor.at_boundary());
+    }
+}

@@ -38,7 +38,7 @@ pub fn read(stream: &impl AsRawFd) -> Option<TcpRoundTrip> {
     Some(TcpRoundTrip {
         rtt_us: info.tcpi_rtt,
         min_rtt_us: Some(info.tcpi_min_rtt).filter(|&min| has_min && min != NO_SAMPLE && min != 0),
-        rttvar_us: info.tcpi_rttvar,
+        rttvar_us: Some(info.tcpi_rttvar),
     })
 }
 

@@ -73,7 +73,7 @@ mod tests {
             tcp: Some(TcpRoundTrip {
                 rtt_us: 90,
                 min_rtt_us: Some(45),
-                rttvar_us: 20,
+                rttvar_us: Some(20),
             }),
             tls_us: Some(81_250),
             ..Measures::default()
