@@ -73,7 +73,7 @@ async fn every_runs_repeatedly_and_labels_reads_the_latest() {
         .unwrap()
         .unwrap();
     assert_eq!(printed, serde_json::to_value(&stored).unwrap());
-    assert_eq!(printed["schema_version"], 4);
+    assert_eq!(printed["schema_version"], 5);
     support::assert_valid_labels(&printed);
     let name = format!("http://127.0.0.1:{}", tiny.port);
     let label = &printed["exits"][0];

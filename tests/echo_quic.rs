@@ -88,6 +88,18 @@ async fn aioquic_gets_its_own_settings_headers_and_parameters_back_and_is_stored
     assert_eq!(echo["alpn"]["spoken"], "h3", "{echo}");
     assert_eq!(echo["alpn"]["negotiated"], "h3");
     assert_eq!(echo["alpn"]["offered"], serde_json::json!(["h3"]));
+    // QUIC's own round trip, end to end: measured, but no transport below it to find a gap.
+    let latency = &echo["latency"];
+    let quic_rtt = latency["quic_rtt_us"].as_u64().expect("quic_rtt_us");
+    assert!(quic_rtt > 0 && quic_rtt < 1_000_000, "{latency}");
+    assert_eq!(latency["verdict"], "unknown", "{latency}");
+    assert!(
+        latency["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("QUIC")),
+        "{latency}"
+    );
+    assert!(latency.get("gap_us").is_none() && latency.get("tcp_rtt_us").is_none());
 
     // HTTP/3 SETTINGS: what aioquic says it sent, in the order it encoded them.
     let sent: Vec<(u64, u64)> = run["h3_settings"]

@@ -374,3 +374,92 @@ fn tcp_connections_are_marked_tcp() {
     assert_eq!(conns.len(), 1);
     assert_eq!(conns[0]["transport"], "tcp");
 }
+
+/// Nanoseconds of a `frame.time_epoch` as tshark prints it (`1795969273.051264752`).
+fn epoch_ns(text: &str) -> u64 {
+    let (secs, frac) = text.split_once('.').unwrap_or((text, ""));
+    let digits = format!("{frac:0<9}");
+    secs.parse::<u64>().expect("seconds") * 1_000_000_000
+        + digits[..9].parse::<u64>().expect("fraction")
+}
+
+/// The capture's times give each connection's round trips: from the SYN-ACK to the client's
+/// next segment (TCP), and from the server's last handshake segment to the client's next
+/// payload (the TLS flight), exactly as tshark's frame times show them.
+#[test]
+fn capture_times_give_the_round_trips_tshark_shows() {
+    let capture = Path::new(env!("CARGO_MANIFEST_DIR")).join("captures/curl-h2/capture.pcapng");
+    let out = Command::new("tshark")
+        .arg("-r")
+        .arg(&capture)
+        .args(["-Y", "tcp.stream == 0", "-T", "fields", "-E", "separator=,"])
+        .args([
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "tcp.srcport",
+            "-e",
+            "tcp.flags.syn",
+        ])
+        .args(["-e", "tcp.flags.ack", "-e", "tcp.len"])
+        .output()
+        .expect("tshark runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<(u64, String, bool, bool, u64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            let flag = |s: &str| s == "1" || s == "True";
+            (
+                epoch_ns(f[0]),
+                f[1].to_owned(),
+                flag(f[2]),
+                flag(f[3]),
+                f[4].parse().expect("tcp.len"),
+            )
+        })
+        .collect();
+    let client = rows.iter().find(|r| r.2 && !r.3).expect("a SYN").1.clone();
+    let syn_ack = rows.iter().position(|r| r.2 && r.3).expect("a SYN-ACK");
+    let ack = rows[syn_ack + 1..]
+        .iter()
+        .find(|r| r.1 == client)
+        .expect("the ACK");
+    let tcp_us = (ack.0 - rows[syn_ack].0) / 1000;
+    // Payload rows: the ClientHello, the server's flight, then the client's answer.
+    let payload: Vec<&(u64, String, bool, bool, u64)> = rows.iter().filter(|r| r.4 > 0).collect();
+    let flight_end = payload
+        .iter()
+        .position(|r| r.1 != client)
+        .and_then(|start| {
+            payload[start..]
+                .iter()
+                .position(|r| r.1 == client)
+                .map(|n| start + n)
+        })
+        .expect("a client answer after the server's flight");
+    let flight_us = (payload[flight_end].0 - payload[flight_end - 1].0) / 1000;
+
+    let conns = inspect_ok(&[capture.as_os_str()]);
+    let first = conns
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["first_frame"] == 1))
+        .expect("the first connection");
+    let latency = &first["latency"];
+    assert_eq!(latency["tcp_min_rtt_us"], json!(tcp_us), "{latency}");
+    assert_eq!(latency["tls_rtt_us"], json!(flight_us), "{latency}");
+    assert!(
+        latency.get("tcp_rttvar_us").is_none(),
+        "one sample, no variation: {latency}"
+    );
+    assert_eq!(
+        latency["gap_us"],
+        json!(flight_us.saturating_sub(tcp_us)),
+        "{latency}"
+    );
+    assert!(latency["verdict"].is_string(), "{latency}");
+}

@@ -24,7 +24,12 @@ fn snapshot() -> LabelsDoc {
                 "route_reason": "remuxed",
                 "route_reasons": ["remuxed", "says \"h2\", speaks http/1.1"],
                 "samples": 3, "errors": {"timeout": 1}, "history": [],
-                "latency": {"p50_ms": 120, "p95_ms": 480},
+                "latency": {"p50_ms": 120, "p95_ms": 480, "round_trip": {
+                    "samples": 3, "gap_min_us": 81_200, "gap_p50_us": 83_000,
+                    "tcp_rtt_min_us": 40, "tcp_rtt_p50_us": 52, "app_rtt_min_us": 81_240,
+                    "app_rtt_p50_us": 83_050, "baseline_gap_us": 900, "excess_gap_us": 80_300,
+                    "verdict": "likely", "reason": "r", "previous_run_gap_min_us": 20_000,
+                    "moved": true}},
                 "last_probe_at": "2026-12-02T09:59:00Z", "flags": flags,
                 "geo": {"newest": {"country": "DE", "asn": 64500, "organization": "-Carrier, GmbH"},
                         "countries": ["DE"], "asns": [64500]},
@@ -98,6 +103,20 @@ async fn the_csv_reads_back_as_the_snapshot_with_formulas_made_text() {
         (&first["latency_p50_ms"], &first["latency_p95_ms"]),
         (&json!("120"), &json!("480"))
     );
+    assert_eq!(
+        (
+            &first["gap_min_us"],
+            &first["excess_gap_us"],
+            &first["gap_verdict"],
+            &first["gap_moved"]
+        ),
+        (
+            &json!("81200"),
+            &json!("80300"),
+            &json!("likely"),
+            &json!("true")
+        )
+    );
     assert_eq!(first["last_probe_at"], "2026-12-02T09:59:00Z");
     let second = &rows[1];
     assert_eq!(second["name"], "plain, with a comma");
@@ -106,9 +125,18 @@ async fn the_csv_reads_back_as_the_snapshot_with_formulas_made_text() {
             &second["bucket"],
             &second["success_rate"],
             &second["latency_p50_ms"],
-            &second["country"]
+            &second["country"],
+            &second["gap_min_us"],
+            &second["gap_verdict"]
         ),
-        (&json!(""), &json!(""), &json!(""), &json!("")),
+        (
+            &json!(""),
+            &json!(""),
+            &json!(""),
+            &json!(""),
+            &json!(""),
+            &json!("")
+        ),
         "nothing known is an empty cell"
     );
 

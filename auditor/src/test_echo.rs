@@ -24,6 +24,7 @@ pub(crate) fn echo(detail: &serde_json::Value) -> Echo {
         },
         tcp: None,
         tcp_absent: None,
+        latency: None,
         tls: Some(TlsEcho {
             ja3: String::new(),
             ja3_hash: String::new(),

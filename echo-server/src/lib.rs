@@ -1,7 +1,8 @@
 //! exitvoice echo server: capture, deadlines, the HTTP API, the writer and the ledger, around the
 //! protocol work of `exitvoice-protocol` (parsers, fingerprints, buckets, the analysis).
-// `deny`, not `forbid`: `capture/saved_syn.rs` alone allows the two `libc` calls of
-// `TCP_SAVED_SYN` (docs/decisions.md); every other module is held to no `unsafe`.
+// `deny`, not `forbid`: `capture/saved_syn.rs` allows the two `libc` calls of `TCP_SAVED_SYN`
+// and `capture/tcp_info.rs` the one of `TCP_INFO` (docs/decisions.md); every other module is held
+// to no `unsafe`.
 #![deny(unsafe_code)]
 #![cfg_attr(not(test), warn(clippy::print_stdout, clippy::dbg_macro))]
 

@@ -6,7 +6,7 @@ use exitvoice_protocol::analysis::{Analysis, EchoJson};
 use exitvoice_schema::coherence;
 use exitvoice_schema::{
     rfc3339_ms, Alpn, Bucket, Coherence, EchoGeo, Families, Http1Echo, Peer, RawJson,
-    RequestPosition, RequestRecord, TcpAbsent, TcpEcho, VoiceId, ECHO_SCHEMA_VERSION,
+    RequestPosition, RequestRecord, RoundTrips, TcpAbsent, TcpEcho, VoiceId, ECHO_SCHEMA_VERSION,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -36,6 +36,9 @@ pub struct EchoView<'a> {
     tcp: Part<Option<&'a TcpEcho>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tcp_absent: Option<&'a TcpAbsent>,
+    /// In `/api/all` answers ([`EchoView::timed`]), and offline where a capture has the times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency: Option<RoundTrips>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tls: Part<Option<&'a RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,6 +99,7 @@ impl<'a> EchoView<'a> {
             alpn: &facts.alpn,
             tcp: Some(facts.tcp.as_ref()),
             tcp_absent: facts.tcp_absent.as_ref().filter(|_| facts.tcp.is_none()),
+            latency: None,
             tls: Some(json.tls.as_ref().map(RawJson::as_raw)),
             http2: Some(facts.http2.as_ref().map(|h2| Http2View {
                 akamai_fingerprint: &h2.akamai_fingerprint,
@@ -126,6 +130,11 @@ impl<'a> EchoView<'a> {
             coherence: Some(coherence::judge(self.alpn, families).with_os(ua_os, tcp_os)),
             ..self
         }
+    }
+
+    /// The echo with its connection's round trips and their gap.
+    pub fn timed(self, latency: Option<RoundTrips>) -> Self {
+        Self { latency, ..self }
     }
 
     /// The echo with the visitor's country and network, when the server has geo databases.
@@ -174,6 +183,7 @@ impl<'a> EchoView<'a> {
         Self {
             tcp: None,
             tcp_absent: None,
+            latency: None,
             token: None,
             method: None,
             path: None,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::alpn::{Alpn, Spoken};
 use crate::coherence::Coherence;
 use crate::raw_json::RawJson;
+use crate::round_trip::RoundTrips;
 use crate::tcp::{TcpAbsent, TcpEcho};
 use crate::voice::{Bucket, VoiceId};
 
@@ -41,6 +42,10 @@ pub struct Echo {
     /// Why `tcp` is `None`, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_absent: Option<TcpAbsent>,
+    /// The connection's round trips and their gap ([`crate::round_trip`]); absent in echoes
+    /// of older servers and in the one-layer routes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<RoundTrips>,
     /// The TLS layer; `None` only if the ClientHello could not be parsed.
     pub tls: Option<TlsEcho>,
     /// Present when the connection spoke HTTP/2.

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::coherence::Coherence;
 use crate::geo::{GeoSource, Place};
 use crate::probe::{LedgerVerdict, UdpPath};
+use crate::round_trip::GapVerdict;
 use crate::voice::Bucket;
 
 /// Version of the labels JSON. Bump when a field changes meaning or is removed.
@@ -30,7 +31,11 @@ use crate::voice::Bucket;
 /// 4: the exit host's TCP `stack` (from the SYNs the echo server kept), `flags.stack_changed`,
 /// the pool's `by_stack`, `changes` at layer `tcp`, and the coherence reason
 /// `ua_os_ne_tcp_os` (auditor/README.md, "Version 3 readers").
-pub const LABELS_SCHEMA_VERSION: u32 = 4;
+///
+/// 5: `latency.round_trip` (the round-trip gap over the window's samples, against the
+/// baseline's, with its verdict), `flags.gap_moved`, and the route reason `latency_gap`
+/// (auditor/README.md, "Version 4 readers").
+pub const LABELS_SCHEMA_VERSION: u32 = 5;
 
 /// The labels document.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -153,6 +158,10 @@ pub struct Flags {
     /// from more than one host stack (a pool rotating over different hosts).
     #[serde(default)]
     pub stack_changed: bool,
+    /// The newest run's round-trip gap moved from the run before it
+    /// ([`RoundTripLabel::moved`]): the path behind the exit changed.
+    #[serde(default)]
+    pub gap_moved: bool,
 }
 
 /// An exit and HTTP/3: whether its UDP reaches the echo, and whether QUIC through it is the
@@ -246,13 +255,52 @@ pub struct Pool {
     pub by_stack: BTreeMap<String, u32>,
 }
 
-/// Latency percentiles over the successful samples of the window, milliseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Latency percentiles over the successful samples of the window, milliseconds, and the
+/// round-trip gap the echo measured on them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Latency {
     /// Median.
     pub p50_ms: Option<u64>,
     /// 95th percentile (nearest rank).
     pub p95_ms: Option<u64>,
+    /// The round-trip gap over the window's samples; absent when no sample's echo measured
+    /// it (an older echo server, a relayed one) and in labels before version 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trip: Option<RoundTripLabel>,
+}
+
+/// An exit's round-trip gap ([`crate::round_trip`]) over its window: what an origin timing the
+/// exit's connections learns of the hidden leg behind it. All values integer microseconds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundTripLabel {
+    /// Samples whose echo measured a gap.
+    pub samples: u32,
+    /// Smallest gap.
+    pub gap_min_us: u32,
+    /// Median gap (nearest rank).
+    pub gap_p50_us: u32,
+    /// Smallest TCP round trip (echo to exit).
+    pub tcp_rtt_min_us: u32,
+    /// Median TCP round trip.
+    pub tcp_rtt_p50_us: u32,
+    /// Smallest application round trip (echo to client, through the exit).
+    pub app_rtt_min_us: u32,
+    /// Median application round trip.
+    pub app_rtt_p50_us: u32,
+    /// The direct baseline's gap: the auditor's own processing, which every sample carries too.
+    pub baseline_gap_us: Option<u32>,
+    /// The smallest gap less the baseline's: the hidden leg the exit adds.
+    pub excess_gap_us: u32,
+    /// What `excess_gap_us` says, over the smallest application round trip less the
+    /// baseline's gap.
+    pub verdict: GapVerdict,
+    /// Why, with the numbers.
+    pub reason: String,
+    /// The smallest gap of the run before the newest, when the window holds one.
+    pub previous_run_gap_min_us: Option<u32>,
+    /// The newest run's smallest gap differs from the previous run's by the `possible` gap
+    /// and by a quarter of the larger one at least.
+    pub moved: bool,
 }
 
 /// One history entry: a probe's outcome.

@@ -7,7 +7,7 @@
 use crate::label::{ExitLabel, LabelsDoc};
 
 /// The columns, in order.
-pub const CSV_COLUMNS: [&str; 14] = [
+pub const CSV_COLUMNS: [&str; 18] = [
     "name",
     "url",
     "route",
@@ -21,6 +21,10 @@ pub const CSV_COLUMNS: [&str; 14] = [
     "success_rate",
     "latency_p50_ms",
     "latency_p95_ms",
+    "gap_min_us",
+    "excess_gap_us",
+    "gap_verdict",
+    "gap_moved",
     "last_probe_at",
 ];
 
@@ -77,7 +81,7 @@ impl<W: std::io::Write> LabelsCsvWriter<W> {
 }
 
 /// One exit's cells, in [`CSV_COLUMNS`] order.
-fn row(exit: &ExitLabel) -> [String; 14] {
+fn row(exit: &ExitLabel) -> [String; 18] {
     let attempts =
         u64::from(exit.samples) + exit.errors.values().map(|&n| u64::from(n)).sum::<u64>();
     #[allow(clippy::cast_precision_loss)]
@@ -89,6 +93,8 @@ fn row(exit: &ExitLabel) -> [String; 14] {
     let number = |ms: Option<u64>| ms.map(|ms| ms.to_string()).unwrap_or_default();
     // The newest sample's place (`audit --geoip`); empty cells without it.
     let place = exit.geo.as_ref().map(|geo| &geo.newest);
+    // The round-trip gap; empty cells when no sample measured it.
+    let round_trip = exit.latency.round_trip.as_ref();
     [
         exit.name.clone(),
         exit.url.clone(),
@@ -105,6 +111,10 @@ fn row(exit: &ExitLabel) -> [String; 14] {
         success_rate,
         number(exit.latency.p50_ms),
         number(exit.latency.p95_ms),
+        number(round_trip.map(|rt| u64::from(rt.gap_min_us))),
+        number(round_trip.map(|rt| u64::from(rt.excess_gap_us))),
+        round_trip.map_or_else(String::new, |rt| rt.verdict.as_str().to_owned()),
+        round_trip.map_or_else(String::new, |rt| rt.moved.to_string()),
         exit.last_probe_at.clone().unwrap_or_default(),
     ]
 }

@@ -64,7 +64,7 @@ mod tests {
 
     fn doc(exits: &[&str]) -> LabelsDoc {
         let mut doc: LabelsDoc = serde_json::from_value(serde_json::json!({
-            "schema_version": 4, "generated_at": "t", "persona": "p", "baseline": null,
+            "schema_version": 5, "generated_at": "t", "persona": "p", "baseline": null,
             "exits": exits.iter().map(|name| serde_json::json!({
                 "name": name, "url": "u", "tags": {}, "egress_ips": ["10.0.0.1"],
                 "state": "stable", "changed_at": null, "bucket": "A",

@@ -17,6 +17,7 @@ mod label_json;
 pub mod observation;
 pub mod probe;
 pub mod raw_json;
+pub mod round_trip;
 pub mod tcp;
 pub mod voice;
 
@@ -28,7 +29,8 @@ pub use echo::{
 pub use geo::{EchoGeo, GeoSource, Place};
 pub use label::{
     Baseline, Change, DriftState, Egress, ExitCoherence, ExitGeo, ExitLabel, ExitStack, Flags,
-    H3Label, HistoryEntry, LabelsDoc, Latency, Pool, Route, Transition, LABELS_SCHEMA_VERSION,
+    H3Label, HistoryEntry, LabelsDoc, Latency, Pool, RoundTripLabel, Route, Transition,
+    LABELS_SCHEMA_VERSION,
 };
 pub use label_csv::{labels_csv, LabelsCsvWriter, CSV_COLUMNS};
 pub use label_json::LabelsJsonWriter;
@@ -41,5 +43,6 @@ pub use probe::{
     H3Probe, LedgerVerdict, ProbeFailure, ProbeRecord, Sample, UdpPath, PROBE_SCHEMA_VERSION,
 };
 pub use raw_json::RawJson;
+pub use round_trip::{GapVerdict, Measures, RoundTrips, TcpRoundTrip};
 pub use tcp::{TcpAbsence, TcpAbsent, TcpEcho};
 pub use voice::{Bucket, VoiceId};

@@ -7,6 +7,7 @@ use crate::echo::{
     Alpn, Echo, Http1Echo, Http2Connection, Http2Echo, Peer, RequestPosition, Spoken, TlsEcho,
     ECHO_SCHEMA_VERSION,
 };
+use crate::round_trip::RoundTrips;
 use crate::tcp::{TcpAbsence, TcpAbsent, TcpEcho};
 use crate::voice::{Bucket, VoiceId};
 
@@ -120,6 +121,10 @@ pub struct ConnectionSummary {
     pub tls: Option<TlsEcho>,
     /// Why the ClientHello did not parse, when it did not.
     pub tls_error: Option<String>,
+    /// Its round trips and their gap, when its handshake completed (absent in rows written
+    /// before they were measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<RoundTrips>,
 }
 
 /// One connection as the echo server stores it, once: what it was, its facts, and its raw bytes.
@@ -151,6 +156,9 @@ pub struct ConnectionRow {
     pub prefix: Vec<u8>,
     /// The IP and TCP headers of the connection's SYN, as the kernel kept them (empty: none).
     pub syn: Vec<u8>,
+    /// Its round trips and their gap as measured when the row was built; `None` without a
+    /// completed handshake.
+    pub latency: Option<RoundTrips>,
 }
 
 impl ConnectionRow {
@@ -174,6 +182,7 @@ impl ConnectionRow {
             prefix_truncated: self.prefix_truncated,
             tls: facts.tls.clone(),
             tls_error: facts.tls_error.clone(),
+            latency: self.latency.clone(),
         }
     }
 }
@@ -271,6 +280,7 @@ pub fn compose_echo(facts: &ConnectionFacts, peer: Peer, request: &RequestRecord
         alpn: facts.alpn.clone(),
         tcp: facts.tcp.clone(),
         tcp_absent: facts.tcp_absence(),
+        latency: None,
         tls: facts.tls.clone(),
         http2,
         http1: request.http1.clone(),
@@ -648,6 +658,7 @@ mod tests {
                 prefix_truncated: false,
                 tls: None,
                 tls_error: None,
+                latency: None,
             })),
             hello: vec![0x16, 0x03, 0x01, 0xab],
             prefix: Vec::new(),

@@ -4,7 +4,9 @@
 //! - a pcap or pcapng capture (magic number): one JSON object per TCP connection that carried a
 //!   ClientHello or plain HTTP, with its client's SYN (`tcp`, as the echo reads it from the
 //!   kernel) when captured, and the client's HTTP/2 or HTTP/1 bytes when the capture is
-//!   cleartext or carries TLS keys (pcapng Decryption Secrets Block, or `--keylog`); then one
+//!   cleartext or carries TLS keys (pcapng Decryption Secrets Block, or `--keylog`), and the
+//!   round trips its capture times show (`latency`: SYN-ACK to the handshake ACK, the server's
+//!   handshake flight to the client's answer, judged as the echo judges them); then one
 //!   per QUIC client whose Initials were found in UDP (`"transport": "quic"`), its ClientHello
 //!   through the same TLS analysis (JA4 `q…`) and a `quic` object (version, Initial packets,
 //!   transport parameters in wire order);
@@ -28,7 +30,9 @@ use exitvoice_protocol::classify;
 use exitvoice_protocol::pcap::{self, ClientData, PcapConnection, QuicConnection};
 use exitvoice_protocol::tcp::P0fDb;
 use exitvoice_protocol::{h1, quic, tls};
-use exitvoice_schema::{ConnectionFacts, RequestRecord, Spoken};
+use exitvoice_schema::{
+    ConnectionFacts, Measures, RequestRecord, RoundTrips, Spoken, TcpRoundTrip,
+};
 use serde_json::{json, Map, Value};
 
 /// Largest input read (a capture is held in memory whole).
@@ -486,6 +490,27 @@ fn write_extract(
     Ok(())
 }
 
+/// The round trips a capture's times show, judged as the echo judges its own: the SYN-ACK to
+/// the client's handshake ACK for TCP, the server's handshake flight to the client's answer for
+/// the application; `None` when the capture shows neither (no times, or no handshake). Both are
+/// read from where the capture was taken: only a capture at the server sees the client's whole
+/// path in the flight.
+fn capture_round_trips(conn: &PcapConnection) -> Option<RoundTrips> {
+    if conn.handshake_rtt_us.is_none() && conn.flight_rtt_us.is_none() {
+        return None;
+    }
+    Some(RoundTrips::judge(&Measures {
+        tcp: conn.handshake_rtt_us.map(|us| TcpRoundTrip {
+            rtt_us: us,
+            min_rtt_us: Some(us),
+            rttvar_us: None,
+        }),
+        tcp_absent: Some("the capture holds no SYN-ACK and handshake ACK of this connection"),
+        tls_us: conn.flight_rtt_us,
+        ..Measures::default()
+    }))
+}
+
 fn capture_connection(conn: &PcapConnection, p0f_db: Option<&P0fDb>) -> Value {
     let syn = conn
         .syn
@@ -520,6 +545,9 @@ fn capture_connection(conn: &PcapConnection, p0f_db: Option<&P0fDb>) -> Value {
         },
     };
     map.insert("client_data".into(), client_data);
+    if let Some(latency) = capture_round_trips(conn) {
+        map.insert("latency".into(), json!(latency));
+    }
     map.insert(
         "client_data_len".into(),
         json!(conn.client_data.bytes().map(<[u8]>::len)),

@@ -157,6 +157,7 @@ impl OldRow {
             hello: self.hello,
             prefix: self.prefix,
             syn: Vec::new(),
+            latency: None,
         });
         batch.requests.extend(request);
         Ok(())

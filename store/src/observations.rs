@@ -27,7 +27,7 @@ const REQUEST_COLUMNS: usize = 11;
 /// Connection rows per INSERT statement, [`CONNECTION_COLUMNS`] parameters each.
 const CONNECTIONS_PER_STATEMENT: usize = 64;
 /// Connection columns: one parameter each per row.
-const CONNECTION_COLUMNS: usize = 14;
+const CONNECTION_COLUMNS: usize = 15;
 
 /// What the writer commits in one transaction.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -100,7 +100,7 @@ impl Store {
              CASE WHEN c.prefix_truncated THEN 1 ELSE 0 END AS prefix_truncated, \
              c.analysed_len, length(c.hello) AS hello_len, length(c.prefix) AS prefix_len, \
              c.hello AS d_hello, substr(c.prefix, 1, CAST(c.analysed_len AS INTEGER)) AS d_prefix, \
-             c.syn AS d_syn, \
+             c.syn AS d_syn, c.latency, \
              {raw}"
         );
         let mut filters = Filters::after_limit();
@@ -238,6 +238,7 @@ fn stored_observation(
             syn: row
                 .try_get::<Option<Vec<u8>>, _>("d_syn")?
                 .unwrap_or_default(),
+            latency: json_column(row, "latency")?,
         })
     });
     let connection = connection.transpose()?;
@@ -261,7 +262,8 @@ fn stored_observation(
         )
     } else {
         let request = request_record(row, &conn_id)?;
-        let echo = compose_echo(&facts, peer.clone(), &request);
+        let mut echo = compose_echo(&facts, peer.clone(), &request);
+        echo.latency = connection.as_ref().and_then(|c| c.latency.clone());
         (
             request.index,
             request.time_unix_ms,
@@ -366,18 +368,24 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
                 None => serde_json::to_string(&row.facts),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let latency = chunk
+            .iter()
+            .map(|row| row.latency.as_ref().map(serde_json::to_string).transpose())
+            .collect::<Result<Vec<_>, _>>()?;
         let sql = format!(
             "{} connections (conn_id, time_unix_ms, peer_ip, peer_port, sni, failure, \
-             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len, syn) \
+             failure_detail, requests, prefix_truncated, facts, hello, prefix, analysed_len, syn, \
+             latency) \
              VALUES {} ON CONFLICT (conn_id) DO UPDATE SET failure = excluded.failure, \
              failure_detail = excluded.failure_detail, requests = excluded.requests, \
              prefix_truncated = excluded.prefix_truncated, facts = excluded.facts, \
-             prefix = excluded.prefix, analysed_len = excluded.analysed_len",
+             prefix = excluded.prefix, analysed_len = excluded.analysed_len, \
+             latency = excluded.latency",
             insert_into(engine),
             placeholders(engine, chunk.len(), CONNECTION_COLUMNS)
         );
         let mut insert = sqlx::query(&sql);
-        for (row, facts) in chunk.iter().zip(&facts) {
+        for ((row, facts), latency) in chunk.iter().zip(&facts).zip(&latency) {
             insert = insert
                 .bind(row.conn_id.as_str())
                 .bind(row.time_unix_ms)
@@ -395,7 +403,8 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
                     row.analysed_prefix_len
                         .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
                 )
-                .bind((!row.syn.is_empty()).then_some(row.syn.as_slice()));
+                .bind((!row.syn.is_empty()).then_some(row.syn.as_slice()))
+                .bind(latency.as_deref());
         }
         insert.execute(&mut *conn).await?;
     }
@@ -519,6 +528,18 @@ mod tests {
             hello,
             prefix,
             syn,
+            latency: Some(exitvoice_schema::RoundTrips::judge(
+                &exitvoice_schema::Measures {
+                    tcp: Some(exitvoice_schema::TcpRoundTrip {
+                        rtt_us: 60,
+                        min_rtt_us: Some(40),
+                        rttvar_us: Some(20),
+                    }),
+                    tls_us: Some(80_400),
+                    pings_us: vec![80_100, 80_300],
+                    ..exitvoice_schema::Measures::default()
+                },
+            )),
         }
     }
 
@@ -636,7 +657,11 @@ mod tests {
                 panic!("a request's summary is its echo: {:?}", first.summary);
             };
             let facts = &batch.connections[0].facts;
-            let want = compose_echo(facts, batch.connections[0].peer.clone(), &batch.requests[0]);
+            let mut want =
+                compose_echo(facts, batch.connections[0].peer.clone(), &batch.requests[0]);
+            // The connection's round trips come back with each of its requests' echoes.
+            want.latency = batch.connections[0].latency.clone();
+            assert!(want.latency.as_ref().is_some_and(|l| l.gap_us.is_some()));
             assert_eq!(**echo, want);
             assert_eq!(
                 echo.http2.as_ref().map(|h| h.header_order.clone()),

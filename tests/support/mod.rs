@@ -5,6 +5,7 @@
 pub mod bound_exit;
 pub mod broker;
 pub mod browser;
+pub mod delay_relay;
 pub mod forwarder;
 pub mod netns;
 pub mod simulated;

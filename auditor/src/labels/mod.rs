@@ -47,7 +47,16 @@
 //! - `not_proxied`: at least one sample left from the baseline's egress address;
 //! - `geo_changed`: the samples left from more than one country (`audit --geoip`);
 //! - `stack_changed`: the samples arrived with more than one TCP voice (the SYNs the echo kept:
-//!   the exit's connections come from more than one host stack).
+//!   the exit's connections come from more than one host stack);
+//! - `gap_moved`: the newest run's smallest round-trip gap moved from the previous run's
+//!   ([`gap`]): the path behind the exit changed.
+//!
+//! # Round-trip gap
+//! `latency.round_trip` folds the gaps the echo measured on the window's samples ([`gap`]):
+//! smallest and median gap, TCP and application round trip, the baseline's gap, the excess
+//! over it and its verdict. A `likely` verdict gives the reason `latency_gap`: listed only by
+//! default (the exit still routes as before), a quarantine reason with
+//! `quarantine_latency_gap`.
 //!
 //! # Coherence
 //! `coherence` is the newest sample's ([`crate::coherence`]) with the baseline's score beside
@@ -64,6 +73,7 @@
 //! false and `remuxed` false.
 
 mod compare;
+mod gap;
 mod recovery;
 mod route;
 mod rule;
@@ -71,7 +81,9 @@ mod window;
 
 use std::collections::BTreeMap;
 
-use exitvoice_schema::{Baseline, ExitLabel, H3Probe, HistoryEntry, ProbeRecord, Sample};
+use exitvoice_schema::{
+    Baseline, ExitLabel, GapVerdict, H3Probe, HistoryEntry, Latency, ProbeRecord, Sample,
+};
 
 use crate::drift::DriftConfig;
 use route::RouteInputs;
@@ -143,7 +155,14 @@ pub fn label(
     let h3 = crate::h3_label::label(records, prior.baseline_h3);
     let geo = window.geo();
     let stack = window.stack();
-    let flags = window.flags(prior.baseline, h3.as_ref(), geo.as_ref(), stack.as_ref());
+    let round_trip = gap::round_trip(&window.samples, prior.baseline);
+    let flags = window.flags(
+        prior.baseline,
+        h3.as_ref(),
+        geo.as_ref(),
+        stack.as_ref(),
+        round_trip.as_ref(),
+    );
     let bucket = newest.and_then(|s| s.bucket);
     let window_buckets = window.buckets();
     let inputs = RouteInputs {
@@ -154,6 +173,9 @@ pub fn label(
         flags,
         not_rotating: egress.rotating == Some(false),
         geo_mismatch: window.geo_mismatch(exit.country.as_deref(), exit.asn),
+        latency_gap: round_trip
+            .as_ref()
+            .is_some_and(|rt| rt.verdict == GapVerdict::Likely),
     };
     // Reasons, route, then recovery across runs.
     let decision = inputs.reasons(rule).decide();
@@ -188,7 +210,10 @@ pub fn label(
         stack,
         samples: u32::try_from(window.samples.len()).unwrap_or(u32::MAX),
         errors: window.errors(),
-        latency: window.latency(),
+        latency: Latency {
+            round_trip,
+            ..window.latency()
+        },
         last_probe_at: records.last().map(|r| r.started_at.clone()),
         history: history(records),
     }

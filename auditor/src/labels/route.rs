@@ -18,6 +18,8 @@ pub(super) struct RouteInputs<'a> {
     pub not_rotating: bool,
     /// A sample left from another country or network than the exits file expects.
     pub geo_mismatch: bool,
+    /// The round-trip gap says `likely`: a client far behind the exit.
+    pub latency_gap: bool,
 }
 
 /// Every reason the rule finds, by the route it asks for.
@@ -27,6 +29,8 @@ pub(super) struct Reasons {
     stateless: Vec<String>,
     /// What keeps the exit from identity.
     not_identity: Vec<String>,
+    /// Reasons listed that change no route.
+    notes: Vec<String>,
 }
 
 /// A route and every reason for it, most severe first.
@@ -62,6 +66,14 @@ impl RouteInputs<'_> {
         }
         if rule.quarantine_geo_mismatch && self.geo_mismatch {
             quarantine.push("geo_mismatch".to_owned());
+        }
+        let mut notes = Vec::new();
+        if self.latency_gap {
+            if rule.quarantine_latency_gap {
+                quarantine.push("latency_gap".to_owned());
+            } else {
+                notes.push("latency_gap".to_owned());
+            }
         }
         quarantine.extend(buckets_in(&rule.quarantine_buckets));
         if rule.quarantine_states.contains(&self.state) {
@@ -100,6 +112,7 @@ impl RouteInputs<'_> {
             quarantine,
             stateless,
             not_identity,
+            notes,
         }
     }
 }
@@ -112,15 +125,22 @@ impl Reasons {
         } else if !self.stateless.is_empty() {
             Route::Stateless
         } else if self.not_identity.is_empty() {
+            let mut reasons = vec!["stable, browser-shaped, preserved".to_owned()];
+            reasons.extend(self.notes);
             return Decision {
                 route: Route::Identity,
-                reasons: vec!["stable, browser-shaped, preserved".to_owned()],
+                reasons,
             };
         } else {
             Route::Anonymous
         };
         let mut reasons = self.quarantine;
-        for reason in self.stateless.into_iter().chain(self.not_identity) {
+        for reason in self
+            .stateless
+            .into_iter()
+            .chain(self.not_identity)
+            .chain(self.notes)
+        {
             if !reasons.contains(&reason) {
                 reasons.push(reason);
             }

@@ -26,6 +26,10 @@ pub struct RouteRule {
     /// default: an exit on the auditor's own host (a test rig on loopback, a local forwarder)
     /// shares its egress legitimately; `audit --preflight` checks it regardless.
     pub quarantine_not_proxied: bool,
+    /// Whether a `likely` round-trip gap (`latency_gap`: a client far behind the exit, which
+    /// an origin can tell by timing) quarantines the exit. Off by default: the reason is
+    /// listed, the route unchanged.
+    pub quarantine_latency_gap: bool,
     /// Drift states that make an exit usable for stateless work only.
     pub stateless_states: Vec<DriftState>,
     /// Buckets that make an exit usable for stateless work only (any sample in the window).
@@ -48,6 +52,7 @@ impl Default for RouteRule {
             quarantine_error_ratio: 0.5,
             quarantine_geo_mismatch: true,
             quarantine_not_proxied: false,
+            quarantine_latency_gap: false,
             stateless_states: vec![DriftState::Mutating],
             stateless_buckets: vec![],
             recover_after: 4,

@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 
 use exitvoice_schema::{
-    Bucket, Egress, ExitGeo, ExitStack, Flags, H3Label, Latency, Place, ProbeRecord, Sample,
+    Bucket, Egress, ExitGeo, ExitStack, Flags, H3Label, Latency, Place, ProbeRecord,
+    RoundTripLabel, Sample,
 };
 
 use crate::drift::{self, Drift, DriftConfig};
@@ -106,6 +107,7 @@ impl<'a> Window<'a> {
         h3: Option<&H3Label>,
         geo: Option<&ExitGeo>,
         stack: Option<&ExitStack>,
+        round_trip: Option<&RoundTripLabel>,
     ) -> Flags {
         let samples = &self.samples;
         Flags {
@@ -123,6 +125,7 @@ impl<'a> Window<'a> {
             h3_gap: crate::h3_label::gap(h3),
             geo_changed: geo.is_some_and(|geo| geo.countries.len() >= 2),
             stack_changed: stack.is_some_and(|stack| stack.voices.len() >= 2),
+            gap_moved: round_trip.is_some_and(|rt| rt.moved),
         }
     }
 
@@ -239,6 +242,7 @@ impl<'a> Window<'a> {
         Latency {
             p50_ms: percentile(&latencies, 50),
             p95_ms: percentile(&latencies, 95),
+            round_trip: None,
         }
     }
 }

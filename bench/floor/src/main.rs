@@ -246,6 +246,7 @@ fn answer(
                 SavedSyn::Saved(bytes) => bytes.clone(),
                 SavedSyn::Absent(_) => Vec::new(),
             },
+            latency: None,
         };
         let _ = queue.try_send(Job::Connection(Box::new(row)));
     }

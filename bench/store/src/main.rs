@@ -60,6 +60,19 @@ fn connection(args: &Args, n: u32, now_ms: i64) -> ConnectionRow {
         hello: vec![0x16; args.hello_bytes],
         prefix: vec![0x50; args.prefix_bytes],
         syn: Vec::new(),
+        // What a live h2 connection carries: the kernel's, the TLS flight's and a PING's.
+        latency: Some(exitvoice_schema::RoundTrips::judge(
+            &exitvoice_schema::Measures {
+                tcp: Some(exitvoice_schema::TcpRoundTrip {
+                    rtt_us: 52,
+                    min_rtt_us: Some(31),
+                    rttvar_us: Some(18),
+                }),
+                tls_us: Some(1_204),
+                pings_us: vec![96],
+                ..exitvoice_schema::Measures::default()
+            },
+        )),
     }
 }
 

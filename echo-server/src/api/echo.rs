@@ -147,7 +147,8 @@ impl Observed {
         let metrics = &state.metrics;
         let geo = state.geo.as_ref().map(|geo| geo.echo(self.conn.peer.ip()));
         let user_agent = self.user_agent.as_ref().and_then(|ua| ua.to_str().ok());
-        self.echo(metrics).located(geo).judged(
+        let latency = self.conn.round_trips.judged();
+        self.echo(metrics).timed(Some(latency)).located(geo).judged(
             Families {
                 ua: user_agent.and_then(coherence::ua_family),
                 ..self.conn.echo_json(metrics).families.clone()
@@ -312,8 +313,18 @@ impl Route {
         arrival: Arrival,
         request: http::Request<B>,
     ) -> Result<Response, ApiError> {
+        if self == Self::All {
+            // The full echo carries the first PING's answer: it comes one round trip after
+            // the request (the PING left with the server's SETTINGS).
+            arrival.conn.round_trips.first_ping().await;
+        }
         let seen = read_and_observe(state, arrival, request).await?;
         self.respond(state, &seen)
+    }
+
+    /// Whether the route must wait before it answers on `conn` (see [`Route::answer`]).
+    pub(super) fn waits(self, conn: &Connection) -> bool {
+        self == Self::All && conn.round_trips.awaits_first_ping()
     }
 
     /// [`Route::answer`] for a request with no body left to read (`is_end_stream`): the same

@@ -27,6 +27,10 @@ pub(super) async fn not_found(
     let html = !path.starts_with("/api/")
         && !path.starts_with("/probe/")
         && prefers_html(request.headers());
+    if html {
+        // The page shows the round trips, the first PING's answer with them.
+        ctx.0.conn.round_trips.first_ping().await;
+    }
     let seen = read_and_observe(&state, ctx.0, request).await?;
     if html {
         return page::fingerprint(&state, &seen, status);

@@ -10,7 +10,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /api/all` (also `POST`) | the full [`exitvoice_schema::Echo`] (`schema_version` 1): `time`, `peer {ip, port}` (plus `proxy {ip, port}`, the load balancer, when a `--proxy-protocol-from` source relayed the connection: `ip`/`port` are then the client's from its PROXY header), `token`, `method`, `path`, `alpn {offered, negotiated, spoken}`, `tls {ja3, ja3_hash, ja3n, ja3n_hash, ja4, ja4_r, ja4_o, ja4_ro, voice_id, order_id, resumed, detail}`, `http2 {akamai_fingerprint, akamai_fingerprint_hash, voice_id, pseudo_header_order, header_order, detail}` or `http1 {request_line, header_order, voice_id}`, `request {stream_id, index}`, `bucket` (`A`–`D` or null), `profile`, `coherence {score, reasons, tls_family, http_family, ua_family}` (`exitvoice_schema::coherence`; each family `{name, exact}`, `ua_family` omitted when the User-Agent names none) |
+//! | `GET /api/all` (also `POST`) | the full [`exitvoice_schema::Echo`] (`schema_version` 1): `time`, `peer {ip, port}` (plus `proxy {ip, port}`, the load balancer, when a `--proxy-protocol-from` source relayed the connection: `ip`/`port` are then the client's from its PROXY header), `token`, `method`, `path`, `alpn {offered, negotiated, spoken}`, `tls {ja3, ja3_hash, ja3n, ja3n_hash, ja4, ja4_r, ja4_o, ja4_ro, voice_id, order_id, resumed, detail}`, `http2 {akamai_fingerprint, akamai_fingerprint_hash, voice_id, pseudo_header_order, header_order, detail}` or `http1 {request_line, header_order, voice_id}`, `request {stream_id, index}`, `bucket` (`A`–`D` or null), `profile`, `latency {tcp_rtt_us, tcp_min_rtt_us, tcp_rttvar_us, tls_rtt_us, h2_ping_rtt_us, h2_ping_samples_us, app_rtt_us, gap_us, gap_ratio, verdict, reason}` (each measure absent when not measured; the answer to a connection's first request waits for its first PINGs' answers; docs/latency.md), `coherence {score, reasons, tls_family, http_family, ua_family}` (`exitvoice_schema::coherence`; each family `{name, exact}`, `ua_family` omitted when the User-Agent names none) |
 //! | `GET /probe/<token>`, any echo route with `?token=` | the same, stored under the token (1–128 of `A-Za-z0-9-_.`) |
 //! | `GET /api/tls` | `schema_version, time, peer, alpn, tls, request` |
 //! | `GET /api/http2` | `schema_version, time, alpn, http2, request, bucket, profile` |
@@ -92,7 +92,7 @@ impl Responder for Api {
     fn answer(&self, mut request: http::Request<Incoming>, arrival: Arrival) -> Answer {
         if let Some(route) = Route::of(request.method(), request.uri().path()) {
             // A request with no body (a `GET`) is answered here and now: no future to box.
-            if request.body().is_end_stream() {
+            if request.body().is_end_stream() && !route.waits(&arrival.conn) {
                 let response = route
                     .answer_bodiless(&self.state, arrival, &request)
                     .unwrap_or_else(IntoResponse::into_response);

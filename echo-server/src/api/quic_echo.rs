@@ -218,6 +218,7 @@ pub(crate) fn answer(
                 "negotiated": "h3",
                 "spoken": "h3",
             },
+            "latency": conn.round_trips(),
             "tls": tls,
             "quic": quic,
             "http3": http3,

@@ -22,10 +22,12 @@ use super::http::serve_http;
 use super::proxy;
 use super::record::{Connection, Failed, Peers, Session};
 use super::replay::Replay;
+use super::round_trip::RoundTripCell;
 use super::saved_syn::SavedSyn;
 use super::shared::{stopping, Shared};
 use super::strike::{is_handshake_strike, strike};
 use super::tap::{Tap, TapBuffer};
+use super::timed::TimedTcp;
 use crate::metrics::OpenConnection;
 
 /// Serves one accepted TCP connection to its end. Never panics on peer input; every way out
@@ -195,8 +197,16 @@ async fn serve_tls(
     let raw = Bytes::from(raw);
     let hello = raw.slice(..hello_len.min(raw.len()));
 
-    let accept = shared.acceptor.accept(Replay::new(raw, tcp));
-    let tls = match timeout_at(deadline, accept).await {
+    let round_trips = Arc::new(RoundTripCell::default());
+    if peers.proxy.is_some() {
+        round_trips.no_transport(
+            "relayed by a load balancer (PROXY protocol): the kernel's round trip is the \
+             balancer's",
+        );
+    }
+    let timed = TimedTcp::new(tcp, Arc::clone(&round_trips), peers.proxy.is_none());
+    let accept = shared.acceptor.accept(Replay::new(raw, timed));
+    let mut tls = match timeout_at(deadline, accept).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(error)) => {
             let (reason, detail) = handshake_failure(&error);
@@ -211,6 +221,7 @@ async fn serve_tls(
             );
         }
     };
+    tls.get_mut().0.inner_mut().handshake_done();
     let (_, server_conn) = tls.get_ref();
     if server_conn.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
         // An ACME CA validating a TLS-ALPN-01 challenge: it has seen the challenge certificate
@@ -234,15 +245,18 @@ async fn serve_tls(
             registry_name(exitvoice_protocol::tls::CipherSuite(code).name(), code)
         }),
     };
-    let conn = Arc::new(Connection::new(
-        id,
-        shared.peers(peers),
-        accepted,
-        (syn, hello),
-        Some(session),
-        Arc::clone(&tap),
-        shared.p0f_db.clone(),
-    ));
+    let conn = Arc::new(
+        Connection::new(
+            id,
+            shared.peers(peers),
+            accepted,
+            (syn, hello),
+            Some(session),
+            Arc::clone(&tap),
+            shared.p0f_db.clone(),
+        )
+        .timed(round_trips),
+    );
     let failure = serve_http(&shared, Arc::clone(&conn), Tap::new(tls, tap)).await;
     if conn.tap.truncated() {
         shared.metrics.capture_truncated();

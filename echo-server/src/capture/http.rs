@@ -14,6 +14,7 @@ use tokio::time::{timeout, Instant};
 
 use super::arrival::{probe_token, Arrival};
 use super::builders;
+use super::pinger::Pinger;
 use super::record::{Connection, Failed};
 use super::shared::{stopping, Shared};
 use super::strike::strike;
@@ -154,10 +155,10 @@ where
             Ok::<_, std::convert::Infallible>(response)
         }
     });
-    let io = TokioIo::new(tap);
     // Served by what the client speaks, not by ALPN: this is how a client that negotiated h2
     // and then sent HTTP/1.1 (bucket D) still gets its answer.
     let outcome = if spoken == Spoken::H2 {
+        let io = TokioIo::new(Pinger::new(tap, Arc::clone(&conn.round_trips)));
         let connection = builders::http2().serve_connection(io, service);
         drive!(
             connection,
@@ -169,7 +170,7 @@ where
             shared.metrics
         )
     } else {
-        let connection = builders::http1().serve_connection(io, service);
+        let connection = builders::http1().serve_connection(TokioIo::new(tap), service);
         drive!(
             connection,
             conn,

@@ -15,6 +15,7 @@ use exitvoice_protocol::tcp::P0fDb;
 use exitvoice_schema::{Failure, FirstRequest, Peer, Spoken};
 use time::OffsetDateTime;
 
+use super::round_trip::RoundTripCell;
 use super::saved_syn::SavedSyn;
 use super::tap::TapBuffer;
 use crate::metrics::Metrics;
@@ -74,6 +75,8 @@ pub struct Connection {
     written_requests: AtomicU32,
     /// The first request, once it was answered.
     pub(crate) first_request: OnceLock<FirstRequest>,
+    /// Its round trips, as they are measured.
+    pub(crate) round_trips: Arc<RoundTripCell>,
 }
 
 /// The parameters rustls negotiated.
@@ -117,6 +120,15 @@ impl Connection {
             queued: AtomicBool::new(false),
             written_requests: AtomicU32::new(u32::MAX),
             first_request: OnceLock::new(),
+            round_trips: Arc::default(),
+        }
+    }
+
+    /// The connection with the round trips measured into `cell`.
+    pub(crate) fn timed(self, cell: Arc<RoundTripCell>) -> Self {
+        Self {
+            round_trips: cell,
+            ..self
         }
     }
 

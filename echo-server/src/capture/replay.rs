@@ -24,6 +24,11 @@ impl<S> Replay<S> {
         Self { prefix, inner }
     }
 
+    /// The stream read after the bytes to replay.
+    pub fn inner_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
     /// Whether the next read is served from the bytes to replay.
     pub fn replaying(&self) -> bool {
         !self.prefix.is_empty()

@@ -67,6 +67,11 @@ fn render(doc: &LabelsDoc, label: &ExitLabel, probes: &[ProbeRecord]) -> String 
     document(&format!("Exit {}", label.name), lead, body).into_string()
 }
 
+/// Microseconds as milliseconds, one decimal.
+fn gap_ms(us: u32) -> String {
+    format!("{:.1} ms", f64::from(us) / 1000.0)
+}
+
 fn verdict(label: &ExitLabel) -> Markup {
     html! {
         section aria-labelledby="verdict" {
@@ -82,6 +87,14 @@ fn verdict(label: &ExitLabel) -> Markup {
                     tr { th scope="row" { "Latency p50 / p95" }
                          td { (label.latency.p50_ms.map_or("—".to_owned(), |v| format!("{v} ms"))) " / "
                               (label.latency.p95_ms.map_or("—".to_owned(), |v| format!("{v} ms"))) } }
+                    @if let Some(rt) = &label.latency.round_trip {
+                        tr { th scope="row" { "Round-trip gap" }
+                             td #gap { (rt.verdict.as_str()) ": " (gap_ms(rt.excess_gap_us)) " behind the exit ("
+                                  "smallest " (gap_ms(rt.gap_min_us)) ", median " (gap_ms(rt.gap_p50_us))
+                                  @if let Some(b) = rt.baseline_gap_us { ", baseline " (gap_ms(b)) }
+                                  ")" @if rt.moved { "; moved since the run before ("
+                                  (rt.previous_run_gap_min_us.map_or("—".to_owned(), gap_ms)) ")" } } }
+                    }
                     tr { th scope="row" { "Egress" }
                          td { @for ip in &label.egress_ips { code { (ip) } " " } } }
                     tr { th scope="row" { "Last probe" } td { (label.last_probe_at.as_deref().unwrap_or("never")) } }
@@ -116,7 +129,8 @@ fn probe_table(probes: &[ProbeRecord], has_persona: bool) -> Markup {
             div.scroll { table #probes {
                 caption { "The exit's most recent probes, oldest first" }
                 thead { tr {
-                    th scope="col" { "Started" } th scope="col" { "Latency" } th scope="col" { "Egress" }
+                    th scope="col" { "Started" } th scope="col" { "Latency" } th scope="col" { "Gap" }
+                    th scope="col" { "Egress" }
                     th scope="col" { "TLS voice" } th scope="col" { "HTTP voice" } th scope="col" { "Bucket" }
                     th scope="col" { "ALPN" } th scope="col" { "Error" }
                 } }
@@ -126,6 +140,8 @@ fn probe_table(probes: &[ProbeRecord], has_persona: bool) -> Markup {
                         tr.probe {
                             td { (probe.started_at) }
                             td { (probe.latency_ms.map_or("—".to_owned(), |v| format!("{v} ms"))) }
+                            td.gap { (sample.and_then(|s| s.echo.latency.as_ref()).and_then(|l| l.gap_us)
+                                      .map_or("—".to_owned(), gap_ms)) }
                             td { @if let Some(s) = sample { code { (s.egress_ip) } } }
                             td { @if let Some(v) = sample.and_then(|s| s.tls_voice.as_ref()) { code { (v) } } }
                             td { @if let Some(v) = sample.and_then(|s| s.h2_voice.as_ref().or(s.h1_voice.as_ref())) { code { (v) } } }

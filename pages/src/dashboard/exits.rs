@@ -198,6 +198,7 @@ pub(super) fn set_flags(flags: &Flags) -> Vec<&'static str> {
         (flags.remuxed, "remuxed"),
         (flags.not_proxied, "not_proxied"),
         (flags.geo_changed, "geo_changed"),
+        (flags.gap_moved, "gap_moved"),
     ]
     .into_iter()
     .filter_map(|(set, name)| set.then_some(name))
@@ -244,6 +245,11 @@ fn row(label: &ExitLabel) -> Markup {
             }
             td { (ms(label.latency.p50_ms)) }
             td { (ms(label.latency.p95_ms)) }
+            td.gap {
+                @if let Some(rt) = &label.latency.round_trip {
+                    (format!("{:.1}", f64::from(rt.excess_gap_us) / 1000.0)) br; small { (rt.verdict.as_str()) }
+                } @else { "—" }
+            }
             td { (label.last_probe_at.as_deref().unwrap_or("never")) }
             td.reasons { ul { @for reason in &label.route_reasons { li { (reason) } } } }
             td { (set_flags(&label.flags).join(", ")) }
@@ -292,5 +298,43 @@ mod tests {
         assert!(html.contains("<code>c.mmdb</code> (GeoLite2-Country, built 2026-11-28)"));
         assert!(html.contains(r#"<option value="DE">DE</option>"#), "{html}");
         assert!(html.contains("geo_changed"), "{html}");
+    }
+
+    /// An exit's round-trip gap shows as the hidden leg in milliseconds with its verdict, and
+    /// a moved gap among the flags; an exit without one shows a dash.
+    #[test]
+    fn the_gap_column_shows_the_hidden_leg() {
+        let exit = |name: &str, round_trip: serde_json::Value| {
+            serde_json::json!({
+                "name": name, "url": "http://h:1", "tags": {}, "egress_ips": [],
+                "state": "stable", "changed_at": null, "bucket": "A",
+                "flags": {"tls_preserved": true, "h2_preserved": true, "tls_intercepted": false,
+                          "gap_moved": !round_trip.is_null()},
+                "voices": [], "route": "identity", "route_reason": "r", "route_reasons": ["r"],
+                "samples": 1, "errors": {},
+                "latency": {"p50_ms": null, "p95_ms": null, "round_trip": round_trip},
+                "last_probe_at": null, "history": []
+            })
+        };
+        let far = serde_json::json!({
+            "samples": 3, "gap_min_us": 81_000, "gap_p50_us": 82_000, "tcp_rtt_min_us": 40,
+            "tcp_rtt_p50_us": 50, "app_rtt_min_us": 81_040, "app_rtt_p50_us": 82_050,
+            "baseline_gap_us": 700, "excess_gap_us": 80_300, "verdict": "likely", "reason": "r",
+            "previous_run_gap_min_us": 20_000, "moved": true
+        });
+        let doc: LabelsDoc = serde_json::from_value(serde_json::json!({
+            "schema_version": 5, "generated_at": "2026-12-03T00:00:00Z", "persona": "p",
+            "baseline": null, "pool": null,
+            "exits": [exit("far", far), exit("near", serde_json::Value::Null)]
+        }))
+        .expect("labels");
+        let html = render(&doc, &ExitQuery::default());
+        assert!(html.contains("Gap ms"), "{html}");
+        assert!(
+            html.contains(r#"<td class="gap">80.3<br><small>likely</small></td>"#),
+            "{html}"
+        );
+        assert!(html.contains(r#"<td class="gap">—</td>"#), "{html}");
+        assert!(html.contains("gap_moved"), "{html}");
     }
 }

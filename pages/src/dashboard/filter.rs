@@ -29,7 +29,7 @@ pub(crate) struct ExitQuery {
 }
 
 /// The columns the table sorts by, with their headings.
-pub(crate) const SORT_KEYS: [(&str, &str); 11] = [
+pub(crate) const SORT_KEYS: [(&str, &str); 12] = [
     ("name", "Exit"),
     ("state", "State"),
     ("bucket", "Bucket"),
@@ -40,8 +40,14 @@ pub(crate) const SORT_KEYS: [(&str, &str); 11] = [
     ("errors", "Errors"),
     ("p50", "p50 ms"),
     ("p95", "p95 ms"),
+    ("gap", "Gap ms"),
     ("last_probe", "Last probe"),
 ];
+
+/// The hidden leg behind an exit as its label measured it (`None` without a measure).
+pub(crate) fn excess_gap(label: &ExitLabel) -> Option<u32> {
+    label.latency.round_trip.as_ref().map(|rt| rt.excess_gap_us)
+}
 
 /// The country of a label's newest sample as the filter and the page write it: `unknown`
 /// when no database placed it.
@@ -107,6 +113,7 @@ impl ExitQuery {
             "errors" => Some(|a, b| error_count(a).cmp(&error_count(b))),
             "p50" => Some(|a, b| a.latency.p50_ms.cmp(&b.latency.p50_ms)),
             "p95" => Some(|a, b| a.latency.p95_ms.cmp(&b.latency.p95_ms)),
+            "gap" => Some(|a, b| excess_gap(a).cmp(&excess_gap(b))),
             "last_probe" => Some(|a, b| a.last_probe_at.cmp(&b.last_probe_at)),
             _ => None,
         };

@@ -10,6 +10,7 @@ mod coherence;
 mod detail;
 mod geo;
 mod http;
+mod latency;
 mod tcp;
 mod tls;
 
@@ -38,6 +39,7 @@ pub fn render(page: &FingerprintPage<'_>) -> String {
         (summary(page))
         (geo::section(echo.geo.as_ref()))
         (tcp::section(echo))
+        (latency::section(echo.latency.as_ref()))
         (tls::section(echo))
         (alpn(echo))
         (http::section(echo))

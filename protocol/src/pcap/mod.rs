@@ -136,6 +136,14 @@ pub struct PcapConnection {
     pub client_stream: StreamQuality,
     /// The client's SYN from its IP header on, when it was captured.
     pub syn: Option<Vec<u8>>,
+    /// From the server's SYN-ACK to the client's next segment (its handshake ACK), as captured:
+    /// the TCP round trip, seen from the server's side of the path; `None` without both or
+    /// without capture times.
+    pub handshake_rtt_us: Option<u32>,
+    /// From the server's last payload segment after the client's first payload (its handshake
+    /// flight) to the client's next payload (the answer to it), as captured: one round trip
+    /// through the client's whole path, seen from the server's side; `None` without them.
+    pub flight_rtt_us: Option<u32>,
 }
 
 /// Everything read from a capture.
@@ -203,9 +211,10 @@ pub fn read(file_bytes: &[u8], extra_keylog: Option<&str>) -> Result<Capture, Pc
         let Some(packet) = ip::tcp_packet(ip_packet) else {
             continue;
         };
-        let Some(segment) = tcp::Segment::parse(packet.segment) else {
+        let Some(mut segment) = tcp::Segment::parse(packet.segment) else {
             continue;
         };
+        segment.time_ns = contents.times_ns.get(index).copied().flatten();
         let opens = segment.opens();
         let flow = tracker.add(packet.src, packet.dst, segment, index + 1);
         if let (true, Some(flow)) = (opens, flow) {
@@ -310,7 +319,23 @@ fn connection(flow: &tcp::Flow<'_>, keys: &KeyLog) -> Option<PcapConnection> {
             Err(error) => decrypt_error = Some(error),
         }
     }
+    let timing = &flow.timing;
+    let micros = |from: u64, to: u64| u32::try_from(to.checked_sub(from)? / 1000).ok();
+    let handshake_rtt_us = timing
+        .syn_ack_ns
+        .zip(timing.after_syn_ack_ns.get(client).copied().flatten())
+        .and_then(|(syn_ack, ack)| micros(syn_ack, ack));
+    let flight_rtt_us = match timing.runs.as_slice() {
+        [hello, flight, answer, ..]
+            if hello.side == client && flight.side == server && answer.side == client =>
+        {
+            micros(flight.last_ns, answer.first_ns)
+        }
+        _ => None,
+    };
     Some(PcapConnection {
+        handshake_rtt_us,
+        flight_rtt_us,
         client: *flow.ends.get(client)?,
         server: *flow.ends.get(server)?,
         first_frame: flow.first_frame,

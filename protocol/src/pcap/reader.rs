@@ -56,6 +56,10 @@ pub(crate) fn sniff(file: &[u8]) -> Option<Format> {
 pub(crate) struct Contents<'a> {
     /// Link-layer frames: (link type, captured bytes).
     pub(crate) frames: Vec<(i32, &'a [u8])>,
+    /// Each frame's capture time in nanoseconds since the epoch (the interface's offset left
+    /// out: only differences within a connection are read); `None` when it has none (a pcapng
+    /// Simple Packet Block) or its resolution is not one pcapng allows.
+    pub(crate) times_ns: Vec<Option<u64>>,
     /// Bodies of pcapng Decryption Secrets Blocks of type TLS key log.
     pub(crate) key_logs: Vec<&'a [u8]>,
     /// Why the walk ended before the end of the file, if it did.
@@ -91,6 +95,15 @@ fn read_pcap(file: &[u8]) -> Result<Contents<'_>, PcapError> {
         match parse(rest) {
             Ok((next, frame)) => {
                 contents.frames.push((header.network.0, frame.data));
+                let fraction = if header.is_nanosecond_precision() {
+                    1_000_000_000
+                } else {
+                    1_000_000
+                };
+                contents.times_ns.push(nanos(
+                    u64::from(frame.ts_sec) * fraction + u64::from(frame.ts_usec),
+                    fraction,
+                ));
                 rest = next;
             }
             Err(error) => {
@@ -105,9 +118,10 @@ fn read_pcap(file: &[u8]) -> Result<Contents<'_>, PcapError> {
 fn read_pcapng(file: &[u8]) -> Result<Contents<'_>, PcapError> {
     let mut blocks = PcapNGSlice::from_slice(file).map_err(|_| PcapError::BadHeader)?;
     let mut contents = Contents::default();
-    // Link type of each interface of the current section, by interface id (pcapng section 4.2:
-    // interface ids count from zero in each section).
-    let mut interfaces: Vec<i32> = Vec::new();
+    // Link type and time resolution (units per second) of each interface of the current
+    // section, by interface id (pcapng section 4.2: interface ids count from zero in each
+    // section).
+    let mut interfaces: Vec<(i32, Option<u64>)> = Vec::new();
     let mut offset = 0usize;
     let mut big_endian = false;
     loop {
@@ -132,25 +146,33 @@ fn read_pcapng(file: &[u8]) -> Result<Contents<'_>, PcapError> {
                 interfaces.clear();
                 big_endian = shb.big_endian();
             }
-            Block::InterfaceDescription(idb) => interfaces.push(idb.linktype.0),
+            Block::InterfaceDescription(idb) => {
+                interfaces.push((idb.linktype.0, idb.ts_resolution()));
+            }
             Block::EnhancedPacket(epb) => {
                 let link = usize::try_from(epb.if_id)
                     .ok()
                     .and_then(|id| interfaces.get(id));
-                if let Some(&link) = link {
+                if let Some(&(link, resolution)) = link {
                     let len = usize::try_from(epb.caplen).unwrap_or(usize::MAX);
                     contents
                         .frames
                         .push((link, epb.data.get(..len).unwrap_or(epb.data)));
+                    let units = u64::from(epb.ts_high) << 32 | u64::from(epb.ts_low);
+                    contents
+                        .times_ns
+                        .push(resolution.and_then(|per_second| nanos(units, per_second)));
                 }
             }
             Block::SimplePacket(spb) => {
-                // A Simple Packet Block belongs to the first interface (pcapng section 4.4).
-                if let Some(&link) = interfaces.first() {
+                // A Simple Packet Block belongs to the first interface (pcapng section 4.4),
+                // and carries no time.
+                if let Some(&(link, _)) = interfaces.first() {
                     let len = usize::try_from(spb.origlen).unwrap_or(usize::MAX);
                     contents
                         .frames
                         .push((link, spb.data.get(..len).unwrap_or(spb.data)));
+                    contents.times_ns.push(None);
                 }
             }
             Block::DecryptionSecrets(dsb) if dsb.secrets_type == SecretsType::TlsKeyLog => {
@@ -162,6 +184,18 @@ fn read_pcapng(file: &[u8]) -> Result<Contents<'_>, PcapError> {
         }
     }
     Ok(contents)
+}
+
+/// `units` of `1 / per_second` seconds in nanoseconds; `None` for a resolution of zero or a
+/// time past the year 2554.
+fn nanos(units: u64, per_second: u64) -> Option<u64> {
+    let per_second = u128::from(per_second);
+    if per_second == 0 {
+        return None;
+    }
+    let units = u128::from(units);
+    let ns = units / per_second * 1_000_000_000 + units % per_second * 1_000_000_000 / per_second;
+    u64::try_from(ns).ok()
 }
 
 /// Whether the block at `offset` declares a total length under 12 bytes, the size of the

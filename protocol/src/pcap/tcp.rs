@@ -32,6 +32,8 @@ pub(crate) struct Segment<'a> {
     pub(crate) seq: u32,
     pub(crate) flags: u8,
     pub(crate) payload: &'a [u8],
+    /// When it was captured, nanoseconds (set by the caller from the capture's record).
+    pub(crate) time_ns: Option<u64>,
 }
 
 impl<'a> Segment<'a> {
@@ -54,6 +56,7 @@ impl<'a> Segment<'a> {
             seq,
             flags,
             payload,
+            time_ns: None,
         })
     }
 
@@ -94,6 +97,66 @@ pub(crate) struct Flow<'a> {
     syn_ack_from: Option<usize>,
     /// 1-based number of the frame that opened this flow.
     pub(crate) first_frame: usize,
+    /// When its handshake and first payloads were captured.
+    pub(crate) timing: Timing,
+}
+
+/// Payload runs kept per connection: the ClientHello, the server's flight, the client's answer
+/// and one more.
+const MAX_RUNS: usize = 4;
+
+/// Consecutive payload segments from one side, and when the first and last were captured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) side: usize,
+    pub(crate) first_ns: u64,
+    pub(crate) last_ns: u64,
+}
+
+/// The capture times of a connection's handshake and first payloads, as far as the capture
+/// carries them.
+#[derive(Debug, Default)]
+pub(crate) struct Timing {
+    /// The SYN-ACK.
+    pub(crate) syn_ack_ns: Option<u64>,
+    /// Each side's first segment after the SYN-ACK (the client's: its handshake ACK).
+    pub(crate) after_syn_ack_ns: [Option<u64>; 2],
+    /// The first payload runs, at most [`MAX_RUNS`].
+    pub(crate) runs: Vec<Run>,
+}
+
+impl Timing {
+    fn note(&mut self, side: usize, segment: &Segment<'_>) {
+        let Some(at) = segment.time_ns else {
+            return;
+        };
+        if segment.is(SYN) {
+            if segment.is(ACK) {
+                self.syn_ack_ns.get_or_insert(at);
+            }
+            return;
+        }
+        if self.syn_ack_ns.is_some() {
+            if let Some(slot) = self.after_syn_ack_ns.get_mut(side) {
+                slot.get_or_insert(at);
+            }
+        }
+        if segment.payload.is_empty() {
+            return;
+        }
+        match self.runs.last_mut() {
+            Some(run) if run.side == side => run.last_ns = at,
+            _ => {
+                if self.runs.len() < MAX_RUNS {
+                    self.runs.push(Run {
+                        side,
+                        first_ns: at,
+                        last_ns: at,
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// A reassembled byte stream of one direction.
@@ -119,6 +182,7 @@ impl<'a> Flow<'a> {
             syn: None,
             syn_ack_from: None,
             first_frame,
+            timing: Timing::default(),
         }
     }
 
@@ -258,6 +322,7 @@ impl<'a> Tracker<'a> {
         };
         let flow = self.flows.get_mut(index)?;
         let side = usize::from(flow.ends[0] != from);
+        flow.timing.note(side, &segment);
         let direction = flow.sides.get_mut(side)?;
         let mut seq = segment.seq;
         if segment.is(SYN) {
@@ -327,6 +392,7 @@ mod tests {
             seq,
             flags,
             payload,
+            time_ns: None,
         }
     }
 

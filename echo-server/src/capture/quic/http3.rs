@@ -47,6 +47,8 @@ pub(crate) struct QuicConnection {
     settings_read: Notify,
     requests: AtomicU32,
     first_fields: OnceLock<Vec<HeaderField>>,
+    /// The QUIC connection, for its round-trip estimate.
+    transport: Option<quinn::Connection>,
 }
 
 impl QuicConnection {
@@ -59,7 +61,31 @@ impl QuicConnection {
             settings_read: Notify::new(),
             requests: AtomicU32::new(0),
             first_fields: OnceLock::new(),
+            transport: None,
         }
+    }
+
+    /// The connection with its QUIC transport, whose round trip it reports.
+    pub(crate) fn timed(self, transport: quinn::Connection) -> Self {
+        Self {
+            transport: Some(transport),
+            ..self
+        }
+    }
+
+    /// The QUIC stack's smoothed round-trip estimate (RFC 9002 section 5.3): end to end, to the
+    /// client through any UDP relay, with no kernel round trip to a relay below it.
+    pub(crate) fn round_trips(&self) -> exitvoice_schema::RoundTrips {
+        exitvoice_schema::RoundTrips::judge(&exitvoice_schema::Measures {
+            quic_us: self
+                .transport
+                .as_ref()
+                .map(|t| u32::try_from(t.rtt().as_micros()).unwrap_or(u32::MAX)),
+            tcp_absent: Some(
+                "QUIC runs end to end over UDP: no transport round trip to a relay below it",
+            ),
+            ..exitvoice_schema::Measures::default()
+        })
     }
 
     /// The client's SETTINGS, `None` when its control stream has not brought them (yet).

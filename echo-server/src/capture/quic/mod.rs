@@ -174,7 +174,7 @@ async fn connection(
     if initial.is_none() {
         metrics.quic("connections_without_capture");
     }
-    let quic = Arc::new(QuicConnection::new(id, key.0, initial));
+    let quic = Arc::new(QuicConnection::new(id, key.0, initial).timed(connection.clone()));
     http3::serve(connection, Arc::clone(&quic), answer, metrics).await;
     if quic.requests() == 0 {
         ledger.quic_attempt(key.0.ip(), arrived_ms);

@@ -1,0 +1,257 @@
+//! The round-trip gap as the echo measures it, through real proxies with a hidden leg of known
+//! length: a delaying relay (`support::delay_relay`, `D` ms each way) between the client and
+//! squid or dante. The echo's TCP round trip is then the proxy's (loopback); the TLS flight and
+//! the HTTP/2 PING cross the relay, so the gap must be close to `2·D`.
+//!
+//! Needs root and the packages squid, apache2-utils, dante-server, haproxy, curl, and the
+//! test venv with `hyperframe` and `hpack` (scripts/install-test-deps.sh).
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use support::delay_relay::DelayRelay;
+use support::{EchoServer, Proxy, PASSWORD_ENCODED, SOCKS_USER, USER};
+
+/// `curl --http2` for `/api/all` on `echo`, through `proxy` when given: its `latency` object.
+fn curl_latency(echo: &EchoServer, proxy: Option<String>) -> serde_json::Value {
+    let mut command = Command::new("curl");
+    command.args([
+        "-sS",
+        "--http2",
+        "--max-time",
+        "20",
+        "-k",
+        "--pinnedpubkey",
+        &echo.pin,
+    ]);
+    if let Some(proxy) = &proxy {
+        command.args(["-x", proxy]);
+    }
+    let output = command
+        .arg(format!("https://localhost:{}/api/all", echo.port))
+        .output()
+        .expect("run curl");
+    assert!(
+        output.status.success(),
+        "curl via {proxy:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let echo: serde_json::Value = serde_json::from_slice(&output.stdout).expect("echo JSON");
+    assert_eq!(echo["alpn"]["spoken"], "h2", "{echo}");
+    echo["latency"].clone()
+}
+
+fn micros(latency: &serde_json::Value, field: &str) -> u64 {
+    latency[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no integer {field}: {latency}"))
+}
+
+/// Asserts a gap of `2·delay_ms`, within 20 % and 2 ms.
+fn assert_gap(latency: &serde_json::Value, delay_ms: u64, what: &str) {
+    let expected = 2 * delay_ms * 1000;
+    let gap = micros(latency, "gap_us");
+    let slack = expected / 5 + 2_000;
+    assert!(
+        gap.abs_diff(expected) <= slack,
+        "{what}: gap {gap} us, expected {expected} ± {slack}: {latency}"
+    );
+    // The proxy is on loopback: the echo's TCP round trip stays far below the hidden leg.
+    assert!(
+        micros(latency, "tcp_min_rtt_us") < 5_000,
+        "{what}: {latency}"
+    );
+    assert!(
+        micros(latency, "h2_ping_rtt_us") >= expected,
+        "{what}: {latency}"
+    );
+    assert!(
+        micros(latency, "tls_rtt_us") >= expected,
+        "{what}: {latency}"
+    );
+}
+
+#[test]
+fn a_hidden_leg_behind_squid_and_dante_shows_as_the_gap() {
+    let echo = EchoServer::start();
+    let squid = Proxy::squid();
+    let dante = Proxy::dante();
+
+    // Direct, and through each proxy without a hidden leg: no verdict that says proxied.
+    let direct = curl_latency(&echo, None);
+    let via_squid = format!("http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}", squid.port);
+    let via_dante = format!(
+        "socks5h://{SOCKS_USER}:{PASSWORD_ENCODED}@127.0.0.1:{}",
+        dante.port
+    );
+    for (what, latency) in [
+        ("direct", direct),
+        ("squid", curl_latency(&echo, Some(via_squid))),
+        ("dante", curl_latency(&echo, Some(via_dante))),
+    ] {
+        assert_eq!(latency["verdict"], "direct", "{what}: {latency}");
+        assert!(micros(&latency, "gap_us") < 10_000, "{what}: {latency}");
+    }
+
+    for delay_ms in [10, 40, 120] {
+        let squid_relay = DelayRelay::start(squid.port, delay_ms);
+        let dante_relay = DelayRelay::start(dante.port, delay_ms);
+        let through = [
+            (
+                "squid",
+                format!(
+                    "http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}",
+                    squid_relay.port
+                ),
+            ),
+            (
+                "dante",
+                format!(
+                    "socks5h://{SOCKS_USER}:{PASSWORD_ENCODED}@127.0.0.1:{}",
+                    dante_relay.port
+                ),
+            ),
+        ];
+        for (proxy, url) in through {
+            let what = format!("{proxy} behind {delay_ms} ms");
+            // Two connections: each holds the whole leg, the smaller gap is the leg (a busy
+            // machine only ever adds to one).
+            let both = [
+                curl_latency(&echo, Some(url.clone())),
+                curl_latency(&echo, Some(url)),
+            ];
+            for latency in &both {
+                assert!(
+                    micros(latency, "gap_us") + 2_000 >= 2 * delay_ms * 1000,
+                    "{what}: {latency}"
+                );
+                let verdict = latency["verdict"].as_str().unwrap_or_default();
+                if delay_ms >= 40 {
+                    assert_eq!(verdict, "likely", "{what}: {latency}");
+                } else {
+                    assert!(
+                        matches!(verdict, "possible" | "likely"),
+                        "{what}: {latency}"
+                    );
+                }
+            }
+            let smaller = both
+                .iter()
+                .min_by_key(|latency| micros(latency, "gap_us"))
+                .expect("two");
+            assert_gap(smaller, delay_ms, &what);
+        }
+    }
+}
+
+/// The test venv's Python (hyperframe, hpack).
+fn python() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/venv/bin/python")
+}
+
+/// An HTTP/2 client that answers the server's SETTINGS but never its PING (RFC 9113 section 6.7
+/// says it must): it asks for `/api/all` and prints the answer's body.
+const SILENT_CLIENT: &str = r#"
+import socket, ssl, sys
+from hyperframe.frame import Frame, SettingsFrame, HeadersFrame, DataFrame, PingFrame
+import hpack
+port = int(sys.argv[1])
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+ctx.set_alpn_protocols(["h2"])
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="localhost")
+headers = HeadersFrame(1, hpack.Encoder().encode(
+    [(":method", "GET"), (":scheme", "https"), (":authority", "localhost"), (":path", "/api/all")]))
+headers.flags.add("END_HEADERS"); headers.flags.add("END_STREAM")
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + SettingsFrame(0).serialize() + headers.serialize())
+buf, body, pings = b"", b"", 0
+while True:
+    while len(buf) < 9:
+        chunk = s.recv(65536)
+        if not chunk:
+            sys.exit("closed")
+        buf += chunk
+    frame, length = Frame.parse_frame_header(memoryview(buf[:9]))
+    while len(buf) < 9 + length:
+        buf += s.recv(65536)
+    frame.parse_body(memoryview(buf[9:9 + length]))
+    buf = buf[9 + length:]
+    if isinstance(frame, SettingsFrame) and "ACK" not in frame.flags:
+        ack = SettingsFrame(0); ack.flags.add("ACK"); s.sendall(ack.serialize())
+    elif isinstance(frame, PingFrame):
+        pings += 1
+    elif isinstance(frame, DataFrame) and frame.stream_id == 1:
+        body += frame.data
+        if "END_STREAM" in frame.flags:
+            break
+sys.stderr.write("pings %d\n" % pings)
+print(body.decode())
+"#;
+
+#[test]
+fn what_cannot_be_measured_is_absent_with_its_reason() {
+    let echo = EchoServer::start();
+    let output = Command::new(python())
+        .args(["-c", SILENT_CLIENT, &echo.port.to_string()])
+        .output()
+        .expect("run the silent client");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("pings 1"),
+        "the echo sent one PING: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("echo JSON");
+    let latency = &answer["latency"];
+    assert_eq!(latency["verdict"], "unknown", "{latency}");
+    assert!(
+        latency["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("PING"),
+        "{latency}"
+    );
+    assert!(latency.get("h2_ping_rtt_us").is_none(), "{latency}");
+    assert!(latency["h2_ping_samples_us"].is_null(), "{latency}");
+    assert!(micros(latency, "tls_rtt_us") > 0, "{latency}");
+
+    // Relayed by a load balancer with a PROXY header: the kernel's round trip is the
+    // balancer's, not the client's, so there is none, and no verdict.
+    let relayed = EchoServer::start_with(&["--proxy-protocol-from", "127.0.0.1/32"]);
+    let balancer = Proxy::start("haproxy-pp", &["send-proxy-v2", &relayed.port.to_string()]);
+    let output = Command::new("curl")
+        .args(["-sS", "--http2", "-k", "--connect-to"])
+        .arg(format!(
+            "localhost:{}:127.0.0.1:{}",
+            relayed.port, balancer.port
+        ))
+        .arg(format!("https://localhost:{}/api/all", relayed.port))
+        .output()
+        .expect("run curl");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).expect("echo JSON");
+    let latency = &answer["latency"];
+    assert_eq!(latency["verdict"], "unknown", "{latency}");
+    assert!(
+        latency["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("load balancer"),
+        "{latency}"
+    );
+    for absent in ["tcp_rtt_us", "tcp_min_rtt_us", "gap_us", "gap_ratio"] {
+        assert!(latency.get(absent).is_none(), "{absent}: {latency}");
+    }
+    assert!(micros(latency, "h2_ping_rtt_us") > 0, "{latency}");
+}
