@@ -147,7 +147,7 @@ impl Observed {
         let metrics = &state.metrics;
         let geo = state.geo.as_ref().map(|geo| geo.echo(self.conn.peer.ip()));
         let user_agent = self.user_agent.as_ref().and_then(|ua| ua.to_str().ok());
-        let latency = self.conn.round_trips.judged();
+        let latency = self.conn.round_trips.shown();
         self.echo(metrics).timed(Some(latency)).located(geo).judged(
             Families {
                 ua: user_agent.and_then(coherence::ua_family),

@@ -2,7 +2,7 @@
 //! that times the TLS flight and reads `TCP_INFO` (`timed.rs`), the HTTP/2 PING sender
 //! (`pinger.rs`) and the handlers that answer and store it ([`exitvoice_schema::round_trip`]).
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use exitvoice_schema::{Measures, RoundTrips, TcpRoundTrip};
@@ -25,6 +25,9 @@ const PING_WAIT_FLOOR: Duration = Duration::from_millis(50);
 pub(crate) struct RoundTripCell {
     measures: Mutex<Measures>,
     answered: Notify,
+    /// The measures as first shown (an echo's answer or the stored row, whichever came
+    /// first): both show these, so what a client was answered is what was stored.
+    shown: OnceLock<RoundTrips>,
 }
 
 impl RoundTripCell {
@@ -74,6 +77,11 @@ impl RoundTripCell {
     /// The measures so far, judged.
     pub(crate) fn judged(&self) -> RoundTrips {
         self.with(|m| RoundTrips::judge(m))
+    }
+
+    /// The measures as first shown: judged now if nothing was shown yet.
+    pub(crate) fn shown(&self) -> RoundTrips {
+        self.shown.get_or_init(|| self.judged()).clone()
     }
 
     /// Whether a PING is awaited and fewer than [`QUICK_PINGS`] were answered.

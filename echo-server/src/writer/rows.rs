@@ -32,7 +32,7 @@ pub(super) fn connection_row(
         hello: conn.hello.to_vec(),
         prefix,
         syn: conn.syn_bytes().to_vec(),
-        latency: conn.session.is_some().then(|| conn.round_trips.judged()),
+        latency: conn.session.is_some().then(|| conn.round_trips.shown()),
     }
 }
 
