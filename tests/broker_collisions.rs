@@ -304,15 +304,7 @@ fn a_redis_failover_to_a_lagging_replica_never_gives_an_exit_two_holders() {
     let replica = exitvoice_redistest::private_server_with(&["--replicaof", "127.0.0.1", &port]);
     let endpoint = support::forwarder::Forwarder::start(&runtime, primary.port());
     let fault = || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !redis_cli(&replica, &["INFO", "replication"]).contains("master_link_status:up") {
-            assert!(Instant::now() < deadline, "the replica never synced");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        replica.freeze(true);
-        std::thread::sleep(Duration::from_millis(800));
-        primary.stop();
-        replica.freeze(false);
+        kill_primary_ahead_of(&primary, &replica);
         redis_cli(&replica, &["REPLICAOF", "NO", "ONE"]);
         endpoint.switch(replica.port());
     };
@@ -329,15 +321,7 @@ fn a_redis_cluster_failover_never_gives_an_exit_two_holders() {
     let cluster = exitvoice_redistest::Cluster::start(3);
     let fault = || {
         let (primary, replica) = cluster.shard_of("broker");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !redis_cli(replica, &["INFO", "replication"]).contains("master_link_status:up") {
-            assert!(Instant::now() < deadline, "the replica never synced");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        replica.freeze(true);
-        std::thread::sleep(Duration::from_millis(800));
-        primary.stop();
-        replica.freeze(false);
+        kill_primary_ahead_of(primary, replica);
         let deadline = Instant::now() + Duration::from_secs(30);
         while !redis_cli(replica, &["ROLE"]).starts_with("master") {
             assert!(Instant::now() < deadline, "the replica never took over");
@@ -387,15 +371,7 @@ fn a_sentinel_failover_to_a_lagging_replica_never_gives_an_exit_two_holders() {
     let replica = exitvoice_redistest::private_server_with(&["--replicaof", "127.0.0.1", &port]);
     let sentinel = exitvoice_redistest::Sentinel::start(&primary, "leases");
     let fault = || {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !redis_cli(&replica, &["INFO", "replication"]).contains("master_link_status:up") {
-            assert!(Instant::now() < deadline, "the replica never synced");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        replica.freeze(true);
-        std::thread::sleep(Duration::from_millis(800));
-        primary.stop();
-        replica.freeze(false);
+        kill_primary_ahead_of(&primary, &replica);
         let deadline = Instant::now() + Duration::from_secs(30);
         while sentinel.primary_port("leases") != Some(replica.port()) {
             assert!(
@@ -419,6 +395,23 @@ fn older_store(store: &[&str], fault: &dyn Fn(), fences_above: i64, epochs: bool
         epochs,
     };
     brokers_keep_every_exit_to_one_holder(&runtime, &origin, store, Fault::Older(older));
+}
+
+/// Once `replica` has synced, holds its replication back (`SIGSTOP`) while grants go on
+/// without it, kills `primary` (`kill -9`) and resumes the replica: it lacks the last grants.
+fn kill_primary_ahead_of(
+    primary: &exitvoice_redistest::Server,
+    replica: &exitvoice_redistest::Server,
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !redis_cli(replica, &["INFO", "replication"]).contains("master_link_status:up") {
+        assert!(Instant::now() < deadline, "the replica never synced");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    replica.freeze(true);
+    std::thread::sleep(Duration::from_millis(800));
+    primary.stop();
+    replica.freeze(false);
 }
 
 /// Debian's `redis-cli` on `server`: what it printed.
