@@ -129,6 +129,32 @@ mod tests {
     const HOLD: Duration = Duration::from_millis(1500);
     const IDENTITY: Option<LeaseClass> = Some(LeaseClass::Identity);
 
+    /// A broker instance's store of `pool` on `server`, its epochs in `store`.
+    async fn instance(
+        server: &exitvoice_redistest::Server,
+        store: &Store,
+        pool: &str,
+    ) -> RedisLeases {
+        let epochs = Epochs {
+            store: store.clone(),
+            hold: HOLD,
+        };
+        RedisLeases::connect(&server.url().parse().unwrap(), None, pool, epochs)
+            .await
+            .unwrap()
+    }
+
+    /// The epoch `pool` is in, as `store` keeps it.
+    async fn epoch(store: Store, pool: &str) -> Option<i64> {
+        let lock = BrokerTables::new(store)
+            .broker_epoch_lock(pool)
+            .await
+            .unwrap();
+        let epoch = lock.current();
+        lock.release().await.unwrap();
+        epoch
+    }
+
     /// Two instances on one Redis, killed (`kill -9`) and started again empty: no grant before
     /// the hold has passed since the loss, one new epoch for both, fences above the lost ones,
     /// the lost leases unknown, and the units written again.
@@ -137,15 +163,10 @@ mod tests {
         let server = exitvoice_redistest::private_server();
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("epochs.db")).await.unwrap();
-        let url = server.url().parse().unwrap();
-        let connect = || {
-            let epochs = Epochs {
-                store: store.clone(),
-                hold: HOLD,
-            };
-            RedisLeases::connect(&url, None, "forget", epochs)
-        };
-        let (one, two) = (connect().await.unwrap(), connect().await.unwrap());
+        let (one, two) = (
+            instance(&server, &store, "forget").await,
+            instance(&server, &store, "forget").await,
+        );
         for instance in [&one, &two] {
             instance
                 .sync_units(&[unit("a", IDENTITY), unit("b", IDENTITY)], true)
@@ -200,12 +221,11 @@ mod tests {
             two.renew("l1", first.fence, 1000).await.unwrap(),
             Err(Refusal::Unknown)
         );
-        let lock = BrokerTables::new(store)
-            .broker_epoch_lock("forget")
-            .await
-            .unwrap();
-        assert_eq!(lock.current(), Some(1), "one new epoch for both instances");
-        lock.release().await.unwrap();
+        assert_eq!(
+            epoch(store, "forget").await,
+            Some(1),
+            "one new epoch for both instances"
+        );
     }
 
     /// Redis killed (`kill -9`) after a `SAVE` and more grants, and started again from that
@@ -217,15 +237,10 @@ mod tests {
         let server = exitvoice_redistest::private_server();
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("epochs.db")).await.unwrap();
-        let url = server.url().parse().unwrap();
-        let connect = || {
-            let epochs = Epochs {
-                store: store.clone(),
-                hold: HOLD,
-            };
-            RedisLeases::connect(&url, None, "older", epochs)
-        };
-        let (one, two) = (connect().await.unwrap(), connect().await.unwrap());
+        let (one, two) = (
+            instance(&server, &store, "older").await,
+            instance(&server, &store, "older").await,
+        );
         one.sync_units(&[unit("a", IDENTITY), unit("b", IDENTITY)], true)
             .await
             .unwrap();
@@ -284,11 +299,10 @@ mod tests {
             one.renew("kept", kept.fence, 60_000).await.unwrap().is_ok(),
             "the lease the snapshot kept is still its holder's"
         );
-        let lock = BrokerTables::new(store)
-            .broker_epoch_lock("older")
-            .await
-            .unwrap();
-        assert_eq!(lock.current(), Some(1), "one new epoch for both instances");
-        lock.release().await.unwrap();
+        assert_eq!(
+            epoch(store, "older").await,
+            Some(1),
+            "one new epoch for both instances"
+        );
     }
 }
