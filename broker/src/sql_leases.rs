@@ -49,11 +49,6 @@ impl SqlLeases {
         Ok(leases)
     }
 
-    /// The SQL store underneath.
-    pub fn store(&self) -> &Store {
-        self.store.store()
-    }
-
     /// Takes the history the store reaches now as the one to grant on (see
     /// [`BrokerTables::broker_confirm_lineage`]) and the hold it carries.
     async fn confirm(&self) -> Result<(), StoreFailure> {

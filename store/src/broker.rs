@@ -282,11 +282,6 @@ impl BrokerTables {
         }
     }
 
-    /// The store underneath.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
-
     /// The store's connection pool.
     pub fn pool(&self) -> &sqlx::AnyPool {
         self.store.pool()
