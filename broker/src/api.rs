@@ -5,6 +5,8 @@
 //!   `503` with `retry_after_ms` when nothing is free within `wait_ms`;
 //! - `POST /v1/leases/{id}/renew` `{fence, ttl_ms?}` → `200 {expires_at, ttl_ms}`;
 //! - `DELETE /v1/leases/{id}?fence=…&outcome=…&latency_ms=…` → `200`;
+//! - `POST /v1/tasks/{task}/outcome` `{outcome, latency_ms?}` → `200`: ends the task's live
+//!   lease with the outcome (the forward proxy's tasks), `404` when it holds none;
 //! - `GET /v1/exits`, `GET /metrics`, `GET /v1/openapi.json`, and `GET /healthz` (open).
 //!
 //! A refused renewal or release is `409` with its reason (`404` for an unknown lease); bad
@@ -54,6 +56,7 @@ pub fn router<S: LeaseStore>(broker: Arc<Broker<S>>, token: Option<BrokerToken>)
         .route("/v1/leases", post(acquire::<S>))
         .route("/v1/leases/{id}/renew", post(renew::<S>))
         .route("/v1/leases/{id}", axum::routing::delete(release::<S>))
+        .route("/v1/tasks/{task}/outcome", post(report::<S>))
         .route("/v1/exits", get(exits::<S>))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics::<S>))
@@ -276,6 +279,46 @@ async fn release<S: LeaseStore>(
     .into_response())
 }
 
+/// A task's outcome, as `POST /v1/tasks/{task}/outcome` takes it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReportBody {
+    outcome: String,
+    latency_ms: Option<i64>,
+}
+
+async fn report<S: LeaseStore>(
+    State(shared): State<Arc<Shared<S>>>,
+    Path(task): Path<String>,
+    bytes: Bytes,
+) -> Result<Response, BrokerError> {
+    let body: ReportBody = body(&bytes)?;
+    if body.latency_ms.is_some_and(|ms| ms < 0) {
+        return Err(BrokerError::BadRequest(
+            "latency_ms must not be negative".to_owned(),
+        ));
+    }
+    let ended = shared
+        .broker
+        .report_task(&task, &body.outcome, body.latency_ms)
+        .await?;
+    Ok(match ended {
+        None => error(StatusCode::NOT_FOUND, "the task holds no live lease"),
+        Some(Ended::Kept) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "released": false, "kept": true })),
+        )
+            .into_response(),
+        Some(Ended::Released(released)) => Json(json!({
+            "released": true,
+            "exit": released.exit_name,
+            "banned_until": released.banned_until_ms.map(at),
+            "session_retired": released.retired_session.is_some(),
+        }))
+        .into_response(),
+    })
+}
+
 async fn exits<S: LeaseStore>(
     State(shared): State<Arc<Shared<S>>>,
 ) -> Result<Response, BrokerError> {
@@ -284,6 +327,12 @@ async fn exits<S: LeaseStore>(
     let reports = leases
         .exit_reports(now - REPORT_WINDOW_MS, REPORT_MOST_LEASES)
         .await?;
+    let mut tunnels: BTreeMap<String, u64> = BTreeMap::new();
+    for (unit, open) in shared.broker.metrics().tunnels().open_by_unit() {
+        // A gateway's slots (`gw#2`) count toward the gateway.
+        let exit = unit.split_once('#').map_or(unit.as_str(), |(exit, _)| exit);
+        *tunnels.entry(exit.to_owned()).or_default() += open;
+    }
     let exits: Vec<_> = reports
         .into_iter()
         .map(|report| {
@@ -308,6 +357,7 @@ async fn exits<S: LeaseStore>(
                     "origin": (!origin.is_empty()).then_some(origin), "until": at(*until),
                 })).collect::<Vec<_>>(),
                 "leases_served": report.served,
+                "tunnels_open_here": tunnels.get(&report.exit_name).copied().unwrap_or(0),
                 "outcomes_last_hour": outcomes,
                 "success_rate": success_rate,
                 "latency_p50_ms": percentile(&latencies, 50),

@@ -20,6 +20,12 @@ impl BrokerToken {
         (token.chars().count() >= MIN_TOKEN_CHARS).then_some(Self(token))
     }
 
+    /// Whether `presented` (a proxy password) is the token. Only a difference in length
+    /// returns early.
+    pub fn matches(&self, presented: &str) -> bool {
+        bool::from(self.0.as_bytes().ct_eq(presented.as_bytes()))
+    }
+
     /// Whether the request's `Authorization: Bearer …` carries the token. Only a difference in
     /// length returns early.
     pub fn admits(&self, headers: &HeaderMap) -> bool {
@@ -60,6 +66,9 @@ mod tests {
         assert!(!with("Basic 0123456789abcdef"));
         assert!(!with("Bearer"));
         assert!(!token.admits(&HeaderMap::new()));
+        assert!(token.matches("0123456789abcdef"));
+        assert!(!token.matches("0123456789abcdeF"));
+        assert!(!token.matches(""));
         assert_eq!(format!("{token:?}"), "BrokerToken(***)");
     }
 }

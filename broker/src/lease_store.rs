@@ -92,6 +92,17 @@ pub trait LeaseStore: Clone + Send + Sync + 'static {
         keep_ms: i64,
         batch: i64,
     ) -> impl Future<Output = Result<u64, StoreFailure>> + Send;
+    /// Which of `leases` (id, fence) are live now, in order: the proxy closes the tunnels of
+    /// the others.
+    fn live(
+        &self,
+        leases: &[(String, i64)],
+    ) -> impl Future<Output = Result<Vec<bool>, StoreFailure>> + Send;
+    /// The live lease (id, fence) of `task`, of any class, if it holds one.
+    fn task_lease(
+        &self,
+        task: &str,
+    ) -> impl Future<Output = Result<Option<(String, i64)>, StoreFailure>> + Send;
 }
 
 #[cfg(test)]

@@ -11,6 +11,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+use crate::tunnel_metrics::TunnelMetrics;
+
 type Labels = Vec<(String, String)>;
 
 /// The instance's metrics.
@@ -39,6 +41,7 @@ pub struct Metrics {
     outage_seconds: Counter<f64, AtomicU64>,
     granted_in_outage: Counter,
     reserved: Gauge,
+    tunnels: TunnelMetrics,
 }
 
 impl Metrics {
@@ -71,6 +74,7 @@ impl Metrics {
             outage_seconds: Counter::default(),
             granted_in_outage: Counter::default(),
             reserved: Gauge::default(),
+            tunnels: TunnelMetrics::default(),
         };
         registry.register(
             "leases_granted",
@@ -179,10 +183,16 @@ impl Metrics {
             "Units this instance holds in reserve for an outage",
             metrics.reserved.clone(),
         );
+        metrics.tunnels.register(&mut registry);
         Self {
             registry,
             ..metrics
         }
+    }
+
+    /// The forward proxy's metrics.
+    pub fn tunnels(&self) -> &TunnelMetrics {
+        &self.tunnels
     }
 
     /// An outage began (`true`), or one of `length` ended.

@@ -1,10 +1,11 @@
-//! What a worker's reported outcome does to the exit it used (issue text: scrapy-rotating-proxies
-//! #71 — a gateway's user:pass variants are not one proxy, so one ban must not kill them all):
+//! What a worker's reported outcome does to the exit it used (a gateway's user:pass variants are
+//! not one proxy, so one ban must not kill them all):
 //! - `ok`: a success; the exit's failure streak ends, its expired bans are forgotten;
 //! - `403`, `429`, `captcha`: the origin refused the exit: a gateway's session id is retired
 //!   (never the whole gateway), a plain exit is banned for that origin;
 //! - `timeout`, `error`: the exit failed; a streak of them bans the whole exit;
-//! - any other HTTP status (`100`–`599`): reported, nothing follows.
+//! - `closed` (the forward proxy saw a tunnel end with nothing to judge it by) and any other
+//!   HTTP status (`100`–`599`): reported, nothing follows.
 //!
 //! Bans last `ban-ttl`, doubled for each earlier ban of the same pair, times a jitter drawn
 //! between 1 and 1.25 so repeat offenders do not all come back at once.
@@ -19,7 +20,7 @@ const MAX_OUTCOME: usize = 32;
 
 /// Why an outcome was not accepted.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("outcome must be ok, captcha, timeout, error or an HTTP status (100-599)")]
+#[error("outcome must be ok, captcha, timeout, error, closed or an HTTP status (100-599)")]
 pub struct BadOutcome;
 
 /// The effect of `outcome` under a ban length of `ban_ttl` and a failure streak of `streak`.
@@ -41,6 +42,8 @@ pub fn effect(outcome: &str, ban_ttl: Duration, streak: u32) -> Result<Effect, B
             backoff: backoff(),
             streak,
         },
+        // The proxy saw the tunnel end with nothing to judge it by.
+        "closed" => Effect::Neutral,
         status => match status.parse::<u16>() {
             Ok(100..=599) if status.len() == 3 => Effect::Neutral,
             _ => return Err(BadOutcome),
@@ -68,6 +71,7 @@ mod tests {
             Ok(Effect::Failed { streak: 3, .. })
         ));
         assert_eq!(effect("503", hour, 3), Ok(Effect::Neutral));
+        assert_eq!(effect("closed", hour, 3), Ok(Effect::Neutral));
         for bad in [
             "",
             "OK",

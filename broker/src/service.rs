@@ -372,6 +372,16 @@ impl<S: LeaseStore> Broker<S> {
         &self.leases
     }
 
+    /// The exit a granted lease goes out through: its unit's, carrying the lease's gateway
+    /// session id. `None` for a unit no exits file names.
+    pub fn exit_of(&self, granted: &Granted) -> Option<Exit> {
+        let mut exit = self.pool().exit(&granted.unit)?.clone();
+        if let (Some(session), Some(id)) = (exit.session.as_mut(), &granted.session) {
+            session.id.clone_from(id);
+        }
+        Some(exit)
+    }
+
     fn pool(&self) -> Arc<Pool> {
         self.pool.read().map_or_else(
             |poisoned| poisoned.into_inner().clone(),
@@ -1034,6 +1044,39 @@ impl<S: LeaseStore> Broker<S> {
             });
         }
         Ok(Ended::Released(released))
+    }
+
+    /// Ends `task`'s live lease with the worker's outcome (what the broker cannot see inside
+    /// TLS: a `403`, a captcha): bans and retirements follow as for a release, and the
+    /// forward proxy closes the lease's tunnels. `None` when the task holds no live lease.
+    ///
+    /// # Errors
+    /// A bad outcome or task, a refusal (it ended meanwhile), or a store failure.
+    pub async fn report_task(
+        &self,
+        task: &str,
+        outcome: &str,
+        latency_ms: Option<i64>,
+    ) -> Result<Option<Ended>, BrokerError> {
+        policy::effect(outcome, self.config.ban_ttl, self.config.error_streak)?;
+        if task.is_empty() || task.len() > MAX_NAME || task.chars().any(char::is_control) {
+            return Err(BrokerError::BadRequest(
+                "task is empty, too long or has control characters".to_owned(),
+            ));
+        }
+        let found = self
+            .ask_store(self.leases.task_lease(task))
+            .await
+            .map_err(|error| {
+                self.metrics.store_error();
+                BrokerError::from(error)
+            })?;
+        let Some((lease_id, fence)) = found else {
+            return Ok(None);
+        };
+        self.release(&lease_id, fence, outcome, latency_ms)
+            .await
+            .map(Some)
     }
 
     fn ttl(&self, ttl_ms: Option<u64>) -> Result<Duration, BrokerError> {

@@ -191,4 +191,12 @@ impl LeaseStore for SqlLeases {
     async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {
         Ok(self.store.broker_prune(keep_ms, batch).await?)
     }
+
+    async fn live(&self, leases: &[(String, i64)]) -> Result<Vec<bool>, StoreFailure> {
+        Ok(self.store.broker_live(leases).await?)
+    }
+
+    async fn task_lease(&self, task: &str) -> Result<Option<(String, i64)>, StoreFailure> {
+        Ok(self.store.broker_task_lease(task).await?)
+    }
 }

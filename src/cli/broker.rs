@@ -14,6 +14,7 @@ use anyhow::{bail, Context};
 use exitvoice_broker::auth::{BrokerToken, MIN_TOKEN_CHARS};
 use exitvoice_broker::lease_store::LeaseStore;
 use exitvoice_broker::pool::Pool;
+use exitvoice_broker::proxy::{Proxy, ProxySettings};
 use exitvoice_broker::redis_leases::{Epochs, RedisLeases, RedisUrl};
 use exitvoice_broker::service::{Broker, BrokerConfig};
 use exitvoice_broker::sql_leases::SqlLeases;
@@ -138,6 +139,28 @@ pub struct Args {
     /// whose labels have none, for leases that ask for one. A replaced file is read again.
     #[arg(long, value_name = "FILE")]
     geoip: Vec<std::path::PathBuf>,
+    /// Also serve a forward proxy here (repeat for several): HTTP `CONNECT`, absolute-form
+    /// `http://` and SOCKS5 on one port, TLS to the proxy with the API's `--cert/--key` or
+    /// `--tls`. The proxy user name is the lease request (`class-identity-task-t1`, see the
+    /// README), the password the broker token. `ADDR=USER` also leases USER for clients that
+    /// send no credentials (a browser), on loopback only. Off loopback it needs
+    /// `--broker-token`.
+    #[arg(long, value_name = "ADDR[=USER]", value_parser = exitvoice_broker::proxy::parse_listen)]
+    proxy_listen: Vec<(SocketAddr, Option<exitvoice_broker::proxy::username::Asked>)>,
+    /// How long a task's lease outlives its last proxy tunnel: a tunnel of the task within it
+    /// rides the same lease (same exit, same gateway session).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    task_idle: Duration,
+    /// A proxy tunnel that moves no byte for this long is closed (and stops holding its lease).
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    tunnel_idle: Duration,
+    /// How long a proxy request waits for a free exit when its user name names no `wait`.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    proxy_wait: Duration,
+    /// The longest a proxy client may take to send its request (TLS to the proxy included):
+    /// a slower one is closed, nothing leased.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    proxy_handshake: Duration,
 }
 
 /// Runs `exitvoice broker` until interrupted.
@@ -160,6 +183,13 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
              --broker-token: workers' leases carry proxy credentials",
             args.listen
         );
+    }
+    if let Some((address, _)) = args
+        .proxy_listen
+        .iter()
+        .find(|(address, _)| !address.ip().is_loopback() && token.is_none())
+    {
+        bail!("--proxy-listen {address}: a non-loopback address needs --broker-token, the proxy's password");
     }
     let bytes =
         std::fs::read(&args.exits).with_context(|| format!("reading {}", args.exits.display()))?;
@@ -211,6 +241,34 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     let exits = file.exits.len();
     let pool = Pool::new(file.exits);
+    let mut proxies = Vec::new();
+    for (address, fixed) in &args.proxy_listen {
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("--proxy-listen {address}"))?;
+        println!(
+            "exitvoice broker: forward proxy on {}{}",
+            listener.local_addr()?,
+            if fixed.is_some() {
+                " (a fixed lease without credentials)"
+            } else {
+                ""
+            }
+        );
+        proxies.push((listener, fixed.clone()));
+    }
+    let front = Front {
+        token,
+        tls: tls.clone(),
+        proxies,
+        settings: ProxySettings {
+            task_idle: args.task_idle,
+            tunnel_idle: args.tunnel_idle,
+            wait: args.proxy_wait,
+            handshake: args.proxy_handshake,
+            ..ProxySettings::default()
+        },
+    };
     let (router, refresher) = match &args.store {
         Some(state) if RedisUrl::names_redis(state.as_str()) => {
             let url: RedisUrl = state.as_str().parse().context("--store")?;
@@ -227,17 +285,17 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             let leases = RedisLeases::connect(&url, ca, &args.redis_pool, epochs)
                 .await
                 .with_context(|| format!("connecting to {url}"))?;
-            start(leases, store, pool, config, token, &args.exits).await?
+            start(leases, store, pool, config, front, &args.exits).await?
         }
         Some(state) => {
             let state: exitvoice_store::Database = state.as_str().parse().context("--store")?;
             let leases = super::database::open(&state).await?;
             let leases = SqlLeases::open(leases, config.longest_told_ttl()).await?;
-            start(leases, store, pool, config, token, &args.exits).await?
+            start(leases, store, pool, config, front, &args.exits).await?
         }
         None => {
             let leases = SqlLeases::open(store.clone(), config.longest_told_ttl()).await?;
-            start(leases, store, pool, config, token, &args.exits).await?
+            start(leases, store, pool, config, front, &args.exits).await?
         }
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -272,7 +330,7 @@ async fn start<S: LeaseStore>(
     store: Store,
     pool: Pool,
     config: BrokerConfig,
-    token: Option<BrokerToken>,
+    front: Front,
     exits: &Path,
 ) -> anyhow::Result<(axum::Router, tokio::task::JoinHandle<()>)> {
     let durability = leases.durability().await;
@@ -305,7 +363,32 @@ async fn start<S: LeaseStore>(
             }
         }
     });
-    Ok((exitvoice_broker::api::router(broker, token), refresher))
+    if !front.proxies.is_empty() {
+        let proxy = Proxy::start(
+            broker.clone(),
+            front.token.clone(),
+            front.tls,
+            front.settings,
+        );
+        for (listener, fixed) in front.proxies {
+            tokio::spawn(proxy.clone().serve(listener, fixed));
+        }
+    }
+    Ok((
+        exitvoice_broker::api::router(broker, front.token),
+        refresher,
+    ))
+}
+
+/// What the broker serves its clients with: the token, TLS, and the proxy's listeners.
+struct Front {
+    token: Option<BrokerToken>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    proxies: Vec<(
+        tokio::net::TcpListener,
+        Option<exitvoice_broker::proxy::username::Asked>,
+    )>,
+    settings: ProxySettings,
 }
 
 /// Reads `exits` again into `broker` (SIGHUP). A file that does not read or parse, or names

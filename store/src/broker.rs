@@ -25,6 +25,7 @@ mod batched_grant;
 mod batched_release;
 mod epochs;
 mod lineage_turn;
+mod liveness;
 mod one_statement;
 
 pub(crate) use batched_grant::GrantQueue;

@@ -9,13 +9,18 @@ use std::process::{Child, Command, Stdio};
 pub struct Broker {
     /// `http://127.0.0.1:<port>`.
     pub url: String,
+    /// Its forward proxies' addresses (`--proxy-listen`), in the order given.
+    pub proxies: Vec<std::net::SocketAddr>,
     child: Child,
+    /// Its stderr (the log).
+    log: tempfile::NamedTempFile,
 }
 
 impl Broker {
     /// Starts a broker on `exits` and `database` (a path or a URL) with `token` and `extra` flags,
     /// and waits for its address.
     pub fn start(exits: &Path, database: &str, token: &str, extra: &[&str]) -> Self {
+        let log = tempfile::NamedTempFile::new().expect("a log file");
         let mut child = Command::new(env!("CARGO_BIN_EXE_exitvoice"))
             .args(["broker", "--listen", "127.0.0.1:0"])
             .args(extra)
@@ -24,14 +29,21 @@ impl Broker {
             .env("EXITVOICE_DATABASE_URL", database)
             .env("EXITVOICE_BROKER_TOKEN", token)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log.reopen().expect("the log file"))
             .spawn()
             .expect("spawn exitvoice broker");
         let stdout = child.stdout.take().expect("stdout");
-        // The certificate's pin comes first with TLS, then the address.
+        // The certificate's pin and the proxies' addresses come first, then the API's.
+        let mut proxies = Vec::new();
         let line = std::io::BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)
+            .inspect(|line| {
+                if let Some(rest) = line.split("forward proxy on ").nth(1) {
+                    let address = rest.split_whitespace().next().unwrap_or_default();
+                    proxies.push(address.parse().expect("a proxy address"));
+                }
+            })
             .find(|line| line.contains("listening on "))
             .unwrap_or_default();
         let url = line
@@ -40,7 +52,17 @@ impl Broker {
             .and_then(|rest| rest.strip_suffix("/v1/leases"))
             .unwrap_or_else(|| panic!("the broker said no address"))
             .to_owned();
-        Self { url, child }
+        Self {
+            url,
+            proxies,
+            child,
+            log,
+        }
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
     /// Sends it SIGHUP: it reads its exits file again.

@@ -583,6 +583,67 @@ on_every_store! {
         );
     }
 
+    async fn liveness_is_asked_in_one_call_and_a_task_finds_its_lease(store: Store) {
+        store
+            .sync_units(
+                &[
+                    unit("a", Some(LeaseClass::Identity)),
+                    unit("b", Some(LeaseClass::Identity)),
+                    unit("c", Some(LeaseClass::Identity)),
+                ],
+                true,
+            )
+            .await
+            .unwrap();
+        let tasked = take(
+            &store,
+            &Acquire {
+                task: Some("t"),
+                ..ask("l1", LeaseClass::Anonymous, None)
+            },
+        )
+        .await
+        .unwrap();
+        let plain = take(&store, &ask("l2", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        let short = take(
+            &store,
+            &Acquire {
+                ttl_ms: 50,
+                ..ask("l3", LeaseClass::Identity, None)
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            store.task_lease("t").await.unwrap(),
+            Some(("l1".to_owned(), tasked.fence))
+        );
+        assert_eq!(store.task_lease("other").await.unwrap(), None);
+        end(&store, "l2", plain.fence, "ok", None, Effect::Success)
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+        let asked = [
+            ("l1".to_owned(), tasked.fence),
+            ("l1".to_owned(), tasked.fence + 9),
+            ("l2".to_owned(), plain.fence),
+            ("l3".to_owned(), short.fence),
+            ("nope".to_owned(), 1),
+        ];
+        assert_eq!(
+            store.live(&asked).await.unwrap(),
+            [true, false, false, false, false],
+            "live: its own fence, not released, not expired, known"
+        );
+        end(&store, "l1", tasked.fence, "403", None, Effect::Neutral)
+            .await
+            .unwrap();
+        assert_eq!(store.task_lease("t").await.unwrap(), None);
+        assert_eq!(store.live(&asked[..1]).await.unwrap(), [false]);
+    }
+
     async fn an_egress_is_remembered_per_task_and_shared_ones_are_told(store: Store) {
         let units = [
             unit("a", Some(LeaseClass::Identity)),

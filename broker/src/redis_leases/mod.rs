@@ -62,10 +62,12 @@ enum Step {
     Rebase,
     Status,
     Now,
+    Live,
+    Task,
 }
 
 impl Step {
-    const ALL: [Self; 12] = [
+    const ALL: [Self; 14] = [
         Self::Acquire,
         Self::Renew,
         Self::Release,
@@ -78,6 +80,8 @@ impl Step {
         Self::Rebase,
         Self::Status,
         Self::Now,
+        Self::Live,
+        Self::Task,
     ];
 
     fn name(self) -> &'static str {
@@ -94,6 +98,8 @@ impl Step {
             Self::Rebase => "rebase",
             Self::Status => "status",
             Self::Now => "now",
+            Self::Live => "live",
+            Self::Task => "task",
         }
     }
 
@@ -111,6 +117,8 @@ impl Step {
             Self::Rebase => include_str!("rebase.lua"),
             Self::Status => include_str!("status.lua"),
             Self::Now => include_str!("now.lua"),
+            Self::Live => include_str!("live.lua"),
+            Self::Task => include_str!("task.lua"),
         }
     }
 }
@@ -155,6 +163,9 @@ impl Library {
 fn not_loaded(error: &redis::RedisError) -> bool {
     error.to_string().contains("Function not found")
 }
+
+/// Leases one liveness call asks about at most: one script runs for a bounded time.
+const LIVE_CHUNK: usize = 500;
 
 /// The broker's state in one Redis (or one slot of a Redis Cluster).
 #[derive(Clone)]
@@ -627,6 +638,34 @@ impl LeaseStore for RedisLeases {
     async fn prune(&self, keep_ms: i64, batch: i64) -> Result<u64, StoreFailure> {
         let args = [keep_ms.to_string(), batch.max(0).to_string()];
         self.run(Step::Prune, &args).await
+    }
+
+    async fn live(&self, leases: &[(String, i64)]) -> Result<Vec<bool>, StoreFailure> {
+        let mut live = Vec::with_capacity(leases.len());
+        for chunk in leases.chunks(LIVE_CHUNK) {
+            let args: Vec<String> = chunk
+                .iter()
+                .flat_map(|(id, fence)| [id.clone(), fence.to_string()])
+                .collect();
+            let answer: Vec<i64> = self.run(Step::Live, &args).await?;
+            if answer.len() != chunk.len() {
+                return Err(shape("a liveness check"));
+            }
+            live.extend(answer.into_iter().map(|one| one == 1));
+        }
+        Ok(live)
+    }
+
+    async fn task_lease(&self, task: &str) -> Result<Option<(String, i64)>, StoreFailure> {
+        let answer: Vec<Value> = self.run(Step::Task, &[task.to_owned()]).await?;
+        match answer.as_slice() {
+            [] => Ok(None),
+            [id, fence] => Ok(Some((
+                text(id).ok_or_else(|| shape("a task's lease"))?,
+                int(fence).ok_or_else(|| shape("a task's lease"))?,
+            ))),
+            _ => Err(shape("a task's lease")),
+        }
     }
 }
 
