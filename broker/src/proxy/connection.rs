@@ -97,7 +97,9 @@ pub(super) async fn serve<S: LeaseStore>(
             } else {
                 "error"
             };
-            return proxy.holdings.fail(ticket, outcome).await;
+            // A task's lease stays: one refused tunnel (a browser's fetch of a host the exit
+            // will not reach) must not end the task's other tunnels.
+            return proxy.holdings.close(ticket, outcome).await;
         }
     };
     let early = match &request.spoke {

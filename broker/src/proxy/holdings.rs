@@ -249,15 +249,6 @@ impl<S: LeaseStore> Holdings<S> {
         }
     }
 
-    /// Ends the lease at once with `outcome` (the exit failed the tunnel): its other tunnels
-    /// here close, and the task's next tunnel gets a new lease.
-    pub async fn fail(&self, ticket: Ticket, outcome: &str) {
-        let riding = ticket.riding;
-        self.forget(&riding.lease_id);
-        riding.end(EndedBy::NotLive);
-        self.release(&riding, outcome).await;
-    }
-
     /// Releases `riding`'s lease with `outcome`; a refusal means it had ended already.
     async fn release(&self, riding: &Riding, outcome: &str) {
         match self
