@@ -190,17 +190,6 @@ fn the_naive_control_collides(runtime: &tokio::runtime::Runtime, origin: &suppor
     );
 }
 
-/// The worker the README shows is the one this test runs.
-#[test]
-fn the_readme_shows_the_tested_worker() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let worker = std::fs::read_to_string(root().join("broker/examples/worker.py")).unwrap();
-    assert!(
-        readme.contains(&format!("```python\n{worker}```")),
-        "README.md's worker differs from broker/examples/worker.py"
-    );
-}
-
 /// The same proof with the brokers' state in Redis (their labels still in PostgreSQL).
 #[test]
 fn three_brokers_on_redis_no_exit_ever_has_two_holders() {
