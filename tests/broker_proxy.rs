@@ -165,6 +165,36 @@ impl World {
         })
     }
 
+    /// A plain-http origin that answers each request with its own head, as received.
+    fn http_origin(&self) -> u16 {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        self.runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            tokio::spawn(async move {
+                while let Ok((mut socket, _)) = listener.accept().await {
+                    tokio::spawn(async move {
+                        let mut head = Vec::new();
+                        let mut byte = [0; 1];
+                        while !head.ends_with(b"\r\n\r\n") {
+                            if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                                return;
+                            }
+                            head.push(byte[0]);
+                        }
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            head.len()
+                        );
+                        let _ = socket.write_all(answer.as_bytes()).await;
+                        let _ = socket.write_all(&head).await;
+                    });
+                }
+            });
+            port
+        })
+    }
+
     /// A TCP echo target on loopback (what comes in goes back), served on the world's runtime.
     fn tcp_echo(&self) -> u16 {
         self.runtime.block_on(async {
@@ -534,7 +564,13 @@ fn no_tunnel_outlives_its_lease_or_its_idle_limit_and_bytes_pass_untouched() {
 
     // The task's outcome ends its lease: the tunnel is closed within a second.
     let reported = Instant::now();
-    assert_eq!(world.report("bytes", "403"), "200");
+    let (code, answer) = support::broker::lease(
+        &world.broker.url,
+        TOKEN,
+        &["report", "bytes", "--outcome", "403"],
+    );
+    assert_eq!(code, 0, "exitvoice lease report: {answer}");
+    assert_eq!(answer["released"], true);
     let closed = closed_within(&mut stream, Duration::from_secs(3)).expect("closed");
     assert!(
         closed < Duration::from_secs(1),
@@ -579,4 +615,42 @@ fn no_tunnel_outlives_its_lease_or_its_idle_limit_and_bytes_pass_untouched() {
             "{reason}: {metrics}"
         );
     }
+}
+
+#[test]
+fn tls_to_the_proxy_and_plain_http_origins() {
+    let world = World::start(&["--tls"]);
+    let url = world.echo_url("/api/all");
+    let exit = format!("http://exit-0:{PASSWORD}@{}", world.sim.http);
+    let direct = voice(&curl_echo(&url, &["-x", &exit]));
+    let proxy = world.proxy();
+    let through = curl_echo(
+        &url,
+        &[
+            "--proxy-insecure",
+            "-x",
+            &format!(
+                "https://class-anonymous-task-tls:{TOKEN}@127.0.0.1:{}",
+                proxy.port()
+            ),
+        ],
+    );
+    assert_eq!(voice(&through), direct, "curl through TLS to the proxy");
+
+    // Absolute-form: the origin gets the request in origin-form, without the proxy's fields.
+    let origin = world.http_origin();
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-x"])
+        .arg(format!("http://class-stateless:{TOKEN}@{proxy}"))
+        .arg(format!("http://127.0.0.1:{origin}/a/b?c=1"))
+        .output()
+        .unwrap();
+    let seen = String::from_utf8_lossy(&out.stdout);
+    assert!(seen.starts_with("GET /a/b?c=1 HTTP/1.1\r\n"), "{seen}");
+    assert!(
+        seen.contains(&format!("Host: 127.0.0.1:{origin}")),
+        "{seen}"
+    );
+    assert!(!seen.to_ascii_lowercase().contains("proxy-"), "{seen}");
+    assert!(!seen.contains(TOKEN), "{seen}");
 }

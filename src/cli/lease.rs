@@ -97,6 +97,18 @@ enum LeaseCommand {
         #[arg(long)]
         latency_ms: Option<u64>,
     },
+    /// Report a task's outcome (a task the forward proxy serves): ends the task's lease with it,
+    /// and closes its tunnels.
+    Report {
+        /// The task (the `task-…` of the proxy user name).
+        task: String,
+        /// What the work got: `ok`, an HTTP status, `captcha`, `timeout`, `error`.
+        #[arg(long)]
+        outcome: String,
+        /// How long it took, ms.
+        #[arg(long)]
+        latency_ms: Option<u64>,
+    },
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -145,6 +157,15 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             (Method::DELETE, path, None)
         }
+        LeaseCommand::Report {
+            task,
+            outcome,
+            latency_ms,
+        } => (
+            Method::POST,
+            format!("/v1/tasks/{}/outcome", encode(task)),
+            Some(json!({ "outcome": outcome, "latency_ms": latency_ms })),
+        ),
     };
     let (status, answer) = call(&args, method, &path, body).await?;
     println!("{answer}");
