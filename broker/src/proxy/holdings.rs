@@ -162,28 +162,29 @@ impl<S: LeaseStore> Holdings<S> {
             BrokerError::Internal(format!("unit {} is not in the exits file", lease.exit))
         })?;
         let expires = asked + Duration::from_millis(lease.ttl_ms.max(0).unsigned_abs());
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let entry = held
-            .entry(lease.granted.lease_id.clone())
-            .or_insert_with(|| Held {
-                riding: Arc::new(Riding {
-                    lease_id: lease.granted.lease_id.clone(),
-                    fence: lease.granted.fence,
-                    exit,
-                    unit: lease.exit.clone(),
-                    class: request.class.clone(),
-                    task: request.task.clone(),
-                    ended: CancellationToken::new(),
-                    ended_by: Mutex::new(None),
-                }),
-                tunnels: 0,
-                expires,
-                ttl,
-            });
-        entry.tunnels += 1;
-        entry.expires = entry.expires.max(expires);
-        let riding = entry.riding.clone();
-        drop(held);
+        let riding = {
+            let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+            let entry = held
+                .entry(lease.granted.lease_id.clone())
+                .or_insert_with(|| Held {
+                    riding: Arc::new(Riding {
+                        lease_id: lease.granted.lease_id.clone(),
+                        fence: lease.granted.fence,
+                        exit,
+                        unit: lease.exit.clone(),
+                        class: request.class.clone(),
+                        task: request.task.clone(),
+                        ended: CancellationToken::new(),
+                        ended_by: Mutex::new(None),
+                    }),
+                    tunnels: 0,
+                    expires,
+                    ttl,
+                });
+            entry.tunnels += 1;
+            entry.expires = entry.expires.max(expires);
+            entry.riding.clone()
+        };
         if let Some(task) = &request.task {
             self.tasks
                 .lock()
@@ -192,6 +193,11 @@ impl<S: LeaseStore> Holdings<S> {
                     (task.clone(), request.class.clone()),
                     riding.lease_id.clone(),
                 );
+        }
+        // A task's live lease from the store may have little time left (the instance that
+        // renewed it let it go): renewed now rather than at the next check.
+        if lease.granted.sticky && expires.saturating_duration_since(Instant::now()) < ttl / 2 {
+            self.renew(&riding, ttl).await;
         }
         Ok(Ticket {
             riding,
