@@ -15,6 +15,8 @@
 #     (aioquic: the independent QUIC/HTTP/3 client of tests/echo_quic.rs), and mmdb-writer (the
 #     geo tests' MaxMind DB files, written at test time);
 #   - .tools/venv-mitm: mitmproxy (11.x on Python 3.11), kept apart from the test venv;
+#   - .tools/venv-scrapy: Scrapy (a crawler whose downloader pools CONNECT tunnels: the broker's
+#     proxy tests), kept apart so that its dependencies move no pin of the test venv;
 #   - .tools/certs/: a test CA and a leaf certificate for echo.exitvoice.test (made once);
 #   - the Firefox enterprise policy that trusts that CA (merged into any existing policy);
 #   - the /etc/hosts line `127.0.0.1 echo.exitvoice.test`;
@@ -110,6 +112,15 @@ if [ ! -x "$MVENV/bin/mitmdump" ] || pinned_missing "$MVENV" "$MITM_PIN"; then
   say "installing $MITM_PIN into $MVENV"
   [ -x "$MVENV/bin/python" ] || "$PY" -m venv "$MVENV"
   "$MVENV/bin/pip" install -q "$MITM_PIN"
+fi
+
+# --- Scrapy in its own venv (the broker's proxy tests) ------------------------------------------
+SVENV=.tools/venv-scrapy
+SCRAPY_PIN=Scrapy==2.19.0
+if [ ! -x "$SVENV/bin/scrapy" ] || pinned_missing "$SVENV" "$SCRAPY_PIN"; then
+  say "installing $SCRAPY_PIN into $SVENV"
+  [ -x "$SVENV/bin/python" ] || "$PY" -m venv "$SVENV"
+  "$SVENV/bin/pip" install -q "$SCRAPY_PIN"
 fi
 
 # --- test CA + leaf certificate (made once) ------------------------------------------------------

@@ -63,7 +63,7 @@ impl TunnelMetrics {
         );
         registry.register(
             "tunnels_closed",
-            "Proxy tunnels closed, by reason (client, exit, reset, idle, lease_ended, \
+            "Proxy tunnels closed, by reason (client, exit, reset, idle, lease_ended, lease_ran_out, \
              lease_refused, store_lost)",
             self.closed.clone(),
         );

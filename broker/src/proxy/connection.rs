@@ -141,7 +141,15 @@ async fn relay_through<S: LeaseStore>(
         read_at.elapsed().as_secs_f64(),
     );
     let idle = proxy.settings.tunnel_idle;
-    let carried = relay::relay(client, upstream, early, idle, &riding.ended).await;
+    let carried = relay::relay(
+        client,
+        upstream,
+        early,
+        idle,
+        &riding.ended,
+        &riding.deadline,
+    )
+    .await;
     let reason = match (carried.closed, riding.ended_by()) {
         (Closed::LeaseEnded, Some(by)) => by.as_str(),
         (closed, _) => closed.as_str(),

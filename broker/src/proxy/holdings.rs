@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use exitvoice_exits::Exit;
 use tokio_util::sync::CancellationToken;
 
+use super::deadline::Deadline;
 use crate::lease_store::LeaseStore;
 use crate::reserve::Reserve;
 use crate::service::{Broker, BrokerError, Ended, LeaseRequest};
@@ -71,6 +72,8 @@ pub struct Riding {
     pub task: Option<String>,
     /// Cancelled when the lease ends: every tunnel on it closes.
     pub ended: CancellationToken,
+    /// When its tunnels stop writing to the exit unless a renewal moves it on.
+    pub deadline: Arc<Deadline>,
     /// Why it ended, once it has.
     ended_by: Mutex<Option<EndedBy>>,
 }
@@ -175,6 +178,7 @@ impl<S: LeaseStore> Holdings<S> {
                         class: request.class.clone(),
                         task: request.task.clone(),
                         ended: CancellationToken::new(),
+                        deadline: Arc::new(Deadline::new(expires)),
                         ended_by: Mutex::new(None),
                     }),
                     tunnels: 0,
@@ -183,6 +187,7 @@ impl<S: LeaseStore> Holdings<S> {
                 });
             entry.tunnels += 1;
             entry.expires = entry.expires.max(expires);
+            entry.riding.deadline.set(entry.expires);
             entry.riding.clone()
         };
         if let Some(task) = &request.task {
@@ -218,7 +223,10 @@ impl<S: LeaseStore> Holdings<S> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = held.get_mut(&lease_id)?;
         let left = entry.expires.saturating_duration_since(Instant::now());
-        if entry.riding.ended.is_cancelled() || left < entry.ttl / 2 {
+        if entry.riding.ended.is_cancelled()
+            || entry.riding.deadline.passed()
+            || left < entry.ttl / 2
+        {
             return None;
         }
         entry.tunnels += 1;
@@ -280,6 +288,7 @@ impl<S: LeaseStore> Holdings<S> {
                 let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
                 if let Some(entry) = held.get_mut(&riding.lease_id) {
                     entry.expires = asked + Duration::from_millis(ttl_ms.max(0).unsigned_abs());
+                    riding.deadline.set(entry.expires);
                 }
             }
             Err(BrokerError::Refused(_)) => {
@@ -335,7 +344,7 @@ impl<S: LeaseStore> Holdings<S> {
             let mut lapsed = Vec::new();
             for entry in held.values() {
                 let riding = &entry.riding;
-                if entry.expires <= now {
+                if riding.deadline.at() <= now {
                     lapsed.push((riding.clone(), entry.tunnels > 0));
                     continue;
                 }

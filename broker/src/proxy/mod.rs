@@ -13,12 +13,14 @@
 //! - [`http_head`]: the HTTP proxy request's head;
 //! - [`client`]: the client's stream while the handshake is read;
 //! - [`socks5`]: the SOCKS5 server handshake;
+//! - [`deadline`]: the moment a lease's tunnels stop writing to the exit, by this clock;
 //! - [`relay`]: the bytes both ways, until a side closes, idles or the lease ends;
 //! - [`holdings`]: the leases the tunnels ride, checked and renewed, ended with them;
 //! - `connection`: one client connection, from the first byte to the last.
 
 pub mod client;
 mod connection;
+pub mod deadline;
 pub mod holdings;
 pub mod http_head;
 pub mod relay;

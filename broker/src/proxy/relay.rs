@@ -12,6 +12,8 @@ use exitvoice_exits::dial::Tunnel;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
+use super::deadline::Deadline;
+
 /// Bytes buffered per direction.
 const BUFFER: usize = 8 * 1024;
 
@@ -28,6 +30,8 @@ pub enum Closed {
     Idle,
     /// Its lease ended.
     LeaseEnded,
+    /// Its lease's deadline passed by this instance's clock, renewed or not.
+    RanOut,
 }
 
 impl Closed {
@@ -39,6 +43,7 @@ impl Closed {
             Self::Reset => "reset",
             Self::Idle => "idle",
             Self::LeaseEnded => "lease_ended",
+            Self::RanOut => "lease_ran_out",
         }
     }
 }
@@ -85,6 +90,8 @@ struct Counted {
     traffic: Arc<Traffic>,
     /// Reads count toward `up` (the client's side) or `down` (the exit's).
     client: bool,
+    /// Past it, nothing more is written to the exit.
+    deadline: Arc<Deadline>,
 }
 
 impl AsyncRead for Counted {
@@ -118,6 +125,12 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if !self.client && self.deadline.passed() {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the lease ran out",
+            )));
+        }
         Pin::new(&mut self.stream).poll_write(cx, buf)
     }
 
@@ -131,13 +144,15 @@ impl AsyncWrite for Counted {
 }
 
 /// Copies `client` ↔ `exit` (after sending `early`, the client's bytes read with its
-/// handshake, to the exit) until one of the ends in [`Closed`].
+/// handshake, to the exit) until one of the ends in [`Closed`]; nothing is written to the exit
+/// once `deadline` has passed.
 pub async fn relay(
     client: Box<dyn Tunnel>,
     exit: Box<dyn Tunnel>,
     early: &[u8],
     idle: Duration,
     ended: &CancellationToken,
+    deadline: &Arc<Deadline>,
 ) -> Carried {
     let traffic = Arc::new(Traffic {
         started: Instant::now(),
@@ -151,22 +166,26 @@ pub async fn relay(
         stream: client,
         traffic: traffic.clone(),
         client: true,
+        deadline: deadline.clone(),
     };
     let mut exit = Counted {
         stream: exit,
         traffic: traffic.clone(),
         client: false,
+        deadline: deadline.clone(),
     };
     let closed = tokio::select! {
         biased;
         () = ended.cancelled() => Closed::LeaseEnded,
+        () = deadline.passes() => Closed::RanOut,
         () = idle_out(&traffic, idle) => Closed::Idle,
         copied = async {
             if !early.is_empty() {
-                exit.stream.write_all(early).await?;
+                exit.write_all(early).await?;
             }
             tokio::io::copy_bidirectional_with_sizes(&mut client, &mut exit, BUFFER, BUFFER).await
         } => match copied {
+            Err(_) if deadline.passed() => Closed::RanOut,
             Ok(_) if traffic.exit_first.load(Ordering::Relaxed) => Closed::Exit,
             Ok(_) => Closed::Client,
             Err(_) => Closed::Reset,
@@ -187,5 +206,71 @@ async fn idle_out(traffic: &Traffic, idle: Duration) {
             return;
         }
         tokio::time::sleep_until(due.into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    /// Bytes pass until the deadline; then the tunnel closes as run out, and the exit gets
+    /// nothing written after it, however much the client still sends.
+    #[tokio::test]
+    async fn nothing_reaches_the_exit_past_the_deadline() {
+        let (client, mut client_far) = tokio::io::duplex(64 * 1024);
+        let (exit, mut exit_far) = tokio::io::duplex(64 * 1024);
+        let deadline = Arc::new(Deadline::new(
+            Instant::now() + super::super::deadline::AHEAD + Duration::from_millis(300),
+        ));
+        let ended = CancellationToken::new();
+        let relaying = tokio::spawn({
+            let deadline = deadline.clone();
+            async move {
+                relay(
+                    Box::new(client),
+                    Box::new(exit),
+                    b"early",
+                    Duration::from_secs(60),
+                    &ended,
+                    &deadline,
+                )
+                .await
+            }
+        });
+        let sender = tokio::spawn(async move {
+            // Written every 10 ms until the relay lets go.
+            while client_far.write_all(b"x").await.is_ok() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        let mut got = Vec::new();
+        let mut buf = [0; 1024];
+        let mut last_byte_at = Instant::now();
+        loop {
+            match exit_far.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    got.extend_from_slice(&buf[..n]);
+                    last_byte_at = Instant::now();
+                }
+            }
+        }
+        let carried = relaying.await.unwrap();
+        sender.abort();
+        assert_eq!(carried.closed, Closed::RanOut);
+        assert!(got.starts_with(b"early"), "{got:?}");
+        assert!(
+            got.len() > 10,
+            "bytes passed before the deadline: {}",
+            got.len()
+        );
+        // Read a moment after it was written: 5 ms of slack, while the client sends every 10.
+        assert!(
+            last_byte_at <= deadline.at() + Duration::from_millis(5),
+            "a byte reached the exit {:?} after the deadline",
+            last_byte_at - deadline.at()
+        );
     }
 }
