@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use exitvoice_exitsim::Simulator;
 use support::broker::Broker;
+use support::proxy_client::{self, basic, closed_within, connect, tunnel};
 use support::{simulated, EchoServer};
 
 const TOKEN: &str = "proxy-test-token-0123456789";
@@ -194,23 +195,6 @@ impl World {
             port
         })
     }
-
-    /// A TCP echo target on loopback (what comes in goes back), served on the world's runtime.
-    fn tcp_echo(&self) -> u16 {
-        self.runtime.block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let port = listener.local_addr().unwrap().port();
-            tokio::spawn(async move {
-                while let Ok((mut socket, _)) = listener.accept().await {
-                    tokio::spawn(async move {
-                        let (mut read, mut write) = socket.split();
-                        let _ = tokio::io::copy(&mut read, &mut write).await;
-                    });
-                }
-            });
-            port
-        })
-    }
 }
 
 /// The echo's JSON of `/api/all` fetched by curl with `args` (a proxy, or none).
@@ -287,64 +271,6 @@ fn exchange(proxy: SocketAddr, request: &[u8]) -> String {
     let mut answer = Vec::new();
     let _ = stream.read_to_end(&mut answer);
     String::from_utf8_lossy(&answer).into_owned()
-}
-
-fn basic(user: &str, password: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
-}
-
-/// A `CONNECT` to `target` with `user` and the token.
-fn connect(user: &str, target: &str) -> Vec<u8> {
-    format!(
-        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: Basic {}\r\n\r\n",
-        basic(user, TOKEN)
-    )
-    .into_bytes()
-}
-
-/// Opens a tunnel through `proxy` to `target` as `user`: the stream after `200`.
-fn tunnel(proxy: SocketAddr, user: &str, target: &str) -> TcpStream {
-    let mut stream = TcpStream::connect(proxy).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    stream.write_all(&connect(user, target)).unwrap();
-    let mut head = Vec::new();
-    let mut byte = [0; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        assert_eq!(
-            stream.read(&mut byte).unwrap(),
-            1,
-            "the proxy closed: {head:?}"
-        );
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head);
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    stream
-}
-
-/// How long until `stream` is closed by the other side (EOF or reset), at most `limit`.
-fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Duration> {
-    let started = Instant::now();
-    stream
-        .set_read_timeout(Some(Duration::from_millis(50)))
-        .unwrap();
-    let mut buf = [0; 64];
-    while started.elapsed() < limit {
-        match stream.read(&mut buf) {
-            Ok(0) => return Some(started.elapsed()),
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => return Some(started.elapsed()),
-        }
-    }
-    None
 }
 
 #[test]
@@ -454,7 +380,7 @@ fn bad_inputs_are_answered_and_lease_nothing_and_no_exit_credential_leaks() {
         ("class-anonymous-country-deu", "not two letters"),
         ("class-anonymous-wait-999999999", "wait_ms is at most"),
     ] {
-        expect(connect(user, &target), "HTTP/1.1 407", says);
+        expect(connect(user, TOKEN, &target), "HTTP/1.1 407", says);
     }
     expect(
         b"CONNECT nowhere HTTP/1.1\r\n\r\n".to_vec(),
@@ -500,7 +426,7 @@ fn bad_inputs_are_answered_and_lease_nothing_and_no_exit_credential_leaks() {
     // The exit cannot reach the target: 502 naming the class, and the lease ends.
     let (_socket, closed_port) = support::closed_port();
     let dead = format!("127.0.0.1:{closed_port}");
-    let answer = exchange(proxy, &connect("class-anonymous", &dead));
+    let answer = exchange(proxy, &connect("class-anonymous", TOKEN, &dead));
     assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
     assert!(
         answer.contains("X-Exitvoice-Exit-Error: proxy_refused"),
@@ -509,14 +435,14 @@ fn bad_inputs_are_answered_and_lease_nothing_and_no_exit_credential_leaks() {
     answers.push(answer);
 
     // Every exit held by a tunnel: the next request waits, then 503 with Retry-After.
-    let echo_port = world.tcp_echo();
+    let echo_port = proxy_client::tcp_echo(&world.runtime);
     let held: Vec<TcpStream> = (0..EXITS)
         .map(|i| {
             let user = format!("class-anonymous-task-hold{i}");
-            tunnel(proxy, &user, &format!("127.0.0.1:{echo_port}"))
+            tunnel(proxy, &user, TOKEN, &format!("127.0.0.1:{echo_port}"))
         })
         .collect();
-    let answer = exchange(proxy, &connect("class-anonymous-task-late", &target));
+    let answer = exchange(proxy, &connect("class-anonymous-task-late", TOKEN, &target));
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
     assert!(answer.contains("Retry-After: "), "{answer}");
     answers.push(answer);
@@ -544,11 +470,11 @@ fn bad_inputs_are_answered_and_lease_nothing_and_no_exit_credential_leaks() {
 fn no_tunnel_outlives_its_lease_or_its_idle_limit_and_bytes_pass_untouched() {
     let world = World::start(&["--tunnel-idle", "2s", "--task-idle", "1s"]);
     let proxy = world.proxy();
-    let echo_port = world.tcp_echo();
+    let echo_port = proxy_client::tcp_echo(&world.runtime);
     let target = format!("127.0.0.1:{echo_port}");
 
     // A megabyte of random bytes comes back as it went.
-    let mut stream = tunnel(proxy, "class-anonymous-task-bytes", &target);
+    let mut stream = tunnel(proxy, "class-anonymous-task-bytes", TOKEN, &target);
     let sent: Vec<u8> = (0..1_048_576_u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
@@ -584,7 +510,7 @@ fn no_tunnel_outlives_its_lease_or_its_idle_limit_and_bytes_pass_untouched() {
     );
 
     // A tunnel that moves nothing is closed at --tunnel-idle, and its lease ends with it.
-    let mut idle = tunnel(proxy, "class-anonymous", &target);
+    let mut idle = tunnel(proxy, "class-anonymous", TOKEN, &target);
     let opened = Instant::now();
     assert_eq!(world.live(), 1);
     let closed = closed_within(&mut idle, Duration::from_secs(5)).expect("idle closed");
@@ -596,7 +522,7 @@ fn no_tunnel_outlives_its_lease_or_its_idle_limit_and_bytes_pass_untouched() {
     // A lease without a task ends with its tunnel; a task's, --task-idle after its last one.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(world.live(), 0, "the idle tunnel's lease ended with it");
-    let task = tunnel(proxy, "class-anonymous-task-t9", &target);
+    let task = tunnel(proxy, "class-anonymous-task-t9", TOKEN, &target);
     drop(task);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(

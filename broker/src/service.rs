@@ -160,6 +160,9 @@ pub struct Lease {
     pub proxy_url: Secret,
     /// Its time to live, ms.
     pub ttl_ms: i64,
+    /// When the store call that granted it was made, by this instance's clock: its time to
+    /// live counts from no earlier (a request that waited for a free exit was granted late).
+    pub asked_at: Instant,
     /// The egress check's answer, when the request asked for one: what it saw, or why it
     /// failed (the lease stands either way).
     pub egress: Option<Result<EgressSeen, String>>,
@@ -671,7 +674,7 @@ impl<S: LeaseStore> Broker<S> {
                 .wait_for(class, request, country.as_deref(), ttl, &queue, deadline)
                 .await;
             self.metrics.waiting().dec();
-            let Some(granted) = granted? else {
+            let Some((granted, asked_at)) = granted? else {
                 break;
             };
             self.metrics
@@ -704,6 +707,7 @@ impl<S: LeaseStore> Broker<S> {
                 proxy_url: pool::lease_url(exit, granted.session.as_deref()),
                 exit: exit.name.clone(),
                 ttl_ms: granted.expires_ms - granted.now_ms,
+                asked_at,
                 granted,
                 egress,
             });
@@ -793,7 +797,7 @@ impl<S: LeaseStore> Broker<S> {
         ttl: Duration,
         queue: &Queue,
         deadline: tokio::time::Instant,
-    ) -> Result<Option<Granted>, BrokerError> {
+    ) -> Result<Option<(Granted, Instant)>, BrokerError> {
         if queue.queued.load(Ordering::Acquire) == 0 {
             if let Some(granted) = self.try_acquire(class, request, country, ttl).await? {
                 return Ok(Some(granted));
@@ -818,7 +822,7 @@ impl<S: LeaseStore> Broker<S> {
         country: Option<&str>,
         ttl: Duration,
         deadline: tokio::time::Instant,
-    ) -> Result<Option<Granted>, BrokerError> {
+    ) -> Result<Option<(Granted, Instant)>, BrokerError> {
         loop {
             if let Some(granted) = self.try_acquire(class, request, country, ttl).await? {
                 return Ok(Some(granted));
@@ -840,7 +844,8 @@ impl<S: LeaseStore> Broker<S> {
         request: &LeaseRequest,
         country: Option<&str>,
         ttl: Duration,
-    ) -> Result<Option<Granted>, BrokerError> {
+    ) -> Result<Option<(Granted, Instant)>, BrokerError> {
+        let asked_at = Instant::now();
         let (lease_id, nonce) = {
             let mut rng = rand::rng();
             (
@@ -849,7 +854,8 @@ impl<S: LeaseStore> Broker<S> {
             )
         };
         if self.reserve.in_outage() {
-            return Ok(self.grant_from_reserve(class, country, ttl));
+            let granted = self.grant_from_reserve(class, country, ttl);
+            return Ok(granted.map(|granted| (granted, asked_at)));
         }
         let asked = Acquire {
             lease_id: &lease_id,
@@ -865,7 +871,7 @@ impl<S: LeaseStore> Broker<S> {
             country,
         };
         match self.ask_store(self.leases.acquire(&asked)).await {
-            Ok(granted) => Ok(granted),
+            Ok(granted) => Ok(granted.map(|granted| (granted, asked_at))),
             Err(error) => {
                 self.metrics.store_error();
                 if !self.reserve.enabled() {
@@ -873,7 +879,8 @@ impl<S: LeaseStore> Broker<S> {
                 }
                 tracing::debug!(%error, "acquire failed at the store");
                 self.store_answered(false).await;
-                Ok(self.grant_from_reserve(class, country, ttl))
+                let granted = self.grant_from_reserve(class, country, ttl);
+                Ok(granted.map(|granted| (granted, asked_at)))
             }
         }
     }

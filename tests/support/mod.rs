@@ -8,6 +8,7 @@ pub mod browser;
 pub mod delay_relay;
 pub mod forwarder;
 pub mod netns;
+pub mod proxy_client;
 pub mod simulated;
 
 use std::net::TcpListener;

@@ -116,6 +116,12 @@ impl Simulator {
     pub fn snapshot(&self, per_exit: bool) -> Snapshot {
         self.sim.tally.snapshot(per_exit)
     }
+
+    /// Tunnels of exit number `exit` open now, among those counted (see
+    /// [`Self::count_holders_to`]); `None` if there is no such exit.
+    pub fn in_flight(&self, exit: usize) -> Option<u32> {
+        self.sim.tally.in_flight(exit)
+    }
 }
 
 /// Accepts connections until the process ends; one bad accept (out of descriptors, a reset)

@@ -126,6 +126,12 @@ impl Tally {
         })
     }
 
+    /// Tunnels of exit number `exit` open now (counted ones only); `None` if there is no
+    /// such exit.
+    pub fn in_flight(&self, exit: usize) -> Option<u32> {
+        Some(self.exits.get(exit)?.in_flight.load(Ordering::Acquire))
+    }
+
     /// Counts a connection refused before it became a tunnel.
     pub fn refuse(&self) {
         self.refused.fetch_add(1, Ordering::Relaxed);
@@ -208,6 +214,10 @@ mod tests {
         assert_eq!(snapshot.exits_used, 2);
         assert_eq!(snapshot.refused, 1);
         assert_eq!(snapshot.per_exit.unwrap(), [[3, 2], [1, 1]]);
+        assert_eq!(
+            (tally.in_flight(0), tally.in_flight(1), tally.in_flight(2)),
+            (Some(2), Some(0), None)
+        );
         assert_eq!(
             (snapshot.sessions, snapshot.max_in_flight_per_session),
             (0, 0)

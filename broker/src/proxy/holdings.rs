@@ -6,13 +6,14 @@
 //! task, each tunnel has a lease of its own, released with the tunnel's outcome when it closes.
 //!
 //! Every [`CHECK`] the instance asks the store which of its leases are still live, in one call,
-//! and renews those with open tunnels that have run half their time. A lease that is no longer
-//! live (released, expired, revoked, its fence overtaken) has its tunnels closed at once; so
-//! has one whose renewal was refused, and one whose time ran out while the store could not be
-//! asked (the instance lost the store past its reserve). A task's lease is not released when
-//! its last tunnel here closes: it is renewed once for `--task-idle` and left to run out, so
-//! that tunnels of the task on another instance keep it, and a tunnel that comes within that
-//! time rides it again.
+//! and, beside it, renews those with open tunnels that have run half their time. A task's lease
+//! lives `--task-idle` at a time on every instance (so that no renewal ever shortens the time
+//! another instance counts on), a tunnel's own lease `tunnel_ttl`. A lease that is no longer live (released, expired, revoked, its fence
+//! overtaken) has its tunnels closed at once; so has one whose renewal was refused, and one
+//! whose time ran out while the store could not be asked (the instance lost the store past its
+//! reserve). A task's lease is not released when its last tunnel here closes: it is renewed
+//! once for `--task-idle` and left to run out, so that tunnels of the task on another instance
+//! keep it, and a tunnel that comes within that time rides it again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,6 +33,10 @@ pub const CHECK: Duration = Duration::from_millis(250);
 
 /// Renewals in flight at once.
 const RENEWING: usize = 32;
+
+/// The least time a lease must have left for a new tunnel to join it here: a check, and the
+/// renewal it then makes, before the tunnel's deadline.
+const JOIN_LEFT: Duration = Duration::from_millis(600);
 
 /// Why the tunnels of a lease were closed by the broker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,12 +164,11 @@ impl<S: LeaseStore> Holdings<S> {
         if let Some(ticket) = self.join(&request) {
             return Ok(ticket);
         }
-        let asked = Instant::now();
         let lease = self.broker.acquire(&request).await?;
         let exit = self.broker.exit_of(&lease.granted).ok_or_else(|| {
             BrokerError::Internal(format!("unit {} is not in the exits file", lease.exit))
         })?;
-        let expires = asked + Duration::from_millis(lease.ttl_ms.max(0).unsigned_abs());
+        let expires = lease.asked_at + Duration::from_millis(lease.ttl_ms.max(0).unsigned_abs());
         let riding = {
             let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
             let entry = held
@@ -210,8 +214,8 @@ impl<S: LeaseStore> Holdings<S> {
         })
     }
 
-    /// A hold on the task's lease this instance carries, while it has at least half its
-    /// time left and has not ended.
+    /// A hold on the task's lease this instance carries, while it has [`JOIN_LEFT`] left and
+    /// has not ended; the next check renews it.
     fn join(&self, request: &LeaseRequest) -> Option<Ticket> {
         let task = request.task.as_ref()?;
         let lease_id = self
@@ -222,11 +226,12 @@ impl<S: LeaseStore> Holdings<S> {
             .cloned()?;
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = held.get_mut(&lease_id)?;
-        let left = entry.expires.saturating_duration_since(Instant::now());
-        if entry.riding.ended.is_cancelled()
-            || entry.riding.deadline.passed()
-            || left < entry.ttl / 2
-        {
+        let left = entry
+            .riding
+            .deadline
+            .at()
+            .saturating_duration_since(Instant::now());
+        if entry.riding.ended.is_cancelled() || left < JOIN_LEFT {
             return None;
         }
         entry.tunnels += 1;
@@ -366,36 +371,40 @@ impl<S: LeaseStore> Holdings<S> {
                 riding.ended.cancel();
             }
         }
-        if !store_leases.is_empty() {
-            let asked: Vec<(String, i64)> = store_leases
-                .iter()
-                .map(|riding| (riding.lease_id.clone(), riding.fence))
-                .collect();
-            match self.broker.leases().live(&asked).await {
-                Ok(live) => {
-                    for (riding, live) in store_leases.iter().zip(live) {
-                        if !live {
-                            self.forget(&riding.lease_id);
-                            riding.end(EndedBy::NotLive);
-                        }
+        let renewals = async {
+            for chunk in due.chunks(RENEWING) {
+                let renewals = chunk
+                    .iter()
+                    .filter(|(riding, _)| !riding.ended.is_cancelled())
+                    .map(|(riding, ttl)| self.renew(riding, *ttl));
+                futures_util::future::join_all(renewals).await;
+            }
+        };
+        futures_util::future::join(self.ask_live(&store_leases), renewals).await;
+    }
+
+    /// Asks the store which of `leases` are still live, and ends those that are not.
+    async fn ask_live(&self, leases: &[Arc<Riding>]) {
+        if leases.is_empty() {
+            return;
+        }
+        let asked: Vec<(String, i64)> = leases
+            .iter()
+            .map(|riding| (riding.lease_id.clone(), riding.fence))
+            .collect();
+        match self.broker.leases().live(&asked).await {
+            Ok(live) => {
+                for (riding, live) in leases.iter().zip(live) {
+                    if !live {
+                        self.forget(&riding.lease_id);
+                        riding.end(EndedBy::NotLive);
                     }
                 }
-                Err(error) => {
-                    self.broker.metrics().store_error();
-                    tracing::debug!(%error, "the proxy's leases could not be checked");
-                }
             }
-        }
-        let due: Vec<(Arc<Riding>, Duration)> = due
-            .into_iter()
-            .filter(|(riding, _)| !riding.ended.is_cancelled())
-            .collect();
-        for chunk in due.chunks(RENEWING) {
-            let mut renewals = Vec::with_capacity(chunk.len());
-            for (riding, ttl) in chunk {
-                renewals.push(self.renew(riding, *ttl));
+            Err(error) => {
+                self.broker.metrics().store_error();
+                tracing::debug!(%error, "the proxy's leases could not be checked");
             }
-            futures_util::future::join_all(renewals).await;
         }
     }
 
