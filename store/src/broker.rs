@@ -14,6 +14,10 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
+use exitvoice_lease::{
+    Acquire, Backoff, Effect, EgressRecord, ExitReport, Gauges, Granted, LeaseClass, Refusal,
+    Released, UnitSpec,
+};
 use sqlx::any::AnyRow;
 use sqlx::{Any, AnyConnection, Row as _, Transaction};
 use tokio::sync::OwnedMutexGuard;
@@ -32,173 +36,6 @@ pub(crate) use batched_grant::GrantQueue;
 pub(crate) use batched_release::ReleaseQueue;
 pub use epochs::EpochLock;
 pub use lineage_turn::Confirmed;
-
-/// What a unit's label admits, and what a lease asks for: identity ⊂ anonymous ⊂ stateless.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LeaseClass {
-    /// Work that keeps no session; may share a unit with other stateless leases.
-    Stateless = 1,
-    /// Exclusive, not identity-preserving.
-    Anonymous = 2,
-    /// Exclusive, and the exit keeps the client's identity.
-    Identity = 3,
-}
-
-impl LeaseClass {
-    /// The API's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stateless => "stateless",
-            Self::Anonymous => "anonymous",
-            Self::Identity => "identity",
-        }
-    }
-
-    /// The class named `name`.
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "stateless" => Some(Self::Stateless),
-            "anonymous" => Some(Self::Anonymous),
-            "identity" => Some(Self::Identity),
-            _ => None,
-        }
-    }
-
-    /// Whether a lease of this class holds its unit alone.
-    pub fn exclusive(self) -> bool {
-        self != Self::Stateless
-    }
-
-    /// Whether a unit whose label admits this class serves a lease of `class` (a unit fit for
-    /// identity serves anonymous and stateless leases too).
-    pub fn serves(self, class: Self) -> bool {
-        self.rank() >= class.rank()
-    }
-
-    fn rank(self) -> i64 {
-        self as i64
-    }
-}
-
-/// One lease unit as the broker's configuration and labels describe it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnitSpec {
-    /// `exit`, or `gateway#slot`.
-    pub unit: String,
-    /// The exit it belongs to (the gateway's name for a slot); fences and bans are per exit.
-    pub exit_name: String,
-    /// The best class its newest label admits; `None` leases nothing.
-    pub admits: Option<LeaseClass>,
-    /// Stateless leases it carries at once.
-    pub capacity: u32,
-    /// A gateway's session slot: each lease on it gets a session id of its own.
-    pub gateway: bool,
-    /// The longest life of a lease on it, renewals included, ms.
-    pub life_ms: i64,
-    /// It left the pool (the exits file no longer names it): it takes no new lease, and its
-    /// live ones run out rather than being revoked.
-    pub draining: bool,
-    /// The country it leaves from (ISO 3166-1 alpha-2, upper case), when known: a lease that
-    /// asks for a country gets only a unit of that country.
-    pub country: Option<String>,
-}
-
-impl UnitSpec {
-    /// Its rank in the store: the class it admits (0: none), or -1 while it drains.
-    pub fn rank(&self) -> i64 {
-        if self.draining {
-            -1
-        } else {
-            self.admits.map_or(0, LeaseClass::rank)
-        }
-    }
-}
-
-/// What an acquire asks for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Acquire<'a> {
-    /// The new lease's id (random, chosen by the caller).
-    pub lease_id: &'a str,
-    /// The class; a unit must admit it.
-    pub class: LeaseClass,
-    /// Who holds it.
-    pub holder: &'a str,
-    /// The task it serves, if any: a task holding a live lease of the class gets that lease.
-    pub task: Option<&'a str>,
-    /// The origin it will talk to; bans are per (exit, origin).
-    pub origin: Option<&'a str>,
-    /// Its time to live from the store's now, ms.
-    pub ttl_ms: i64,
-    /// Its whole life, renewals included, from the store's now, ms; the unit's own cap (below
-    /// its sticky window) applies too.
-    pub life_ms: i64,
-    /// Random text that starts a gateway lease's session id; the lease's fence ends it, so no
-    /// id is ever issued twice.
-    pub session_nonce: &'a str,
-    /// For a stateless lease with an origin: how many stateless leases one unit may carry for
-    /// that origin at once (`None`: only the unit's capacity counts).
-    pub stateless_per_origin: Option<u32>,
-    /// Fences the grant takes: its own, and `fences - 1` after it that no later grant on the
-    /// exit reuses (a broker's reserve hands them to its sub-leases while the store is out of
-    /// reach). 1 for a plain lease.
-    pub fences: i64,
-    /// The country the unit must leave from (upper case), if the lease asks for one.
-    pub country: Option<&'a str>,
-}
-
-/// A granted (or, for a sticky task, found) lease.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Granted {
-    /// The lease id.
-    pub lease_id: String,
-    /// The unit.
-    pub unit: String,
-    /// Its exit.
-    pub exit_name: String,
-    /// The fence: larger than every earlier lease's on this exit.
-    pub fence: i64,
-    /// Until when (store ms).
-    pub expires_ms: i64,
-    /// The end of its life (store ms): no renewal goes past it.
-    pub life_ends_ms: i64,
-    /// The gateway session id it carries (`None` on a plain exit).
-    pub session: Option<String>,
-    /// The store's now when it was granted.
-    pub now_ms: i64,
-    /// `false` for a new lease, `true` when a task got the live lease it already held.
-    pub sticky: bool,
-}
-
-/// Why a renew or a release was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// No such lease.
-    Unknown,
-    /// The fence is not the lease's.
-    StaleFence,
-    /// It expired (by the store's clock).
-    Expired,
-    /// It was released already.
-    Released,
-    /// The broker revoked it (the exit's label no longer admits its class).
-    Revoked,
-    /// A renewal would take it past its life cap.
-    LifeCap,
-}
-
-impl Refusal {
-    /// The API's reason.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Unknown => "unknown_lease",
-            Self::StaleFence => "stale_fence",
-            Self::Expired => "expired",
-            Self::Released => "released",
-            Self::Revoked => "revoked",
-            Self::LifeCap => "life_cap_reached",
-        }
-    }
-}
 
 /// The store's clock in milliseconds since the Unix epoch, as SQL.
 fn now_ms(engine: Engine) -> &'static str {
@@ -763,34 +600,6 @@ impl BrokerTables {
     }
 }
 
-/// What the store knew of an egress address when a check noted it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EgressRecord {
-    /// The address the task (or the lease) was last seen leaving from.
-    pub previous: Option<String>,
-    /// The country that address was placed in, when that check knew it.
-    pub previous_country: Option<String>,
-    /// Another live exclusive lease leaves from the same address.
-    pub shared: bool,
-}
-
-/// One exit as the broker's `GET /v1/exits` shows it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ExitReport {
-    /// The exit (a gateway's name for its slots).
-    pub exit_name: String,
-    /// Its live leases: unit, class, holder, expiry (store ms).
-    pub live: Vec<(String, String, String, i64)>,
-    /// Its bans in force: origin (`""` for the whole exit) and until when.
-    pub bans: Vec<(String, i64)>,
-    /// Leases granted on it, ever.
-    pub served: i64,
-    /// Outcomes reported for leases that ended since the window's start.
-    pub outcomes: Vec<String>,
-    /// Latencies reported with those, ms.
-    pub latencies_ms: Vec<i64>,
-}
-
 impl BrokerTables {
     /// Every exit of the broker with its live leases, bans and the outcomes of the leases that
     /// ended since `since_ms` (store ms), the newest `most` of them at most: a busy broker
@@ -919,67 +728,6 @@ impl BrokerTables {
         .await?;
         Ok(gauges)
     }
-}
-
-/// The broker's gauges as the store sees them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Gauges {
-    /// Live leases per class.
-    pub live: Vec<(String, i64)>,
-    /// Bans in force.
-    pub bans: i64,
-    /// Units with more than one live exclusive lease.
-    pub collisions: i64,
-}
-
-/// A released lease's unit and exit, what its outcome did, and the store's now at its end.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Released {
-    /// The unit it held.
-    pub unit: String,
-    /// Its exit.
-    pub exit_name: String,
-    /// Until when the outcome banned the exit (for its origin, or whole), if it did.
-    pub banned_until_ms: Option<i64>,
-    /// Expired bans the outcome (a success) forgot: the pair recovered.
-    pub recovered_bans: u64,
-    /// The gateway session id the outcome retired, if it did.
-    pub retired_session: Option<String>,
-    /// The store's now when it ended.
-    pub now_ms: i64,
-}
-
-/// What a lease's outcome does to its exit (the broker's policy decides which).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Effect {
-    /// A success: the exit's error streak ends, and its expired bans are forgotten (their
-    /// back-off starts over).
-    Success,
-    /// The origin refused the exit (`403`, `429`, a captcha): a gateway's session id is retired,
-    /// a plain exit is banned for the origin.
-    Blocked(Backoff),
-    /// The exit failed (`timeout`, `error`): its streak grows, and at `streak` the whole exit is
-    /// banned.
-    Failed {
-        /// The back-off of the exit-wide ban.
-        backoff: Backoff,
-        /// The streak that bans the exit.
-        streak: u32,
-    },
-    /// Nothing follows (another status).
-    Neutral,
-    /// The broker ended the lease itself: a gateway's session id is retired, nothing else.
-    Retire,
-}
-
-/// A ban's length: `ttl_ms` the first time, doubled for each earlier ban of the same pair (up
-/// to 64 times), times `jitter` (e.g. 1.0 to 1.25, drawn by the caller).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Backoff {
-    /// The first ban's length, ms.
-    pub ttl_ms: i64,
-    /// The factor drawn for this ban.
-    pub jitter: f64,
 }
 
 struct LeaseRow {

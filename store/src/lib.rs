@@ -34,10 +34,7 @@ mod retention;
 mod values;
 
 pub use audit_retention::AuditPruned;
-pub use broker::{
-    Acquire, Backoff, BrokerTables, Confirmed, Effect, EgressRecord, EpochLock, ExitReport, Gauges,
-    Granted, LeaseClass, Refusal, Released, UnitSpec,
-};
+pub use broker::{BrokerTables, Confirmed, EpochLock};
 pub use database::{redacted, Database, DatabaseUrlError, PostgresUrl};
 pub use handle::{Engine, Store, StoreError};
 pub use labels::{LabelsReader, LabelsWriter};
