@@ -23,9 +23,11 @@ use exitvoice_lease::{Acquire, Granted, LeaseClass};
 use sqlx::{AnyConnection, AnyPool};
 use tokio::sync::{mpsc, oneshot};
 
+use super::acquire::granted;
 use super::batch_connection::BatchConnection;
 use super::one_statement::{acquire_in_one_statement, free_for, grant_end, GRANTED, NEW_LEASES};
-use super::{granted, now_ms, BrokerTables};
+use super::transaction::now_ms;
+use super::BrokerTables;
 use crate::handle::{Engine, StoreError};
 use crate::lineage::Watch;
 

@@ -28,7 +28,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::batch_connection::BatchConnection;
 use super::one_statement::{end_lease, released};
-use super::{now_ms, BrokerTables};
+use super::transaction::now_ms;
+use super::BrokerTables;
 use crate::handle::{Engine, StoreError};
 
 /// At most this many releases go in one statement.
