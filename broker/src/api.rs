@@ -114,7 +114,7 @@ impl IntoResponse for BrokerError {
             Self::Unavailable { retry_after_ms, .. } => {
                 unavailable(&self.to_string(), *retry_after_ms)
             }
-            Self::Refused(exitvoice_store::Refusal::Unknown) => {
+            Self::Refused(exitvoice_lease::Refusal::Unknown) => {
                 error(StatusCode::NOT_FOUND, "unknown_lease")
             }
             Self::Refused(refusal) => error(StatusCode::CONFLICT, refusal.as_str()),

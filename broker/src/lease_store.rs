@@ -6,7 +6,7 @@ use std::future::Future;
 
 use crate::durability::Durability;
 
-use exitvoice_store::{
+use exitvoice_lease::{
     Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, UnitSpec,
 };
 

@@ -3,7 +3,7 @@
 //! (live leases by class, bans in force, collisions) are read from the store at each scrape, so
 //! every instance reports the same.
 
-use exitvoice_store::{Gauges, LeaseClass};
+use exitvoice_lease::{Gauges, LeaseClass};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use exitvoice_store::{Backoff, Effect};
+use exitvoice_lease::{Backoff, Effect};
 use rand::Rng;
 
 /// The longest outcome accepted, in bytes.

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use exitvoice_exits::{Exit, Secret, SESSION_PLACEHOLDER};
 use exitvoice_geo::GeoIp;
+use exitvoice_lease::{LeaseClass, UnitSpec};
 use exitvoice_schema::{ExitLabel, Route};
-use exitvoice_store::{LeaseClass, UnitSpec};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 

@@ -18,7 +18,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use exitvoice_store::{Acquire, Granted, LeaseClass, Refusal, Released};
+use exitvoice_lease::{Acquire, Granted, LeaseClass, Refusal, Released};
 use rand::Rng;
 
 use crate::lease_store::{LeaseStore, StoreFailure};

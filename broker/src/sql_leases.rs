@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use exitvoice_store::{
-    Acquire, BrokerTables, Effect, EgressRecord, Engine, ExitReport, Gauges, Granted, Refusal,
-    Released, Store, StoreError, UnitSpec,
+use exitvoice_lease::{
+    Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, UnitSpec,
 };
+use exitvoice_store::{BrokerTables, Engine, Store, StoreError};
 
 use crate::durability::{self, Durability};
 use crate::lease_store::{LeaseStore, StoreFailure};

@@ -6,7 +6,7 @@
 //! Each file imports only files below it, in this order (bottom first): the engine's parts
 //! (`database`: URLs; `lineage`: the history a connection reaches); the handle (`handle`:
 //! [`Store`], [`Engine`], [`StoreError`]); the tables, each an `impl Store` of its own
-//! (`values`, `ledger`, `quic`, `observations`, `probes`, `labels`, `leases`: the auditor's work
+//! (`values`, `ledger`, `quic`, `observations`, `probes`, `labels`, `claims`: the auditor's work
 //! claims, `retention`, `audit_retention`); the broker's tables behind [`BrokerTables`], which
 //! carries what only the broker shares (`broker`); and on top, opening a store (`legacy`, the
 //! move of an old database forward; `open`: the pool, the migrations).
@@ -19,10 +19,10 @@ mod test_engines;
 
 mod audit_retention;
 mod broker;
+mod claims;
 mod database;
 mod handle;
 mod labels;
-mod leases;
 mod ledger;
 mod legacy;
 mod lineage;
@@ -34,10 +34,7 @@ mod retention;
 mod values;
 
 pub use audit_retention::AuditPruned;
-pub use broker::{
-    Acquire, Backoff, BrokerTables, Confirmed, Effect, EgressRecord, EpochLock, ExitReport, Gauges,
-    Granted, LeaseClass, Refusal, Released, UnitSpec,
-};
+pub use broker::{BrokerTables, Confirmed, EpochLock};
 pub use database::{redacted, Database, DatabaseUrlError, PostgresUrl};
 pub use handle::{Engine, Store, StoreError};
 pub use labels::{LabelsReader, LabelsWriter};

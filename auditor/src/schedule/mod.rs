@@ -3,7 +3,7 @@
 //! A run, in order ([`run`]):
 //! 1. the direct baseline ([`baseline`]): one probe straight to the echo, and its QUIC probe;
 //! 2. rounds of one task per selected exit, a bounded number alive at once, until every exit is
-//!    done in the period, by this run or another auditor on the database ([`lease`]); each task
+//!    done in the period, by this run or another auditor on the database ([`claims`]); each task
 //!    ([`sample`]) claims its exit, then probes its samples one after another ([`retry`]),
 //!    handing each record to the store's writer ([`sink`]) as soon as it is made;
 //! 3. the labels snapshot ([`snapshot`]), from each exit's stored window, published by one
@@ -29,9 +29,9 @@
 
 mod baseline;
 mod cadence;
+mod claims;
 mod config;
 mod inflight;
-mod lease;
 mod outcomes;
 mod report;
 mod retry;

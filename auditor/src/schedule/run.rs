@@ -13,9 +13,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::baseline::probe_baseline;
+use super::claims::Claims;
 use super::config::RunConfig;
 use super::inflight::InFlight;
-use super::lease::Leases;
 use super::report::{RunError, RunReport};
 use super::sample::{sample_exit, RunContext};
 use super::sink::{self, Sink};
@@ -82,14 +82,14 @@ async fn run(
 
     // A re-check probes its exits again whenever they were last probed.
     let period = if only.is_some() { None } else { config.period };
-    let leases = Leases::new(
+    let claims = Claims::new(
         store.clone(),
         run_id.clone(),
         persona.clone(),
         config.lease_ttl,
         period,
     );
-    let _keep_alive = AbortOnDrop(leases.keep_alive());
+    let _keep_alive = AbortOnDrop(claims.keep_alive());
     let (sink, writer) = sink::spawn(store.clone(), config.concurrency.max(1));
     // One copy of what every exit's task reads: a task holds only its exit and these handles.
     let context = Arc::new(RunContext {
@@ -99,7 +99,7 @@ async fn run(
         persona,
         baseline: baseline.sample.clone(),
         quic: baseline.h3.as_ref().is_some_and(|h3| h3.udp_carried),
-        leases: leases.clone(),
+        claims: claims.clone(),
         semaphore: Semaphore::new(config.concurrency.max(1)),
         in_flight: InFlight::default(),
         minter: Mutex::new(std::mem::take(minter)),
@@ -114,7 +114,7 @@ async fn run(
 
     // Of the auditors sharing the database, one publishes the period's snapshot.
     let names: Vec<&str> = exits.iter().map(|e| e.name.as_str()).collect();
-    let publish = leases.take_labels(&names).await?;
+    let publish = claims.take_labels(&names).await?;
     let labels = store_labels(exits, config, store, publish).await?;
     Ok(RunReport {
         run_id,
@@ -136,7 +136,7 @@ fn selected(exits: &[Exit], only: Option<&[String]>) -> Vec<usize> {
 
 /// Rounds until every exit of `pending` (indices into `exits`) is done in this period, by this
 /// run or another auditor: an exit another auditor holds is tried again once that auditor
-/// finishes it (then it is done) or dies (then its lease expires and this run takes it).
+/// finishes it (then it is done) or dies (then its claim expires and this run takes it).
 /// Returns how many exits this run claimed.
 async fn rounds(
     exits: &mut [Exit],
@@ -146,7 +146,7 @@ async fn rounds(
 ) -> Result<u64, RunError> {
     let mut claimed_count = 0_u64;
     loop {
-        keep_not_done(exits, &mut pending, &context.leases).await?;
+        keep_not_done(exits, &mut pending, &context.claims).await?;
         if pending.is_empty() {
             return Ok(claimed_count);
         }
@@ -163,14 +163,14 @@ async fn rounds(
 async fn keep_not_done(
     exits: &[Exit],
     pending: &mut Vec<usize>,
-    leases: &Leases,
+    claims: &Claims,
 ) -> Result<(), StoreError> {
     let names: Vec<String> = pending
         .iter()
         .filter_map(|&i| exits.get(i).map(|e| e.name.clone()))
         .collect();
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let left: HashSet<String> = leases
+    let left: HashSet<String> = claims
         .not_done(&names)
         .await?
         .into_iter()

@@ -11,9 +11,9 @@ use exitvoice_schema::{ProbeRecord, Sample};
 use rand::Rng;
 use tokio::sync::Semaphore;
 
+use super::claims::Claims;
 use super::config::{Persona, RunConfig};
 use super::inflight::{in_flight_key, InFlight};
-use super::lease::Leases;
 use super::retry::probe_with_retries;
 use super::sink::Sink;
 use crate::probe;
@@ -29,7 +29,7 @@ pub(super) struct RunContext {
     pub baseline: Option<Sample>,
     /// The run's direct QUIC probe got through: exits get theirs.
     pub quic: bool,
-    pub leases: Leases,
+    pub claims: Claims,
     /// Caps the probes in flight over all exits ([`RunConfig::concurrency`]).
     pub semaphore: Semaphore,
     pub in_flight: InFlight,
@@ -79,7 +79,7 @@ pub(super) async fn sample_exit(mut exit: Exit, run: Arc<RunContext>, sink: Sink
             }
         }
     }
-    if let Err(error) = run.leases.finish_exit(&exit.name).await {
+    if let Err(error) = run.claims.finish_exit(&exit.name).await {
         tracing::warn!(exit = %exit.name, %error, "marking the exit done failed");
     }
     (exit, true)
@@ -87,7 +87,7 @@ pub(super) async fn sample_exit(mut exit: Exit, run: Arc<RunContext>, sink: Sink
 
 /// Whether this run claimed `exit`; a failure to claim is logged and not a claim.
 async fn claim(run: &RunContext, exit: &Exit) -> bool {
-    match run.leases.claim_exit(&exit.name).await {
+    match run.claims.claim_exit(&exit.name).await {
         Ok(claimed) => claimed,
         Err(error) => {
             tracing::warn!(exit = %exit.name, %error, "claiming the exit failed");

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use exitvoice_broker::lease_store::LeaseStore;
-use exitvoice_store::{Acquire, Effect, LeaseClass, UnitSpec};
+use exitvoice_lease::{Acquire, Effect, LeaseClass, UnitSpec};
 
 use crate::drive::{Cycler, Step};
 

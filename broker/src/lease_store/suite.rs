@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use exitvoice_store::{Backoff, LeaseClass};
+use exitvoice_lease::{Backoff, LeaseClass};
 
 use super::*;
 use crate::redis_leases::{Epochs, RedisLeases};

@@ -25,7 +25,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use exitvoice_store::{BrokerTables, Store, UnitSpec};
+use exitvoice_lease::UnitSpec;
+use exitvoice_store::{BrokerTables, Store};
 
 /// An epoch younger than this whose state is missing from Redis is being started by the
 /// instance that took it (its `init` follows within a round trip, or fails within the client's
@@ -119,7 +120,7 @@ pub(super) fn lost(error: &redis::RedisError) -> bool {
 mod tests {
     use std::time::Instant;
 
-    use exitvoice_store::{LeaseClass, Refusal};
+    use exitvoice_lease::{LeaseClass, Refusal};
 
     use super::*;
     use crate::lease_store::suite::{ask, unit};

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use exitvoice_store::{
+use exitvoice_lease::{
     Acquire, Effect, EgressRecord, ExitReport, Gauges, Granted, Refusal, Released, UnitSpec,
 };
 use redis::{FromRedisValue, Value};
@@ -673,7 +673,7 @@ impl LeaseStore for RedisLeases {
 mod tests {
     use std::time::Duration;
 
-    use exitvoice_store::LeaseClass;
+    use exitvoice_lease::LeaseClass;
 
     use super::*;
     use crate::lease_store::suite::{ask, unit};

@@ -19,12 +19,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
+use exitvoice_lease::{Acquire, Granted, LeaseClass};
 use sqlx::{AnyConnection, AnyPool};
 use tokio::sync::{mpsc, oneshot};
 
+use super::acquire::granted;
 use super::batch_connection::BatchConnection;
 use super::one_statement::{acquire_in_one_statement, free_for, grant_end, GRANTED, NEW_LEASES};
-use super::{granted, now_ms, Acquire, BrokerTables, Granted, LeaseClass};
+use super::transaction::now_ms;
+use super::BrokerTables;
 use crate::handle::{Engine, StoreError};
 use crate::lineage::Watch;
 
@@ -251,8 +254,8 @@ async fn grant_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::UnitSpec;
     use crate::handle::Store;
+    use exitvoice_lease::UnitSpec;
 
     fn unit(name: &str, exit_name: &str, gateway: bool) -> UnitSpec {
         UnitSpec {

@@ -22,12 +22,14 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use exitvoice_lease::{Refusal, Released};
 use sqlx::{AnyConnection, AnyPool, Row as _};
 use tokio::sync::{mpsc, oneshot};
 
 use super::batch_connection::BatchConnection;
 use super::one_statement::{end_lease, released};
-use super::{now_ms, BrokerTables, Refusal, Released};
+use super::transaction::now_ms;
+use super::BrokerTables;
 use crate::handle::{Engine, StoreError};
 
 /// At most this many releases go in one statement.
@@ -229,8 +231,8 @@ async fn end_all(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::{Acquire, LeaseClass, UnitSpec};
     use crate::handle::Store;
+    use exitvoice_lease::{Acquire, LeaseClass, UnitSpec};
 
     fn unit(name: &str) -> UnitSpec {
         UnitSpec {

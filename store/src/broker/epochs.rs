@@ -4,7 +4,8 @@
 
 use sqlx::Row as _;
 
-use super::{BrokerTables, Locked};
+use super::transaction::{now_ms, Locked};
+use super::BrokerTables;
 use crate::handle::{Engine, StoreError};
 
 /// A pool's epoch row, locked until [`EpochLock::advance`] or [`EpochLock::release`].
@@ -34,7 +35,7 @@ impl BrokerTables {
         };
         let row = sqlx::query(&format!(
             "SELECT epoch, {now} - reserved_ms FROM broker_epochs WHERE pool = $1{lock}",
-            now = super::now_ms(self.engine())
+            now = now_ms(self.engine())
         ))
         .bind(pool)
         .fetch_one(&mut *tx)
@@ -95,7 +96,7 @@ impl EpochLock {
         let next = self.epoch.max(seen).map_or(0, |epoch| epoch + 1);
         let sql = format!(
             "UPDATE broker_epochs SET epoch = $1, reserved_ms = {now} WHERE pool = $2",
-            now = super::now_ms(self.engine)
+            now = now_ms(self.engine)
         );
         sqlx::query(&sql)
             .bind(next)

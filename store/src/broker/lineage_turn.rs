@@ -12,7 +12,8 @@
 
 use sqlx::Row as _;
 
-use super::{now_ms, BrokerTables};
+use super::transaction::now_ms;
+use super::BrokerTables;
 use crate::handle::{Engine, StoreError};
 use crate::lineage;
 

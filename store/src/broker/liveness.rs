@@ -6,7 +6,8 @@ use std::collections::HashSet;
 
 use sqlx::Row as _;
 
-use super::{now_ms, BrokerTables};
+use super::transaction::now_ms;
+use super::BrokerTables;
 use crate::handle::StoreError;
 
 /// Leases one statement asks about at most (bound parameters stay far below every engine's

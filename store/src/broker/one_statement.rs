@@ -19,9 +19,12 @@
 use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
-use super::{
-    granted, judge, now_ms, Acquire, BrokerTables, Granted, LeaseClass, Refusal, Released,
-};
+use exitvoice_lease::{Acquire, Granted, LeaseClass, Refusal, Released};
+
+use super::acquire::granted;
+use super::lease_row::judge;
+use super::transaction::now_ms;
+use super::BrokerTables;
 use crate::handle::{Engine, StoreError};
 
 /// The walk's filter over units `u` at the store's now `n.ms`: those that admit `class` (its

@@ -1,14 +1,14 @@
-//! Leases: how several auditors on one database split the work of a period. A key (an exit as
+//! Claims: how several auditors on one database split the work of a period. A key (an exit as
 //! probed by one persona, or one persona's labels snapshot) is claimed by one holder until its
-//! lease expires; the holder renews its leases while it works and marks a key done when it has
-//! finished. A key is claimable when no live lease holds it and it was not done since the
+//! claim expires; the holder renews its claims while it works and marks a key done when it has
+//! finished. A key is claimable when no live claim holds it and it was not done since the
 //! period began, so each exit is probed by one auditor at a time and once per period, and a
-//! crashed auditor's keys are taken by another once their leases expire.
+//! crashed auditor's keys are taken by another once their claims expire. (The claims live in
+//! the table `leases`; they are not the broker's leases of exits to workers.)
 //!
 //! A claim is one `INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING` statement: on
 //! PostgreSQL the conflicting row is locked, so of two concurrent claims the second sees the
-//! first's lease and fails; SQLite runs one writer at a time.
-
+//! first's claim and fails; SQLite runs one writer at a time.
 use std::time::Duration;
 
 use crate::handle::{Store, StoreError};
@@ -20,12 +20,12 @@ fn millis(duration: Duration) -> i64 {
 }
 
 impl Store {
-    /// Claims `key` for `holder` until `now_unix_ms + ttl`, unless another holder's lease on it
+    /// Claims `key` for `holder` until `now_unix_ms + ttl`, unless another holder's claim on it
     /// is live or it was done at or after `fresh_after_unix_ms`. Whether it was claimed.
     ///
     /// # Errors
     /// Database failures.
-    pub async fn claim(
+    pub async fn claim_work(
         &self,
         key: &str,
         holder: &str,
@@ -52,11 +52,11 @@ impl Store {
         Ok(claimed.is_some())
     }
 
-    /// Extends every live lease of `holder` to `now_unix_ms + ttl`. How many it holds.
+    /// Extends every live claim of `holder` to `now_unix_ms + ttl`. How many it holds.
     ///
     /// # Errors
     /// Database failures.
-    pub async fn renew(
+    pub async fn renew_claims(
         &self,
         holder: &str,
         ttl: Duration,
@@ -74,12 +74,12 @@ impl Store {
         Ok(renewed)
     }
 
-    /// Marks `key` done at `now_unix_ms` and ends `holder`'s lease on it. Whether `holder`
-    /// still held it (a lease that expired and was taken is not touched).
+    /// Marks `key` done at `now_unix_ms` and ends `holder`'s claim on it. Whether `holder`
+    /// still held it (a claim that expired and was taken is not touched).
     ///
     /// # Errors
     /// Database failures.
-    pub async fn finish(
+    pub async fn finish_claim(
         &self,
         key: &str,
         holder: &str,
@@ -103,7 +103,7 @@ impl Store {
     ///
     /// # Errors
     /// Database failures.
-    pub async fn not_done(
+    pub async fn claims_not_done(
         &self,
         keys: &[String],
         fresh_after_unix_ms: i64,
@@ -141,37 +141,37 @@ mod tests {
     const TTL: Duration = Duration::from_secs(10);
 
     on_both_engines! {
-        async fn a_key_is_held_by_one_holder_until_its_lease_expires(store: Store) {
-            assert!(store.claim("exit:a", "one", TTL, 1_000, 0).await.unwrap());
+        async fn a_key_is_held_by_one_holder_until_its_claim_expires(store: Store) {
+            assert!(store.claim_work("exit:a", "one", TTL, 1_000, 0).await.unwrap());
             assert!(
-                !store.claim("exit:a", "two", TTL, 2_000, 0).await.unwrap(),
-                "a live lease is not taken"
+                !store.claim_work("exit:a", "two", TTL, 2_000, 0).await.unwrap(),
+                "a live claim is not taken"
             );
-            assert!(store.claim("exit:a", "one", TTL, 2_000, 0).await.unwrap(), "held again");
+            assert!(store.claim_work("exit:a", "one", TTL, 2_000, 0).await.unwrap(), "held again");
             // Renewed at 9 000 until 19 000: still held at 15 000.
-            assert_eq!(store.renew("one", TTL, 9_000).await.unwrap(), 1);
-            assert!(!store.claim("exit:a", "two", TTL, 15_000, 0).await.unwrap());
-            // The holder went silent: at 19 001 its lease has expired and is taken.
-            assert!(store.claim("exit:a", "two", TTL, 19_001, 0).await.unwrap());
+            assert_eq!(store.renew_claims("one", TTL, 9_000).await.unwrap(), 1);
+            assert!(!store.claim_work("exit:a", "two", TTL, 15_000, 0).await.unwrap());
+            // The holder went silent: at 19 001 its claim has expired and is taken.
+            assert!(store.claim_work("exit:a", "two", TTL, 19_001, 0).await.unwrap());
             assert!(
-                !store.finish("exit:a", "one", 20_000).await.unwrap(),
-                "a lost lease is not finished by its old holder"
+                !store.finish_claim("exit:a", "one", 20_000).await.unwrap(),
+                "a lost claim is not finished by its old holder"
             );
-            assert_eq!(store.renew("one", TTL, 20_000).await.unwrap(), 0);
+            assert_eq!(store.renew_claims("one", TTL, 20_000).await.unwrap(), 0);
         }
 
         async fn a_key_done_in_the_period_is_not_claimed_again(store: Store) {
             let keys = vec!["exit:a".to_owned(), "exit:b".to_owned()];
-            assert!(store.claim("exit:a", "one", TTL, 1_000, 500).await.unwrap());
-            assert!(store.finish("exit:a", "one", 3_000).await.unwrap());
-            assert_eq!(store.not_done(&keys, 500).await.unwrap(), ["exit:b"]);
+            assert!(store.claim_work("exit:a", "one", TTL, 1_000, 500).await.unwrap());
+            assert!(store.finish_claim("exit:a", "one", 3_000).await.unwrap());
+            assert_eq!(store.claims_not_done(&keys, 500).await.unwrap(), ["exit:b"]);
             assert!(
-                !store.claim("exit:a", "two", TTL, 4_000, 500).await.unwrap(),
+                !store.claim_work("exit:a", "two", TTL, 4_000, 500).await.unwrap(),
                 "done at 3 000, in the period that began at 500"
             );
             // The next period begins at 3 500.
-            assert!(store.claim("exit:a", "two", TTL, 5_000, 3_500).await.unwrap());
-            assert_eq!(store.not_done(&keys, 3_500).await.unwrap(), keys);
+            assert!(store.claim_work("exit:a", "two", TTL, 5_000, 3_500).await.unwrap());
+            assert_eq!(store.claims_not_done(&keys, 3_500).await.unwrap(), keys);
         }
     }
 }

@@ -1,7 +1,7 @@
-//! The leases a run takes in the store, so that auditors sharing one database split the exits:
+//! The claims a run takes in the store, so that auditors sharing one database split the exits:
 //! each exit (as probed by one persona) is probed by one auditor at a time and once per period,
 //! and one auditor per period writes the labels snapshot of a persona and set of exits (auditors
-//! with other exits files write their own); `exitvoice_store`'s `leases` module says how a
+//! with other exits files write their own); `exitvoice_store`'s `claims` module says how a
 //! claim works.
 
 use std::time::Duration;
@@ -14,11 +14,11 @@ pub(super) fn now_unix_ms() -> i64 {
     i64::try_from(now.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX)
 }
 
-/// One run's hold on the store's leases.
+/// One run's hold on the store's work claims.
 #[derive(Clone, Debug)]
-pub(super) struct Leases {
+pub(super) struct Claims {
     store: Store,
-    /// The run id: who holds the leases.
+    /// The run id: who holds the claims.
     holder: String,
     persona: String,
     ttl: Duration,
@@ -26,8 +26,8 @@ pub(super) struct Leases {
     fresh_after_unix_ms: i64,
 }
 
-impl Leases {
-    /// Leases for a run starting now: with a `period` (`--every`), what was done in the last
+impl Claims {
+    /// Claims for a run starting now: with a `period` (`--every`), what was done in the last
     /// 80 % of it (the scheduler's jitter is ±10 %) counts as this period's; without, only what
     /// is done from now on.
     pub(super) fn new(
@@ -74,7 +74,7 @@ impl Leases {
     /// Marks `exit` done and lets it go.
     pub(super) async fn finish_exit(&self, exit: &str) -> Result<bool, StoreError> {
         self.store
-            .finish(&self.exit_key(exit), &self.holder, now_unix_ms())
+            .finish_claim(&self.exit_key(exit), &self.holder, now_unix_ms())
             .await
     }
 
@@ -83,7 +83,7 @@ impl Leases {
         let keys: Vec<String> = exits.iter().map(|e| self.exit_key(e)).collect();
         let left: std::collections::HashSet<String> = self
             .store
-            .not_done(&keys, self.fresh_after_unix_ms)
+            .claims_not_done(&keys, self.fresh_after_unix_ms)
             .await?
             .into_iter()
             .collect();
@@ -102,12 +102,14 @@ impl Leases {
         if !self.claim(&key).await? {
             return Ok(false);
         }
-        self.store.finish(&key, &self.holder, now_unix_ms()).await
+        self.store
+            .finish_claim(&key, &self.holder, now_unix_ms())
+            .await
     }
 
     async fn claim(&self, key: &str) -> Result<bool, StoreError> {
         self.store
-            .claim(
+            .claim_work(
                 key,
                 &self.holder,
                 self.ttl,
@@ -117,20 +119,20 @@ impl Leases {
             .await
     }
 
-    /// Renews this run's leases every third of their lifetime until the returned task is
+    /// Renews this run's claims every third of their lifetime until the returned task is
     /// aborted, so a slow exit is not taken from a live auditor; a failed renewal is logged
     /// and tried again.
     pub(super) fn keep_alive(&self) -> tokio::task::JoinHandle<()> {
-        let leases = self.clone();
+        let claims = self.clone();
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(leases.ttl / 3).await;
-                if let Err(error) = leases
+                tokio::time::sleep(claims.ttl / 3).await;
+                if let Err(error) = claims
                     .store
-                    .renew(&leases.holder, leases.ttl, now_unix_ms())
+                    .renew_claims(&claims.holder, claims.ttl, now_unix_ms())
                     .await
                 {
-                    tracing::warn!(%error, "renewing the run's leases failed");
+                    tracing::warn!(%error, "renewing the run's claims failed");
                 }
             }
         })

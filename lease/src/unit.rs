@@ -1,0 +1,62 @@
+//! A lease unit: a plain exit, or one session slot of a gateway.
+
+use crate::class::LeaseClass;
+
+/// One lease unit as the broker's configuration and labels describe it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitSpec {
+    /// `exit`, or `gateway#slot`.
+    pub unit: String,
+    /// The exit it belongs to (the gateway's name for a slot); fences and bans are per exit.
+    pub exit_name: String,
+    /// The best class its newest label admits; `None` leases nothing.
+    pub admits: Option<LeaseClass>,
+    /// Stateless leases it carries at once.
+    pub capacity: u32,
+    /// A gateway's session slot: each lease on it gets a session id of its own.
+    pub gateway: bool,
+    /// The longest life of a lease on it, renewals included, ms.
+    pub life_ms: i64,
+    /// It left the pool (the exits file no longer names it): it takes no new lease, and its
+    /// live ones run out rather than being revoked.
+    pub draining: bool,
+    /// The country it leaves from (ISO 3166-1 alpha-2, upper case), when known: a lease that
+    /// asks for a country gets only a unit of that country.
+    pub country: Option<String>,
+}
+
+impl UnitSpec {
+    /// Its rank in the store: the class it admits (0: none), or -1 while it drains.
+    pub fn rank(&self) -> i64 {
+        if self.draining {
+            -1
+        } else {
+            self.admits.map_or(0, LeaseClass::rank)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unit_ranks_by_its_class_or_drains_below_all() {
+        let mut spec = UnitSpec {
+            unit: "gw#1".into(),
+            exit_name: "gw".into(),
+            admits: Some(LeaseClass::Anonymous),
+            capacity: 4,
+            gateway: true,
+            life_ms: 60_000,
+            draining: false,
+            country: None,
+        };
+        assert_eq!(spec.rank(), 2);
+        spec.admits = None;
+        assert_eq!(spec.rank(), 0);
+        spec.admits = Some(LeaseClass::Identity);
+        spec.draining = true;
+        assert_eq!(spec.rank(), -1);
+    }
+}
