@@ -9,9 +9,11 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use support::delay_relay::DelayRelay;
+use support::netns::in_ns;
+use support::slow_path::{SlowPath, SERVER_IP};
 use support::{EchoServer, Proxy, PASSWORD_ENCODED, SOCKS_USER, USER};
 
 /// `curl --http2` for `/api/all` on `echo`, through `proxy` when given: its `latency` object.
@@ -33,13 +35,19 @@ fn curl_latency(echo: &EchoServer, proxy: Option<String>) -> serde_json::Value {
         .arg(format!("https://localhost:{}/api/all", echo.port))
         .output()
         .expect("run curl");
+    latency_of(&output, &format!("curl via {proxy:?}"))
+}
+
+/// The `latency` object of the `/api/all` answer `output` printed, spoken over HTTP/2.
+fn latency_of(output: &Output, what: &str) -> serde_json::Value {
     assert!(
         output.status.success(),
-        "curl via {proxy:?}: {}",
+        "{what}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let echo: serde_json::Value = serde_json::from_slice(&output.stdout).expect("echo JSON");
-    assert_eq!(echo["alpn"]["spoken"], "h2", "{echo}");
+    let echo: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{what}: echo JSON: {e}"));
+    assert_eq!(echo["alpn"]["spoken"], "h2", "{what}: {echo}");
     echo["latency"].clone()
 }
 
@@ -254,4 +262,68 @@ fn what_cannot_be_measured_is_absent_with_its_reason() {
         assert!(latency.get(absent).is_none(), "{absent}: {latency}");
     }
     assert!(micros(latency, "h2_ping_rtt_us") > 0, "{latency}");
+}
+
+/// One way of the slow path in [`direct_clients_over_a_slow_path_show_no_gap`], ms.
+const SLOW_MS: u64 = 40;
+
+/// An HTTP/2 client of the Python world (httpx over h2, which answers PINGs itself): GETs
+/// `sys.argv[1]` without checking the certificate and prints the body.
+const HTTPX_CLIENT: &str = r#"
+import sys, httpx
+with httpx.Client(http2=True, verify=False, timeout=20) as client:
+    print(client.get(sys.argv[1]).text)
+"#;
+
+/// Asserts what a direct client `2·delay_ms` away gives: the kernel's and the application's
+/// round trips both that long (within 20 % and 2 ms), so no gap that says proxied.
+fn assert_direct_over(latency: &serde_json::Value, delay_ms: u64, what: &str) {
+    let expected = 2 * delay_ms * 1000;
+    let slack = expected / 5 + 2_000;
+    for field in ["tcp_min_rtt_us", "tls_rtt_us"] {
+        let measured = micros(latency, field);
+        assert!(
+            measured.abs_diff(expected) <= slack,
+            "{what}: {field} {measured} us, expected {expected} ± {slack}: {latency}"
+        );
+    }
+    let gap = micros(latency, "gap_us");
+    assert!(
+        gap < u64::from(exitvoice_schema::round_trip::POSSIBLE_GAP_US),
+        "{what}: gap {gap} us: {latency}"
+    );
+    assert_eq!(latency["verdict"], "direct", "{what}: {latency}");
+}
+
+#[test]
+fn direct_clients_over_a_slow_path_show_no_gap() {
+    let mut path = SlowPath::new(SLOW_MS);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (port, pin) = path.spaces.echo(&path.server, SERVER_IP, dir.path(), &[]);
+    let url = format!("https://{SERVER_IP}:{port}/api/all");
+
+    let curl = in_ns(&path.client, "curl")
+        .args([
+            "-sS",
+            "--http2",
+            "--max-time",
+            "20",
+            "-k",
+            "--pinnedpubkey",
+            &pin,
+        ])
+        .arg(&url)
+        .output()
+        .expect("run curl");
+    let latency = latency_of(&curl, "curl");
+    assert_direct_over(&latency, SLOW_MS, "curl");
+    // curl answers the echo's PING with its own stack: one more round trip of the path.
+    let ping = micros(&latency, "h2_ping_rtt_us");
+    assert!(ping + 2_000 >= 2 * SLOW_MS * 1000, "curl: {latency}");
+
+    let httpx = in_ns(&path.client, python())
+        .args(["-c", HTTPX_CLIENT, &url])
+        .output()
+        .expect("run httpx");
+    assert_direct_over(&latency_of(&httpx, "httpx"), SLOW_MS, "httpx");
 }
