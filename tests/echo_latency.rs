@@ -3,8 +3,14 @@
 //! squid or dante. The echo's TCP round trip is then the proxy's (loopback); the TLS flight and
 //! the HTTP/2 PING cross the relay, so the gap must be close to `2·D`.
 //!
-//! Needs root and the packages squid, apache2-utils, dante-server, haproxy, curl, and the
-//! test venv with `hyperframe` and `hpack` (scripts/install-test-deps.sh).
+//! And the other way round: a direct client far away is not proxied. curl, httpx and headless
+//! Chromium reach the echo in another network namespace over a slow path inside the kernel's
+//! TCP (`support::slow_path`, `D` ms each way through TUN devices; nothing terminates TCP on
+//! it), so the echo's TCP round trip and the application's are both `2·D` and the gap stays
+//! under the `possible` threshold: verdict `direct`.
+//!
+//! Needs root and the packages squid, apache2-utils, dante-server, haproxy, curl, chromium, and
+//! the test venv with `hyperframe`, `hpack` and `httpx` (scripts/install-test-deps.sh).
 
 mod support;
 
