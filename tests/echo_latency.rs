@@ -3,15 +3,24 @@
 //! squid or dante. The echo's TCP round trip is then the proxy's (loopback); the TLS flight and
 //! the HTTP/2 PING cross the relay, so the gap must be close to `2·D`.
 //!
-//! Needs root and the packages squid, apache2-utils, dante-server, haproxy, curl, and the
-//! test venv with `hyperframe` and `hpack` (scripts/install-test-deps.sh).
+//! And the other way round: a direct client far away is not proxied. curl, httpx and headless
+//! Chromium reach the echo in another network namespace over a slow path inside the kernel's
+//! TCP (`support::slow_path`, `D` ms each way through TUN devices; nothing terminates TCP on
+//! it), so the echo's TCP round trip and the application's are both `2·D` and the gap stays
+//! under the `possible` threshold: verdict `direct`.
+//!
+//! Needs root and the packages squid, apache2-utils, dante-server, haproxy, curl, chromium, and
+//! the test venv with `hyperframe`, `hpack` and `httpx` (scripts/install-test-deps.sh).
 
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 
+use support::browser;
 use support::delay_relay::DelayRelay;
+use support::netns::in_ns;
+use support::slow_path::{SlowPath, SERVER_IP};
 use support::{EchoServer, Proxy, PASSWORD_ENCODED, SOCKS_USER, USER};
 
 /// `curl --http2` for `/api/all` on `echo`, through `proxy` when given: its `latency` object.
@@ -33,13 +42,19 @@ fn curl_latency(echo: &EchoServer, proxy: Option<String>) -> serde_json::Value {
         .arg(format!("https://localhost:{}/api/all", echo.port))
         .output()
         .expect("run curl");
+    latency_of(&output, &format!("curl via {proxy:?}"))
+}
+
+/// The `latency` object of the `/api/all` answer `output` printed, spoken over HTTP/2.
+fn latency_of(output: &Output, what: &str) -> serde_json::Value {
     assert!(
         output.status.success(),
-        "curl via {proxy:?}: {}",
+        "{what}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let echo: serde_json::Value = serde_json::from_slice(&output.stdout).expect("echo JSON");
-    assert_eq!(echo["alpn"]["spoken"], "h2", "{echo}");
+    let echo: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{what}: echo JSON: {e}"));
+    assert_eq!(echo["alpn"]["spoken"], "h2", "{what}: {echo}");
     echo["latency"].clone()
 }
 
@@ -254,4 +269,92 @@ fn what_cannot_be_measured_is_absent_with_its_reason() {
         assert!(latency.get(absent).is_none(), "{absent}: {latency}");
     }
     assert!(micros(latency, "h2_ping_rtt_us") > 0, "{latency}");
+}
+
+/// One way of the slow path in [`direct_clients_over_a_slow_path_show_no_gap`], ms.
+const SLOW_MS: u64 = 40;
+
+/// An HTTP/2 client of the Python world (httpx over h2, whose stack answers PINGs): GETs
+/// `sys.argv[1]` without checking the certificate and prints the body.
+const HTTPX_CLIENT: &str = r#"
+import sys, httpx
+with httpx.Client(http2=True, verify=False, timeout=20) as client:
+    print(client.get(sys.argv[1]).text)
+"#;
+
+/// Asserts `field` is one round trip of a path `delay_ms` long each way: `2·delay_ms`, within
+/// 20 % and 2 ms.
+fn assert_path_rtt(latency: &serde_json::Value, field: &str, delay_ms: u64, what: &str) {
+    let expected = 2 * delay_ms * 1000;
+    let slack = expected / 5 + 2_000;
+    let measured = micros(latency, field);
+    assert!(
+        measured.abs_diff(expected) <= slack,
+        "{what}: {field} {measured} us, expected {expected} ± {slack}: {latency}"
+    );
+}
+
+/// Asserts what a direct client `delay_ms` away (each way) gives: the kernel's round trip and
+/// the HTTP/2 PING's both the path's, the TLS flight at least that, and so no gap that says
+/// proxied.
+fn assert_direct_over(latency: &serde_json::Value, delay_ms: u64, what: &str) {
+    assert_path_rtt(latency, "tcp_min_rtt_us", delay_ms, what);
+    assert_path_rtt(latency, "h2_ping_rtt_us", delay_ms, what);
+    // The client's Finished answers the server's last flight: never sooner than the path.
+    let tls = micros(latency, "tls_rtt_us");
+    assert!(tls + 2_000 >= 2 * delay_ms * 1000, "{what}: {latency}");
+    let gap = micros(latency, "gap_us");
+    assert!(
+        gap < u64::from(exitvoice_schema::round_trip::POSSIBLE_GAP_US),
+        "{what}: gap {gap} us: {latency}"
+    );
+    assert_eq!(latency["verdict"], "direct", "{what}: {latency}");
+}
+
+#[test]
+fn direct_clients_over_a_slow_path_show_no_gap() {
+    let mut path = SlowPath::new(SLOW_MS);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (port, pin) = path.spaces.echo(&path.server, SERVER_IP, dir.path(), &[]);
+    let url = format!("https://{SERVER_IP}:{port}/api/all");
+
+    let curl = in_ns(&path.client, "curl")
+        .args([
+            "-sS",
+            "--http2",
+            "--max-time",
+            "20",
+            "-k",
+            "--pinnedpubkey",
+            &pin,
+        ])
+        .arg(&url)
+        .output()
+        .expect("run curl");
+    let latency = latency_of(&curl, "curl");
+    assert_direct_over(&latency, SLOW_MS, "curl");
+    // curl and httpx finish the handshake with little work of their own: their TLS flight is
+    // the path's round trip too.
+    assert_path_rtt(&latency, "tls_rtt_us", SLOW_MS, "curl");
+
+    let httpx = in_ns(&path.client, python())
+        .args(["-c", HTTPX_CLIENT, &url])
+        .output()
+        .expect("run httpx");
+    let latency = latency_of(&httpx, "httpx");
+    assert_direct_over(&latency, SLOW_MS, "httpx");
+    assert_path_rtt(&latency, "tls_rtt_us", SLOW_MS, "httpx");
+
+    // Chromium shows a JSON answer as the text of a `<pre>`. Its TLS flight also holds its
+    // certificate checks (tens of ms on a busy machine), which its PING answer leaves out.
+    let dom = browser::load_in(&path.client, &url).dom;
+    let json = dom
+        .split_once("<pre")
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .and_then(|(_, rest)| rest.split_once("</pre>"))
+        .map(|(json, _)| browser::unescape(json))
+        .unwrap_or_else(|| panic!("chromium: no JSON in {dom}"));
+    let echo: serde_json::Value = serde_json::from_str(&json).expect("chromium: echo JSON");
+    assert_eq!(echo["alpn"]["spoken"], "h2", "chromium: {echo}");
+    assert_direct_over(&echo["latency"], SLOW_MS, "chromium");
 }

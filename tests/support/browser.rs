@@ -17,7 +17,11 @@ pub struct Load {
 /// Every flag a test run needs: headless, no sandbox (root), nothing fetched in the background,
 /// the echo's self-signed certificate accepted, TCP only (the pages are not about QUIC).
 fn chromium(profile: &Path) -> Command {
-    let mut command = Command::new("chromium");
+    with_flags(Command::new("chromium"), profile)
+}
+
+/// `command` (a Chromium to run) with the flags of [`chromium`].
+fn with_flags(mut command: Command, profile: &Path) -> Command {
     command.args(exitvoice_auditor::probe::chromium::HEADLESS_FLAGS);
     command.args([
         "--disable-quic",
@@ -41,8 +45,18 @@ fn console(stderr: &[u8]) -> Vec<String> {
 
 /// Loads `url` and returns its DOM and console messages.
 pub fn load(url: &str) -> Load {
+    load_with(Command::new("chromium"), url)
+}
+
+/// Loads `url` with Chromium run in network namespace `ns` (`support::netns`).
+pub fn load_in(ns: &str, url: &str) -> Load {
+    load_with(super::netns::in_ns(ns, "chromium"), url)
+}
+
+/// Loads `url` with `command` (a Chromium to run).
+fn load_with(command: Command, url: &str) -> Load {
     let profile = tempfile::tempdir().expect("profile dir");
-    let output = chromium(profile.path())
+    let output = with_flags(command, profile.path())
         .arg("--dump-dom")
         .arg(url)
         .output()

@@ -10,6 +10,7 @@ pub mod forwarder;
 pub mod netns;
 pub mod proxy_client;
 pub mod simulated;
+pub mod slow_path;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
