@@ -18,21 +18,6 @@ fn exit(url: &str) -> Exit {
     Exit::new("test", ProxyUrl::parse(url).expect("proxy url"))
 }
 
-/// A TCP listener on loopback that echoes every byte; returns its port.
-async fn echo_listener() -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let (mut read, mut write) = socket.split();
-                let _ = tokio::io::copy(&mut read, &mut write).await;
-            });
-        }
-    });
-    port
-}
-
 async fn roundtrip(exit: &Exit, port: u16) {
     let mut stream = dial(Some(exit), "127.0.0.1", port, &Timeouts::default())
         .await
@@ -56,7 +41,7 @@ async fn failure(exit: &Exit, host: &str, port: u16, timeouts: &Timeouts) -> Pro
 #[tokio::test(flavor = "multi_thread")]
 async fn squid_basic_auth_tunnel_and_failures() {
     let squid = Proxy::squid();
-    let target = echo_listener().await;
+    let target = support::tcp_echo::listener().await;
     let good = exit(&format!(
         "http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}",
         squid.port
@@ -85,7 +70,7 @@ async fn squid_basic_auth_tunnel_and_failures() {
 async fn tinyproxy_with_and_without_auth() {
     let open = Proxy::tinyproxy();
     let authed = Proxy::tinyproxy_auth();
-    let target = echo_listener().await;
+    let target = support::tcp_echo::listener().await;
     roundtrip(&exit(&format!("http://127.0.0.1:{}", open.port)), target).await;
     roundtrip(
         &exit(&format!(
@@ -103,7 +88,7 @@ async fn tinyproxy_with_and_without_auth() {
 #[tokio::test(flavor = "multi_thread")]
 async fn dante_socks5_username_password() {
     let dante = Proxy::dante();
-    let target = echo_listener().await;
+    let target = support::tcp_echo::listener().await;
     // socks5h: the proxy resolves the name.
     roundtrip(
         &exit(&format!(
@@ -217,7 +202,7 @@ async fn https_proxy_tls_then_connect() {
         "haproxy-tls",
         &[combined.to_str().unwrap(), &squid.port.to_string()],
     );
-    let target = echo_listener().await;
+    let target = support::tcp_echo::listener().await;
     let url = format!("https://{USER}:{PASSWORD_ENCODED}@localhost:{}", front.port);
     let mut trusted = exit(&url);
     trusted.proxy_ca = Some(ca.clone());

@@ -85,21 +85,7 @@ fn run_workers(
         })
         .collect();
     while_running();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    children
-        .into_iter()
-        .map(|child| {
-            assert!(Instant::now() < deadline, "workers took too long");
-            let output = child.wait_with_output().expect("worker output");
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            assert!(
-                output.status.success(),
-                "worker failed: {stdout}\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            serde_json::from_str(stdout.trim()).unwrap_or_else(|_| panic!("worker said {stdout}"))
-        })
-        .collect()
+    support::workers::summaries(children, Duration::from_secs(240))
 }
 
 /// A broker's metrics page.

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use exitvoice_exitsim::Simulator;
 use support::broker::Broker;
-use support::proxy_client::{self, basic, closed_within, connect, tunnel};
-use support::{simulated, EchoServer};
+use support::proxy_client::{basic, closed_within, connect, tunnel};
+use support::{simulated, tcp_echo, EchoServer};
 
 const TOKEN: &str = "proxy-test-token-0123456789";
 const PASSWORD: &str = "exit-secret-pw-4711";
@@ -435,7 +435,7 @@ fn bad_inputs_are_answered_and_lease_nothing_and_no_exit_credential_leaks() {
     answers.push(answer);
 
     // Every exit held by a tunnel: the next request waits, then 503 with Retry-After.
-    let echo_port = proxy_client::tcp_echo(&world.runtime);
+    let echo_port = tcp_echo::on(&world.runtime);
     let held: Vec<TcpStream> = (0..EXITS)
         .map(|i| {
             let user = format!("class-anonymous-task-hold{i}");
@@ -470,7 +470,7 @@ fn bad_inputs_are_answered_and_lease_nothing_and_no_exit_credential_leaks() {
 fn no_tunnel_outlives_its_lease_or_its_idle_limit_and_bytes_pass_untouched() {
     let world = World::start(&["--tunnel-idle", "2s", "--task-idle", "1s"]);
     let proxy = world.proxy();
-    let echo_port = proxy_client::tcp_echo(&world.runtime);
+    let echo_port = tcp_echo::on(&world.runtime);
     let target = format!("127.0.0.1:{echo_port}");
 
     // A megabyte of random bytes comes back as it went.

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use exitvoice_exitsim::Simulator;
 use support::broker::Broker;
-use support::{proxy_client, simulated};
+use support::{proxy_client, simulated, tcp_echo, workers};
 
 const PLAIN_EXITS: usize = 8;
 const GATEWAY_SLOTS: usize = 4;
@@ -89,26 +89,6 @@ fn exit_number(name: &str) -> usize {
     }
 }
 
-/// Waits for every child and reads the JSON line each printed.
-fn summaries(children: Vec<Child>) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    children
-        .into_iter()
-        .map(|child| {
-            assert!(Instant::now() < deadline, "the workers took too long");
-            let output = child.wait_with_output().expect("worker output");
-            let stdout = String::from_utf8_lossy(&output.stdout);
-            assert!(
-                output.status.success(),
-                "worker failed: {stdout}\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let last = stdout.lines().last().unwrap_or_default();
-            serde_json::from_str(last).unwrap_or_else(|_| panic!("worker said {stdout}"))
-        })
-        .collect()
-}
-
 fn sum(summaries: &[serde_json::Value], key: &str) -> u64 {
     summaries.iter().filter_map(|s| s[key].as_u64()).sum()
 }
@@ -152,7 +132,7 @@ struct Held {
 
 impl Held {
     fn open(runtime: &tokio::runtime::Runtime, broker: &Broker) -> Self {
-        let port = proxy_client::tcp_echo(runtime);
+        let port = tcp_echo::on(runtime);
         let mut stream = proxy_client::tunnel(
             broker.proxies[0],
             "class-anonymous-task-held-holder-held",
@@ -313,7 +293,7 @@ fn proxies_keep_every_exit_to_one_holder(store: &[&str]) {
     let opened_on_it = |sim: &Simulator| sim.snapshot(true).per_exit.unwrap()[quarantined][0];
     let opened_then = opened_on_it(&sim);
 
-    let summaries = summaries(children);
+    let summaries = workers::summaries(children, Duration::from_secs(300));
     let revoked: f64 = brokers[1..]
         .iter()
         .map(|broker| {
@@ -413,7 +393,10 @@ fn the_same_workers_without_the_broker_collide(
     let children = (0..WORKERS)
         .map(|w| worker(&format!("w{w}"), &how, &ca, &target))
         .collect();
-    let ok = sum(&summaries(children), "ok");
+    let ok = sum(
+        &workers::summaries(children, Duration::from_secs(300)),
+        "ok",
+    );
     let (plain, per_session) = collisions(&control);
     println!(
         "without the broker: {ok} ok; most at once: {plain} per exit, {per_session} per session"

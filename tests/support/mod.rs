@@ -11,6 +11,8 @@ pub mod netns;
 pub mod proxy_client;
 pub mod simulated;
 pub mod slow_path;
+pub mod tcp_echo;
+pub mod workers;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

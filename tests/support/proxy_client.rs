@@ -1,5 +1,5 @@
 //! A client of the broker's forward proxy, by hand: `CONNECT` with Basic credentials, the
-//! tunnel after `200`, and how long until the broker closes it. And a TCP echo target.
+//! tunnel after `200`, and how long until the broker closes it.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
@@ -62,21 +62,4 @@ pub fn closed_within(stream: &mut TcpStream, limit: Duration) -> Option<Duration
         }
     }
     None
-}
-
-/// A TCP echo target on loopback (what comes in goes back), served on `runtime`: its port.
-pub fn tcp_echo(runtime: &tokio::runtime::Runtime) -> u16 {
-    runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let (mut read, mut write) = socket.split();
-                    let _ = tokio::io::copy(&mut read, &mut write).await;
-                });
-            }
-        });
-        port
-    })
 }
