@@ -9,6 +9,7 @@ pub mod delay_relay;
 pub mod forwarder;
 pub mod netns;
 pub mod proxy_client;
+pub mod proxy_world;
 pub mod simulated;
 pub mod slow_path;
 pub mod tcp_echo;
