@@ -19,6 +19,11 @@ use std::process::Command;
 
 use support::proxy_world::{World, TOKEN};
 
+/// The echo's name, on the test CA's certificate: `/etc/hosts` has it as 127.0.0.1
+/// (scripts/install-test-deps.sh), and the exits resolve it. A name, not an address: clients
+/// send SNI only for names, and crawlee's HTTP/2 takes an origin only by the name it asked for.
+const HOST: &str = "echo.exitvoice.test";
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -38,6 +43,20 @@ fn certs() -> PathBuf {
 
 fn ca() -> String {
     certs().join("ca.pem").to_string_lossy().into_owned()
+}
+
+/// The echo's URL at `path`, by [`HOST`].
+fn page(world: &World, path: &str) -> String {
+    use std::net::ToSocketAddrs as _;
+    let resolved = (HOST, world.echo.port)
+        .to_socket_addrs()
+        .map(|mut addresses| addresses.any(|a| a.ip().is_loopback()))
+        .unwrap_or(false);
+    assert!(
+        resolved,
+        "{HOST} is not 127.0.0.1 in /etc/hosts: run scripts/install-test-deps.sh"
+    );
+    format!("https://{HOST}:{}{path}", world.echo.port)
 }
 
 /// The world, with the echo on the test CA's leaf certificate, and `extra` broker flags.
@@ -138,22 +157,23 @@ fn assert_echo(page: &serde_json::Value, path: &str) {
     assert!(ja4.starts_with('t'), "a TLS voice over TCP: {page}");
 }
 
-/// Asserts that every page of `paths` was fetched (status 200, an echo's bytes) by one line of
-/// `lines`, no other was, and returns each page's task.
-fn fetched(world: &World, lines: &[serde_json::Value], paths: &[String]) -> Vec<String> {
+/// Asserts that every page of `paths` was fetched (status 200, an echo's bytes) by one JSON
+/// line of `out`, no other was, and returns each page's task.
+fn fetched(world: &World, out: &str, paths: &[String]) -> Vec<String> {
+    let lines = json_lines(out);
     let mut tasks = Vec::new();
     for path in paths {
-        let url = world.echo_url(path);
+        let url = page(&world, path);
         let line = lines
             .iter()
             .find(|line| line["url"] == url.as_str())
-            .unwrap_or_else(|| panic!("{url} not fetched: {lines:?}"));
+            .unwrap_or_else(|| panic!("{url} not fetched: {out}"));
         assert_eq!(line["status"], 200, "{line}");
         // The echo's JSON of /api/all is kilobytes; its 404 is a few hundred bytes.
         assert!(line["bytes"].as_u64().unwrap_or(0) > 2_000, "{line}");
         tasks.push(line["task"].as_str().expect("a task").to_owned());
     }
-    assert_eq!(lines.len(), paths.len(), "one line a page: {lines:?}");
+    assert_eq!(lines.len(), paths.len(), "one line a page: {out}");
     tasks
 }
 
@@ -166,7 +186,7 @@ fn curl_over_connect_and_socks5h_leaves_one_task_from_one_exit() {
     // The examples ask for identity unless told otherwise, and this pool has none: the broker
     // answers 503, and leases nothing.
     let refused = example_command(&world, example("curl.sh"))
-        .arg(world.echo_url(path))
+        .arg(page(&world, path))
         .env("CURL_CA_BUNDLE", ca())
         .output()
         .expect("curl.sh");
@@ -175,7 +195,7 @@ fn curl_over_connect_and_socks5h_leaves_one_task_from_one_exit() {
     assert_eq!(world.served(), served);
 
     let out = run(example_command(&world, example("curl.sh"))
-        .arg(world.echo_url(path))
+        .arg(page(&world, path))
         .arg("t1")
         .env("CURL_CA_BUNDLE", ca()));
     let pages: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out)
@@ -217,11 +237,11 @@ fn curl_over_connect_and_socks5h_leaves_one_task_from_one_exit() {
 fn requests_worker_needs_only_the_proxy_url_and_reports_what_the_origin_refused() {
     let world = world(&[]);
     let limited = format!(
-        "http://127.0.0.1:{}/limited",
+        "http://{HOST}:{}/limited",
         world.http_origin_answering("429 Too Many Requests")
     );
     let paths = ["/api/all?page=1".to_owned(), "/api/all?page=2".to_owned()];
-    let mut urls: Vec<String> = paths.iter().map(|path| world.echo_url(path)).collect();
+    let mut urls: Vec<String> = paths.iter().map(|path| page(&world, path)).collect();
     urls.push(limited.clone());
     let served = world.served();
     let worker = example("requests_worker.py");
@@ -249,8 +269,8 @@ fn requests_worker_needs_only_the_proxy_url_and_reports_what_the_origin_refused(
     }
     assert_eq!(world.served(), served + 2, "one lease a task: {out}");
     assert_eq!(world.live(), 0, "the reports ended both leases");
-    // Each report banned its exit for the origin (127.0.0.1, the echo's host too), so the
-    // second task left from another exit.
+    // Each report banned its exit for the origin (the host, the echo's too), so the second task
+    // left from another exit.
     let exits = exits(&world);
     let refused: Vec<_> = exits
         .values()
@@ -259,10 +279,7 @@ fn requests_worker_needs_only_the_proxy_url_and_reports_what_the_origin_refused(
     assert_eq!(refused.len(), 2, "two exits refused: {exits:?}");
     for exit in refused {
         let bans = exit["bans"].as_array().expect("bans");
-        assert!(
-            bans.iter().any(|ban| ban["origin"] == "127.0.0.1"),
-            "{exit}"
-        );
+        assert!(bans.iter().any(|ban| ban["origin"] == HOST), "{exit}");
     }
 
     // Reporting is optional: without EXITVOICE_BROKER the 429 is only printed, and the task's
@@ -281,13 +298,13 @@ fn requests_worker_needs_only_the_proxy_url_and_reports_what_the_origin_refused(
 fn scrapy_spider_fetches_its_pages_a_task_on_one_lease() {
     let world = world(&[]);
     let paths: Vec<String> = (0..4).map(|i| format!("/api/all?scrapy={i}")).collect();
-    let urls: Vec<String> = paths.iter().map(|path| world.echo_url(path)).collect();
+    let urls: Vec<String> = paths.iter().map(|path| page(&world, path)).collect();
     let (before, served) = (tunnels(&world), world.served());
     let out = run(example_command(&world, python("venv-scrapy"))
         .arg(example("scrapy_spider.py"))
         .args(["--tasks", "2"])
         .args(&urls));
-    let tasks = fetched(&world, &json_lines(&out), &paths);
+    let tasks = fetched(&world, &out, &paths);
     let expected: Vec<String> = (0..4).map(|i| format!("scrapy_{}", i % 2)).collect();
     assert_eq!(tasks, expected, "page i in task i mod 2");
     assert_eq!(world.served(), served + 2, "one lease a task");
@@ -304,7 +321,7 @@ fn crawlee_fetches_its_pages_a_task_per_session() {
     );
     let world = world(&[]);
     let paths: Vec<String> = (0..6).map(|i| format!("/api/all?crawlee={i}")).collect();
-    let urls: Vec<String> = paths.iter().map(|path| world.echo_url(path)).collect();
+    let urls: Vec<String> = paths.iter().map(|path| page(&world, path)).collect();
     let (before, served) = (tunnels(&world), world.served());
     // In a directory of its own: crawlee keeps nothing on disk, and this shows it.
     let cwd = tempfile::tempdir().unwrap();
@@ -313,9 +330,7 @@ fn crawlee_fetches_its_pages_a_task_per_session() {
         .args(&urls)
         .current_dir(cwd.path())
         .env("NODE_EXTRA_CA_CERTS", ca()));
-    let tasks: BTreeSet<String> = fetched(&world, &json_lines(&out), &paths)
-        .into_iter()
-        .collect();
+    let tasks: BTreeSet<String> = fetched(&world, &out, &paths).into_iter().collect();
     assert!(
         (1..=2).contains(&tasks.len()) && tasks.iter().all(|t| t.starts_with("crawlee_")),
         "a task per session, at most two sessions: {tasks:?}"
@@ -341,10 +356,9 @@ fn chromium_rides_the_fixed_lease_listener() {
     let (before, served) = (tunnels(&world), world.served());
     let profile = tempfile::tempdir().unwrap();
     // The example's flags, and the ones a test run needs: no sandbox (root), nothing fetched
-    // in the background, the test CA's certificate accepted, TCP only, and the proxy used for a
-    // loopback origin too (Chromium bypasses it there by default).
+    // in the background, the test CA's certificate accepted, TCP only.
     let dom = run(example_command(&world, example("chromium.sh"))
-        .arg(world.echo_url(path))
+        .arg(page(&world, path))
         .args(exitvoice_auditor::probe::chromium::HEADLESS_FLAGS)
         .args([
             "--disable-quic",
