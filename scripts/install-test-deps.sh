@@ -17,6 +17,8 @@
 #   - .tools/venv-mitm: mitmproxy (11.x on Python 3.11), kept apart from the test venv;
 #   - .tools/venv-scrapy: Scrapy (a crawler whose downloader pools CONNECT tunnels: the broker's
 #     proxy tests), kept apart so that its dependencies move no pin of the test venv;
+#   - examples/proxy/crawlee/node_modules: the crawlee example's packages, as its lock file pins
+#     them (`npm ci`; tests/broker_proxy_examples.rs runs it);
 #   - .tools/certs/: a test CA and a leaf certificate for echo.exitvoice.test (made once);
 #   - the Firefox enterprise policy that trusts that CA (merged into any existing policy);
 #   - the /etc/hosts line `127.0.0.1 echo.exitvoice.test`;
@@ -65,6 +67,7 @@ fi
 extra=()
 command -v java >/dev/null || extra+=(openjdk-17-jdk-headless)
 command -v node >/dev/null || extra+=(nodejs)
+command -v npm >/dev/null || extra+=(npm)
 if [ ${#extra[@]} -gt 0 ]; then
   say "apt installing ${extra[*]}"
   "${APT[@]}" update -q
@@ -121,6 +124,16 @@ if [ ! -x "$SVENV/bin/scrapy" ] || pinned_missing "$SVENV" "$SCRAPY_PIN"; then
   say "installing $SCRAPY_PIN into $SVENV"
   [ -x "$SVENV/bin/python" ] || "$PY" -m venv "$SVENV"
   "$SVENV/bin/pip" install -q "$SCRAPY_PIN"
+fi
+
+# --- the crawlee example's packages (examples/proxy/crawlee) ----------------------------------
+# `npm ci` installs exactly what package-lock.json pins; npm writes its own record of the install
+# (node_modules/.package-lock.json), so a lock file newer than that record installs again.
+CRAWLEE=examples/proxy/crawlee
+if [ ! -f "$CRAWLEE/node_modules/.package-lock.json" ] ||
+   [ "$CRAWLEE/package-lock.json" -nt "$CRAWLEE/node_modules/.package-lock.json" ]; then
+  say "npm ci in $CRAWLEE"
+  (cd "$CRAWLEE" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
 # --- test CA + leaf certificate (made once) ------------------------------------------------------
