@@ -163,7 +163,7 @@ fn fetched(world: &World, out: &str, paths: &[String]) -> Vec<String> {
     let lines = json_lines(out);
     let mut tasks = Vec::new();
     for path in paths {
-        let url = page(&world, path);
+        let url = page(world, path);
         let line = lines
             .iter()
             .find(|line| line["url"] == url.as_str())
