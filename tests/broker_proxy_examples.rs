@@ -94,14 +94,20 @@ fn example_command(world: &World, program: impl AsRef<std::ffi::OsStr>) -> Comma
 /// the simulated ones (identity takes a browser-shaped voice from the auditor); asserts it
 /// succeeded, and returns what it printed.
 fn run(command: &mut Command) -> String {
+    // Shown without its environment, which holds the token.
+    let shown = format!(
+        "{} {:?}",
+        command.get_program().to_string_lossy(),
+        command.get_args().collect::<Vec<_>>()
+    );
     let out = command
         .env("EXITVOICE_CLASS", "anonymous")
         .output()
-        .unwrap_or_else(|e| panic!("{command:?}: {e} (scripts/install-test-deps.sh)"));
+        .unwrap_or_else(|e| panic!("{shown}: {e} (scripts/install-test-deps.sh)"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "{command:?}: {}\n{stdout}\n{}",
+        "{shown}: {}\n{stdout}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
@@ -235,7 +241,7 @@ fn curl_over_connect_and_socks5h_leaves_one_task_from_one_exit() {
 
 #[test]
 fn requests_worker_needs_only_the_proxy_url_and_reports_what_the_origin_refused() {
-    let world = world(&[]);
+    let world = world(&["--task-idle", "30s"]);
     let limited = format!(
         "http://{HOST}:{}/limited",
         world.http_origin_answering("429 Too Many Requests")
@@ -351,7 +357,7 @@ fn crawlee_fetches_its_pages_a_task_per_session() {
 
 #[test]
 fn chromium_rides_the_fixed_lease_listener() {
-    let world = world(&[]);
+    let world = world(&["--task-idle", "30s"]);
     let path = "/api/all?from=chromium";
     let (before, served) = (tunnels(&world), world.served());
     let profile = tempfile::tempdir().unwrap();
