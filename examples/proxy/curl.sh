@@ -5,11 +5,11 @@
 #
 # The proxy user name is the lease request (`class-identity-task-t1`: an exit fit for identity,
 # held for task t1; EXITVOICE_CLASS=anonymous or stateless asks for less), the password the
-# broker token. Both fetches name the same task, so the
-# second rides the first one's lease and leaves from the same exit (within the broker's
-# --task-idle of the first). curl's own environment applies (CURL_CA_BUNDLE for a private CA).
-# The token is on curl's command line, which other users of this machine see in `ps`: a curl
-# config file (`--config`, `proxy-user = "…"`) keeps it off.
+# broker token. Both fetches name the same task, so the second rides the first one's lease and
+# leaves from the same exit (within the broker's --task-idle of the first). curl's own
+# environment applies (CURL_CA_BUNDLE for a private CA). The token is on curl's command line,
+# which other users of this machine see in `ps`: a curl config file (`--config`,
+# `proxy-user = "…"`) keeps it off.
 set -eu
 url=${1:?usage: curl.sh URL [TASK]}
 task=${2:-t1}

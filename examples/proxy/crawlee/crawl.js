@@ -6,10 +6,11 @@
 // crawlee asks `newUrlFunction` for a proxy URL per session (its cookies and its retries). The
 // URL's user name names a task after the session (`class-identity-task-crawlee_<session>`;
 // another class with EXITVOICE_CLASS=anonymous or stateless), and its password is the broker
-// token: every request of a session rides the task's one lease and
-// leaves from one exit, and a session that crawlee retires (blocked) leaves its exit with it.
+// token: every request of a session rides the task's one lease and leaves from one exit, and a
+// session that crawlee retires (blocked: 401, 403, 429) leaves its exit behind with its task.
 // HttpCrawler fetches with got-scraping: no browser to download. Certificates are verified
-// (NODE_EXTRA_CA_CERTS adds a private CA).
+// (NODE_EXTRA_CA_CERTS adds a private CA); give origins by name, as got-scraping's HTTP/2 takes
+// no origin by IP address.
 //
 // Prints one JSON line per page: task, url, status, bytes.
 import { Configuration, HttpCrawler, ProxyConfiguration } from 'crawlee';
