@@ -6,9 +6,9 @@
 
 Each task gets a Session whose proxy URL names the task (`class-identity-task-<task>`; another
 class with EXITVOICE_CLASS=anonymous or stateless), so every request of the task leaves from one
-exit. The worker makes no lease API call: the broker leases
-an exit at the task's first connection, keeps it while the task's tunnels are open, and ends it
---task-idle after the last one closes.
+exit. The worker makes no lease API call: the broker leases an exit at the task's first
+connection, keeps it while the task's tunnels are open, and ends it --task-idle after the last
+one closes.
 
 What the broker cannot see inside TLS (the origin's 403 or 429) is the worker's to report: with
 EXITVOICE_BROKER (the broker's API, e.g. http://127.0.0.1:8490) set, such an answer is reported as
