@@ -89,3 +89,57 @@ impl Tunnel {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A proxy that reads the request head, then writes `answer` in one piece.
+    async fn answering(answer: &'static [u8]) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                stream.read_exact(&mut byte).await.unwrap();
+                head.push(byte[0]);
+            }
+            let text = String::from_utf8(head).unwrap();
+            // base64("u:p")
+            assert!(
+                text.contains("Proxy-Authorization: Basic dTpw\r\n"),
+                "{text}"
+            );
+            stream.write_all(answer).await.unwrap();
+            // Held open until the client is done.
+            let _ = stream.read(&mut byte).await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn the_first_byte_may_come_with_the_answer() {
+        let proxy = answering(b"HTTP/1.1 200 Connection established\r\n\r\n!").await;
+        let target = "127.0.0.1:9".parse().unwrap();
+        let mut tunnel = Proxy::new(proxy, "u", "p").open(target).await.unwrap();
+        assert_eq!(tunnel.early, b"!");
+        tunnel.first_byte().await.unwrap();
+        assert!(tunnel.early.is_empty());
+    }
+
+    #[tokio::test]
+    async fn any_answer_but_200_is_a_refusal() {
+        let proxy = answering(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n").await;
+        let target = "127.0.0.1:9".parse().unwrap();
+        let error = Proxy::new(proxy, "u", "p")
+            .open(target)
+            .await
+            .err()
+            .unwrap();
+        assert!(error.to_string().contains("407"), "{error}");
+    }
+}

@@ -50,3 +50,18 @@ pub fn tcp_mem_pages() -> anyhow::Result<u64> {
     let at = words.iter().position(|w| *w == "mem").context("no mem")?;
     Ok(words.get(at + 1).context("no mem value")?.parse()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let pid = std::process::id();
+        let spent = cpu_seconds(pid).unwrap();
+        assert!((0.0..3600.0).contains(&spent), "{spent}");
+        assert!(rss_kib(pid).unwrap() > 0);
+        tcp_mem_pages().unwrap();
+        assert!(cpu_seconds(u32::MAX).is_err());
+    }
+}
