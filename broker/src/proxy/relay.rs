@@ -205,7 +205,7 @@ pub async fn relay(
 /// One direction of the copy: what was read and not yet written, in a buffer held only while
 /// there is some or a read is under way.
 #[derive(Default)]
-struct Copy {
+struct Direction {
     buf: Option<Box<[u8]>>,
     /// Written up to `pos` of the `cap` bytes read into `buf`.
     pos: usize,
@@ -216,7 +216,7 @@ struct Copy {
     need_flush: bool,
 }
 
-impl Copy {
+impl Direction {
     /// Copies `reader` to `writer` until the reader ends, then shuts the writer down.
     fn poll_copy<R, W>(
         &mut self,
@@ -281,7 +281,7 @@ where
     A: AsyncRead + AsyncWrite + Unpin + ?Sized,
     B: AsyncRead + AsyncWrite + Unpin + ?Sized,
 {
-    let (mut up, mut down) = (Copy::default(), Copy::default());
+    let (mut up, mut down) = (Direction::default(), Direction::default());
     let (mut up_done, mut down_done) = (false, false);
     std::future::poll_fn(|cx| {
         if !up_done {
@@ -328,10 +328,11 @@ mod tests {
     async fn an_idle_direction_holds_no_buffer() {
         let (mut far_in, mut reader) = tokio::io::duplex(64 * 1024);
         let (mut writer, mut far_out) = tokio::io::duplex(64 * 1024);
-        let mut copy = Copy::default();
+        let mut copy = Direction::default();
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        let mut poll =
-            |copy: &mut Copy| copy.poll_copy(&mut cx, Pin::new(&mut reader), Pin::new(&mut writer));
+        let mut poll = |copy: &mut Direction| {
+            copy.poll_copy(&mut cx, Pin::new(&mut reader), Pin::new(&mut writer))
+        };
         assert!(poll(&mut copy).is_pending());
         assert!(copy.buf.is_none(), "nothing read yet");
         far_in.write_all(b"some bytes").await.unwrap();
