@@ -27,3 +27,6 @@ scripts/bench-audit-scale.sh --quick --debug --no-build --postgres \
 # And for the broker's harness: 100 exits on SQLite, PostgreSQL and PostgreSQL without
 # synchronous commits, 2 s each; it fails when a run completes no lease cycle.
 scripts/bench-broker.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-broker-smoke.XXXXXX)"
+# And for the proxy's harness: 50 tunnels per path, 50 MB through the broker and HAProxy, 200
+# idle tunnels; it fails when a tunnel is refused or an idle one closes.
+scripts/bench-proxy.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-proxy-smoke.XXXXXX)"

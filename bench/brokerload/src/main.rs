@@ -2,7 +2,8 @@
 //!
 //! - `brokerload seed --database URL --exits N --out exits.toml`: an exits file of N plain
 //!   exits and, in the database, a labels snapshot that admits each as `identity` (the broker
-//!   is measured, not the auditor);
+//!   is measured, not the auditor); with `--exitsim ADDR --exit-password PW`, exit `e-<n>` is
+//!   the simulator's `exit-<n>` on ADDR, so tunnels through the broker's proxy really open;
 //! - `brokerload run --broker URL --clients 64 --seconds 10 [--rate R]`: each client keeps one
 //!   HTTP/1.1 connection and loops acquire (`POST /v1/leases`, class `identity`) then release
 //!   (`DELETE`, outcome `ok`); closed loop by default (saturation), or paced to R cycles/s over
@@ -56,6 +57,13 @@ enum Command {
         /// Where the exits file goes.
         #[arg(long)]
         out: PathBuf,
+        /// The exits are `exit-<n>` of the `exitsim` HTTP `CONNECT` listener here (default: a
+        /// port nothing listens on, for leases that open no tunnel).
+        #[arg(long, requires = "exit_password")]
+        exitsim: Option<std::net::SocketAddr>,
+        /// The simulator's password.
+        #[arg(long, env = "EXITSIM_PASSWORD", hide_env_values = true)]
+        exit_password: Option<String>,
     },
     /// Run lease + release cycles against a broker.
     Run {
@@ -135,7 +143,12 @@ async fn main() -> anyhow::Result<()> {
             database,
             exits,
             out,
-        } => seed(&database, exits, &out).await,
+            exitsim,
+            exit_password,
+        } => {
+            let via = exitsim.zip(exit_password);
+            seed(&database, exits, &out, via.as_ref()).await
+        }
         Command::Run {
             broker,
             clients,
@@ -182,7 +195,14 @@ async fn store_layer(store: &str, load: &Load) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn seed(database: &str, exits: usize, out: &PathBuf) -> anyhow::Result<()> {
+/// Writes the exits file and the labels; with `via`, exit `e-<n>` is `exit-<n>` of the exit
+/// simulator at that address, with that password.
+async fn seed(
+    database: &str,
+    exits: usize,
+    out: &PathBuf,
+    via: Option<&(std::net::SocketAddr, String)>,
+) -> anyhow::Result<()> {
     let database: exitvoice_store::Database = database.parse().context("--database")?;
     let store = exitvoice_store::Store::connect(&database).await?;
     let now =
@@ -190,10 +210,11 @@ async fn seed(database: &str, exits: usize, out: &PathBuf) -> anyhow::Result<()>
     let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
     let mut labels = Vec::with_capacity(exits);
     for n in 0..exits {
-        writeln!(
-            file,
-            "[[exits]]\nname = \"e-{n}\"\nurl = \"http://u:p@127.0.0.1:9\"\n"
-        )?;
+        let url = match via {
+            Some((addr, password)) => format!("http://exit-{n}:{password}@{addr}"),
+            None => "http://u:p@127.0.0.1:9".to_owned(),
+        };
+        writeln!(file, "[[exits]]\nname = \"e-{n}\"\nurl = \"{url}\"\n")?;
         labels.push(json!({
             "name": format!("e-{n}"), "route": "identity", "last_probe_at": now, "url": "",
             "tags": {}, "egress_ips": [], "state": "stable", "changed_at": null, "bucket": "A",

@@ -1,11 +1,15 @@
 //! The tunnel once open: bytes copied both ways as they come, never read for meaning, until
 //! either side closes, the tunnel moves nothing for `--tunnel-idle`, or its lease ends.
+//!
+//! Each direction holds its buffer only while bytes move: it is taken for a read and given
+//! back when the read finds nothing and nothing waits to be written, so an idle tunnel (a
+//! browser's or a pool's kept connection) holds none.
 
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use exitvoice_exits::dial::Tunnel;
@@ -14,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::deadline::Deadline;
 
-/// Bytes buffered per direction.
+/// Bytes buffered per direction while bytes move.
 const BUFFER: usize = 8 * 1024;
 
 /// Why a tunnel closed.
@@ -183,7 +187,7 @@ pub async fn relay(
             if !early.is_empty() {
                 exit.write_all(early).await?;
             }
-            tokio::io::copy_bidirectional_with_sizes(&mut client, &mut exit, BUFFER, BUFFER).await
+            copy_both(&mut client, &mut exit).await
         } => match copied {
             Err(_) if deadline.passed() => Closed::RanOut,
             Ok(_) if traffic.exit_first.load(Ordering::Relaxed) => Closed::Exit,
@@ -196,6 +200,109 @@ pub async fn relay(
         down: traffic.down.load(Ordering::Relaxed),
         closed,
     }
+}
+
+/// One direction of the copy: what was read and not yet written, in a buffer held only while
+/// there is some or a read is under way.
+#[derive(Default)]
+struct Direction {
+    buf: Option<Box<[u8]>>,
+    /// Written up to `pos` of the `cap` bytes read into `buf`.
+    pos: usize,
+    cap: usize,
+    /// The reader ended.
+    read_done: bool,
+    /// Written since the last flush.
+    need_flush: bool,
+}
+
+impl Direction {
+    /// Copies `reader` to `writer` until the reader ends, then shuts the writer down.
+    fn poll_copy<R, W>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut reader: Pin<&mut R>,
+        mut writer: Pin<&mut W>,
+    ) -> Poll<io::Result<()>>
+    where
+        R: AsyncRead + ?Sized,
+        W: AsyncWrite + ?Sized,
+    {
+        loop {
+            if self.pos == self.cap && !self.read_done {
+                let buf = self
+                    .buf
+                    .get_or_insert_with(|| vec![0; BUFFER].into_boxed_slice());
+                let mut read = ReadBuf::new(buf);
+                match reader.as_mut().poll_read(cx, &mut read) {
+                    Poll::Pending => {
+                        // Nothing to write: the buffer goes back until the next bytes come
+                        // (a reader keeps no hold on it past the call).
+                        self.buf = None;
+                        if self.need_flush {
+                            ready!(writer.as_mut().poll_flush(cx))?;
+                            self.need_flush = false;
+                        }
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                    Poll::Ready(Ok(())) => {
+                        let n = read.filled().len();
+                        self.read_done = n == 0;
+                        (self.pos, self.cap) = (0, n);
+                    }
+                }
+            }
+            while self.pos < self.cap {
+                let pending = self.buf.as_deref().and_then(|b| b.get(self.pos..self.cap));
+                let n = ready!(writer.as_mut().poll_write(cx, pending.unwrap_or_default()))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                self.pos += n;
+                self.need_flush = true;
+            }
+            if self.read_done {
+                self.buf = None;
+                if self.need_flush {
+                    ready!(writer.as_mut().poll_flush(cx))?;
+                    self.need_flush = false;
+                }
+                return writer.as_mut().poll_shutdown(cx);
+            }
+        }
+    }
+}
+
+/// Copies `a` to `b` and `b` to `a` until both readers ended (each end's writer shut down
+/// after its reader ended), or either side failed.
+async fn copy_both<A, B>(a: &mut A, b: &mut B) -> io::Result<()>
+where
+    A: AsyncRead + AsyncWrite + Unpin + ?Sized,
+    B: AsyncRead + AsyncWrite + Unpin + ?Sized,
+{
+    let (mut up, mut down) = (Direction::default(), Direction::default());
+    let (mut up_done, mut down_done) = (false, false);
+    std::future::poll_fn(|cx| {
+        if !up_done {
+            if let Poll::Ready(result) = up.poll_copy(cx, Pin::new(&mut *a), Pin::new(&mut *b)) {
+                result?;
+                up_done = true;
+            }
+        }
+        if !down_done {
+            if let Poll::Ready(result) = down.poll_copy(cx, Pin::new(&mut *b), Pin::new(&mut *a)) {
+                result?;
+                down_done = true;
+            }
+        }
+        if up_done && down_done {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// Resolves once nothing has moved for `idle`.
@@ -214,6 +321,37 @@ mod tests {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
     use super::*;
+
+    /// A direction holds a buffer only while bytes move: none while its reader has nothing,
+    /// none once what came is written; the writer is shut down when the reader ends.
+    #[tokio::test]
+    async fn an_idle_direction_holds_no_buffer() {
+        let (mut far_in, mut reader) = tokio::io::duplex(64 * 1024);
+        let (mut writer, mut far_out) = tokio::io::duplex(64 * 1024);
+        let mut copy = Direction::default();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut poll = |copy: &mut Direction| {
+            copy.poll_copy(&mut cx, Pin::new(&mut reader), Pin::new(&mut writer))
+        };
+        assert!(poll(&mut copy).is_pending());
+        assert!(copy.buf.is_none(), "nothing read yet");
+        far_in.write_all(b"some bytes").await.unwrap();
+        assert!(poll(&mut copy).is_pending());
+        assert!(
+            copy.buf.is_none(),
+            "given back once written and the read pends"
+        );
+        let mut got = [0; 10];
+        far_out.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"some bytes");
+        drop(far_in);
+        assert!(matches!(poll(&mut copy), Poll::Ready(Ok(()))));
+        assert_eq!(
+            far_out.read(&mut got).await.unwrap(),
+            0,
+            "shut down after the reader"
+        );
+    }
 
     /// Bytes pass until the deadline; then the tunnel closes as run out, and the exit gets
     /// nothing written after it, however much the client still sends.
