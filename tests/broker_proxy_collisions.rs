@@ -406,3 +406,115 @@ fn the_same_workers_without_the_broker_collide(
         "the control must collide, or this test proves nothing"
     );
 }
+
+/// A target that keeps every byte it receives, from any connection: its port and the bytes.
+fn counting_target(runtime: &tokio::runtime::Runtime) -> (u16, Arc<std::sync::Mutex<Vec<u8>>>) {
+    use tokio::io::AsyncReadExt as _;
+    let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let port = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let received = received.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let received = received.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0; 4096];
+                    while let Ok(n) = socket.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        received.lock().unwrap().extend_from_slice(&buf[..n]);
+                    }
+                });
+            }
+        });
+        port
+    });
+    (port, received)
+}
+
+/// Waits up to 5 s for `bytes` among what the target received.
+fn arrives(received: &std::sync::Mutex<Vec<u8>>, bytes: &[u8]) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if received
+            .lock()
+            .unwrap()
+            .windows(bytes.len())
+            .any(|w| w == bytes)
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// A broker instance stopped (SIGSTOP) while its tunnel rides the only exit: the lease runs
+/// out in the store and another instance grants the exit to the next task. Resumed, the
+/// stopped instance writes nothing more to the exit (what the client sent it meanwhile never
+/// reaches the target behind the exit) and closes its tunnel.
+#[test]
+fn a_stopped_instance_resumes_into_closed_tunnels() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let echo = simulated::unlimited_echo(None);
+    let database = exitvoice_pgtest::fresh_database("broker_proxy_stopped");
+    let work = tempfile::tempdir().unwrap();
+    let sim = simulated::simulator(&runtime, 1, PASSWORD, false);
+    let exits = simulated::exits_file(
+        &work.path().join("exits.toml"),
+        "",
+        1,
+        &sim,
+        PASSWORD,
+        &echo,
+    );
+    support::broker::audit(&exits, &database);
+    let start = |name: &str| {
+        let flags = ["--proxy-listen", "127.0.0.1:0", "--instance", name];
+        let idle = ["--task-idle", "2s", "--tunnel-idle", "1m"];
+        Broker::start(&exits, &database, TOKEN, &[&flags[..], &idle[..]].concat())
+    };
+    let (first, second) = (start("b0"), start("b1"));
+    let (port, received) = counting_target(&runtime);
+    let target = format!("127.0.0.1:{port}");
+
+    let mut held = proxy_client::tunnel(
+        first.proxies[0],
+        "class-anonymous-task-stopped",
+        TOKEN,
+        &target,
+    );
+    held.write_all(b"before").unwrap();
+    assert!(arrives(&received, b"before"), "the tunnel carried nothing");
+    first.stop();
+    // The task's lease runs out in the store (--task-idle after its last renewal); the other
+    // instance, asked to wait, then grants the only exit to the next task.
+    let mut next = proxy_client::tunnel(
+        second.proxies[0],
+        "class-anonymous-task-next-wait-15000",
+        TOKEN,
+        &target,
+    );
+    // Sent to the stopped instance: its kernel takes the bytes, the process cannot.
+    held.write_all(b"AFTER-THE-LEASE").unwrap();
+    next.write_all(b"next-holder").unwrap();
+    assert!(
+        arrives(&received, b"next-holder"),
+        "the next holder's tunnel"
+    );
+    first.resume();
+    let closed = proxy_client::closed_within(&mut held, Duration::from_secs(3));
+    std::thread::sleep(Duration::from_millis(500));
+    let got = String::from_utf8_lossy(&received.lock().unwrap()).into_owned();
+    println!("the target received {got:?}; the stopped instance's tunnel closed {closed:?} after it resumed");
+    assert!(
+        !got.contains("AFTER-THE-LEASE"),
+        "bytes reached the exit through a lease that had run out: {got:?}"
+    );
+    assert!(
+        closed.is_some(),
+        "the resumed instance kept the tunnel of a lease that had run out"
+    );
+}

@@ -67,11 +67,25 @@ impl Broker {
 
     /// Sends it SIGHUP: it reads its exits file again.
     pub fn hangup(&self) {
+        self.signal("-HUP");
+    }
+
+    /// Sends it SIGSTOP: the process stands still, its sockets open, until [`Self::resume`].
+    pub fn stop(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Sends it SIGCONT.
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
         let status = Command::new("kill")
-            .args(["-HUP", &self.child.id().to_string()])
+            .args([signal, &self.child.id().to_string()])
             .status()
             .expect("run kill");
-        assert!(status.success(), "kill -HUP failed");
+        assert!(status.success(), "kill {signal} failed");
     }
 
     /// Kills it with SIGKILL, as a crash would.
