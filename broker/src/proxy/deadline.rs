@@ -14,37 +14,52 @@ use std::time::{Duration, Instant};
 /// moment between the check and the write, and for two clocks' rates.
 pub const AHEAD: Duration = Duration::from_millis(100);
 
-/// A lease's deadline, moved on by its renewals.
+/// A lease's expiry as this instance counts it, and the deadline [`AHEAD`] of it; moved on by
+/// its renewals.
 #[derive(Debug)]
 pub struct Deadline {
     base: Instant,
-    /// Ms since `base`.
-    ms: AtomicU64,
+    /// The expiry, ms since `base` (rounded down: never later than the store's).
+    expires_ms: AtomicU64,
 }
 
 impl Deadline {
     /// A deadline for a lease that the store ends at `expires` (this instance's clock).
     pub fn new(expires: Instant) -> Self {
-        let base = Instant::now();
         let deadline = Self {
-            base,
-            ms: AtomicU64::new(0),
+            base: Instant::now(),
+            expires_ms: AtomicU64::new(0),
         };
         deadline.set(expires);
         deadline
     }
 
-    /// Moves the deadline to `AHEAD` before `expires`.
+    /// The store ends the lease at `expires` now (a renewal's answer).
     pub fn set(&self, expires: Instant) {
-        let at = expires.checked_sub(AHEAD).unwrap_or(self.base);
-        let ms = at.saturating_duration_since(self.base).as_millis();
-        self.ms
-            .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Release);
+        self.expires_ms.store(self.ms(expires), Ordering::Release);
     }
 
-    /// When tunnels must have stopped.
+    /// The store ends the lease at `expires` or later (a grant of a lease held here already).
+    pub fn extend(&self, expires: Instant) {
+        self.expires_ms
+            .fetch_max(self.ms(expires), Ordering::AcqRel);
+    }
+
+    fn ms(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.base).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// When the store ends the lease unless renewed, by this instance's clock.
+    pub fn expires(&self) -> Instant {
+        self.base + Duration::from_millis(self.expires_ms.load(Ordering::Acquire))
+    }
+
+    /// When tunnels must have stopped: [`AHEAD`] of the expiry.
     pub fn at(&self) -> Instant {
-        self.base + Duration::from_millis(self.ms.load(Ordering::Acquire))
+        self.expires()
+            .checked_sub(AHEAD)
+            .unwrap_or(self.base)
+            .max(self.base)
     }
 
     /// `true` once the deadline has passed.

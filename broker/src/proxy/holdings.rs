@@ -8,10 +8,10 @@
 //! Every [`CHECK`] the instance asks the store which of its leases are still live, in one call,
 //! and, beside it, renews those with open tunnels that have run half their time. A task's lease
 //! lives `--task-idle` at a time on every instance (so that no renewal ever shortens the time
-//! another instance counts on), a tunnel's own lease `tunnel_ttl`. A lease that is no longer live (released, expired, revoked, its fence
-//! overtaken) has its tunnels closed at once; so has one whose renewal was refused, and one
-//! whose time ran out while the store could not be asked (the instance lost the store past its
-//! reserve). A task's lease is not released when its last tunnel here closes: it is renewed
+//! another instance counts on), a tunnel's own lease `tunnel_ttl`. A lease that is no longer
+//! live (released, expired, revoked, its fence overtaken) has its tunnels closed at once; so
+//! has one whose renewal was refused, and one whose time ran out while the store could not be
+//! asked (the instance lost the store past its reserve). A task's lease is not released when its last tunnel here closes: it is renewed
 //! once for `--task-idle` and left to run out, so that tunnels of the task on another instance
 //! keep it, and a tunnel that comes within that time rides it again.
 
@@ -103,9 +103,6 @@ struct Held {
     riding: Arc<Riding>,
     /// Tunnels open on it here.
     tunnels: usize,
-    /// When the store will end it unless renewed, by this instance's clock (a little early:
-    /// counted from before the call that told it).
-    expires: Instant,
     /// The time to live its renewals ask for.
     ttl: Duration,
 }
@@ -186,12 +183,10 @@ impl<S: LeaseStore> Holdings<S> {
                         ended_by: Mutex::new(None),
                     }),
                     tunnels: 0,
-                    expires,
                     ttl,
                 });
             entry.tunnels += 1;
-            entry.expires = entry.expires.max(expires);
-            entry.riding.deadline.set(entry.expires);
+            entry.riding.deadline.extend(expires);
             entry.riding.clone()
         };
         if let Some(task) = &request.task {
@@ -290,11 +285,9 @@ impl<S: LeaseStore> Holdings<S> {
             .await
         {
             Ok((_, ttl_ms)) => {
-                let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-                if let Some(entry) = held.get_mut(&riding.lease_id) {
-                    entry.expires = asked + Duration::from_millis(ttl_ms.max(0).unsigned_abs());
-                    riding.deadline.set(entry.expires);
-                }
+                riding
+                    .deadline
+                    .set(asked + Duration::from_millis(ttl_ms.max(0).unsigned_abs()));
             }
             Err(BrokerError::Refused(_)) => {
                 self.forget(&riding.lease_id);
@@ -356,7 +349,7 @@ impl<S: LeaseStore> Holdings<S> {
                 if !Reserve::is_sub(&riding.lease_id) {
                     store_leases.push(riding.clone());
                 }
-                let left = entry.expires.saturating_duration_since(now);
+                let left = riding.deadline.expires().saturating_duration_since(now);
                 if entry.tunnels > 0 && left < entry.ttl / 2 {
                     due.push((riding.clone(), entry.ttl));
                 }
