@@ -22,6 +22,9 @@ use exitvoice_schema::TcpAbsence;
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 /// Accepts connections on `listener` until shutdown is signalled, spawning one task each.
+/// A connection's future (TLS and HTTP state inline) is several KiB: boxed, the task holds a
+/// pointer, where tokio would otherwise move the whole future by value several times on its
+/// way into the task and again when the task ends (it boxes only futures over 16 KiB).
 ///
 /// A connection from a `--proxy-protocol-from` source is admitted only once its PROXY header
 /// has named the client (`connection::serve_relayed`): the limits and the penalty box are the
@@ -54,12 +57,12 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
         if shared.relays_proxy_protocol(peer.ip()) {
             // The kernel's SYN is the load balancer's: not taken (it goes with the socket).
             let open = shared.metrics.accept();
-            tokio::spawn(connection::serve_relayed(
+            tokio::spawn(Box::pin(connection::serve_relayed(
                 Arc::clone(&shared),
                 tcp,
                 peer,
                 open,
-            ));
+            )));
             continue;
         }
         match admit(&shared, peer.ip()) {
@@ -75,11 +78,11 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
                 } else {
                     SavedSyn::Absent(TcpAbsence::Unsupported)
                 };
-                tokio::spawn(async move {
+                tokio::spawn(Box::pin(async move {
                     let _open = open;
                     let _permit = permit;
                     connection::serve(shared, tcp, peer, syn).await;
-                });
+                }));
             }
         }
     }
