@@ -156,6 +156,7 @@ struct AcquireBody {
     #[serde(default)]
     egress: bool,
     country: Option<String>,
+    max_gap_ms: Option<u64>,
 }
 
 async fn acquire<S: LeaseStore>(
@@ -174,6 +175,7 @@ async fn acquire<S: LeaseStore>(
             wait_ms: request.wait_ms,
             egress: request.egress,
             country: request.country,
+            max_gap_ms: request.max_gap_ms,
         })
         .await?;
     let granted = &lease.granted;

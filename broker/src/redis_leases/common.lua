@@ -6,7 +6,9 @@ local P, EXPIRY, ENDED, BANS, LIVE, COLLIDED, UNITS, EXITS, META
 -- Most expired leases one script ends before its own work (the rest by the next ones).
 local REAP_MOST = 256
 -- Most free units an acquire looks at, least recently changed first: the ones skipped are
--- banned for the origin or at its per-origin cap.
+-- banned for the origin, at its per-origin cap, or over the acquire's gap limit (a pool whose
+-- first WALK_MOST free units are all over it grants such a lease nothing, as the SQL stores'
+-- walks do not: there the limit is part of the walk's filter).
 local WALK_MOST = 64
 local TASK_EGRESS_KEEP_MS = 86400000
 -- The field of an exit's ban hash that counts its failures in a row: read with the bans a
@@ -95,11 +97,11 @@ local function int(n) return string.format('%d', n) end
 -- A unit's hash as a table.
 local function read_unit(unit)
   local f = redis.call('HMGET', unit_key(unit), 'exit', 'rank', 'cap', 'gw', 'life', 'excl',
-    'shared', 'lease', 'cc', 'free_at')
+    'shared', 'lease', 'cc', 'free_at', 'gap')
   if not f[1] then return nil end
   return { name = unit, exit = f[1], rank = num(f[2]), cap = num(f[3]), gw = f[4] == '1',
     life = num(f[5]), excl = num(f[6]), shared = num(f[7]), lease = f[8], cc = f[9] or '',
-    free_at = num(f[10]) }
+    free_at = num(f[10]), gap = tonumber(f[11]) }
 end
 
 -- Puts unit `u` in set `key` (and its part for the unit's country) at its `free_at` when

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use exitvoice_lease::{Granted, LeaseClass, UnitSpec};
 
+use super::queue::Wanted;
 use super::{millis, Broker};
 use crate::lease_store::{LeaseStore, StoreFailure};
 use crate::reserve::Turn;
@@ -107,13 +108,14 @@ impl<S: LeaseStore> Broker<S> {
     }
 
     /// A sub-lease from the reserve, on a unit whose label (as last read) admits `class`, in
-    /// `country` if one is asked for.
+    /// the country and within the gap limit `wanted` asks for.
     pub(super) fn grant_from_reserve(
         &self,
         class: LeaseClass,
-        country: Option<&str>,
+        wanted: &Wanted,
         ttl: Duration,
     ) -> Option<Granted> {
+        let max_gap_us = wanted.max_gap_ms.map(|ms| i64::from(ms) * 1000);
         let synced = self.synced();
         let granted = self.reserve.grant(
             class,
@@ -125,7 +127,11 @@ impl<S: LeaseStore> Broker<S> {
                     .and_then(|units| units.get(unit))
                     .filter(|spec| {
                         !spec.draining
-                            && country.is_none_or(|want| spec.country.as_deref() == Some(want))
+                            && wanted
+                                .country
+                                .as_deref()
+                                .is_none_or(|want| spec.country.as_deref() == Some(want))
+                            && spec.within_gap(max_gap_us)
                     })
                     .and_then(|spec| spec.admits)
             },
