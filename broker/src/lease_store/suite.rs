@@ -848,6 +848,33 @@ on_every_store! {
         assert_eq!(plain.unit, "near");
     }
 
+    async fn a_gap_limit_finds_the_unit_within_it_behind_many_over_it(store: Store) {
+        // 200 free units over the limit, every one older in the free order than the one
+        // within it (a pool of far exits with one near exit).
+        let mut units: Vec<UnitSpec> = (0..200)
+            .map(|i| UnitSpec {
+                gap_min_us: Some(30_000),
+                ..unit(&format!("far-{i:03}"), Some(LeaseClass::Identity))
+            })
+            .collect();
+        store.sync_units(&units, true).await.unwrap();
+        units.push(UnitSpec {
+            gap_min_us: Some(5_000),
+            ..unit("near", Some(LeaseClass::Identity))
+        });
+        store.sync_units(&units, true).await.unwrap();
+        let near = take(
+            &store,
+            &Acquire {
+                max_gap_ms: Some(10),
+                ..ask("g1", LeaseClass::Identity, None)
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(near.unit, "near");
+    }
+
     async fn a_stateless_cap_per_origin_holds_per_unit(store: Store) {
         store
             .sync_units(&[unit("a", Some(LeaseClass::Stateless))], true)

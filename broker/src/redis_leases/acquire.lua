@@ -44,10 +44,11 @@ local function fits(name)
 end
 
 local chosen
+local walk_most = max_gap and WALK_GAP_MOST or WALK_MOST
 local from, window = 0, 4
-while not chosen and from < WALK_MOST do
+while not chosen and from < walk_most do
   local candidates = {}
-  local first, last = int(from), int(math.min(from + window, WALK_MOST) - 1)
+  local first, last = int(from), int(math.min(from + window, walk_most) - 1)
   for r = rank, 3 do
     local key = in_country(exclusive and free_key(r) or open_key(r), country)
     if rank < 3 then

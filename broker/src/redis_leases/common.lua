@@ -6,10 +6,13 @@ local P, EXPIRY, ENDED, BANS, LIVE, COLLIDED, UNITS, EXITS, META
 -- Most expired leases one script ends before its own work (the rest by the next ones).
 local REAP_MOST = 256
 -- Most free units an acquire looks at, least recently changed first: the ones skipped are
--- banned for the origin, at its per-origin cap, or over the acquire's gap limit (a pool whose
--- first WALK_MOST free units are all over it grants such a lease nothing, as the SQL stores'
--- walks do not: there the limit is part of the walk's filter).
+-- banned for the origin or at its per-origin cap.
 local WALK_MOST = 64
+-- The same for an acquire with a gap limit, which also skips the units over it: a limit may
+-- admit few units of a large pool, so it looks further. A pool whose first WALK_GAP_MOST free
+-- units are all over the limit grants such a lease nothing, as the SQL stores' walks do not
+-- (there the limit is part of the walk's filter).
+local WALK_GAP_MOST = 4096
 local TASK_EGRESS_KEEP_MS = 86400000
 -- The field of an exit's ban hash that counts its failures in a row: read with the bans a
 -- release looks at, in one command. No origin is named so (the service refuses control

@@ -117,8 +117,8 @@ impl BrokerTables {
             (Some(_), None) => " AND country = $4 AND country <> ''",
             (Some(_), Some(_)) => " AND country = $5 AND country <> ''",
         };
-        // A gap limit takes the parameter after the others; without one the statement is as
-        // it was. A NULL gap (never measured) fails the comparison: it meets no limit.
+        // A gap limit takes the parameter after the others; without one the statement has no
+        // gap term. A NULL gap (never measured) fails the comparison: it meets no limit.
         let max_gap = request.max_gap_us();
         let gap_param = 4 + u8::from(cap.is_some()) + u8::from(request.country.is_some());
         let within_gap = match max_gap {

@@ -32,7 +32,7 @@ use crate::handle::{Engine, StoreError};
 /// country asked for (`$country`, '' for any; `u.country <> ''` lets the planner use the
 /// partial index of the units with a country), and, when `max_gap` names a parameter, whose
 /// gap is known and at most its value (µs; a NULL gap fails the comparison). Without a gap
-/// limit the filter is the same text as before there was one.
+/// limit the filter has no gap term.
 pub(super) fn free_for(
     class: LeaseClass,
     by_country: bool,
