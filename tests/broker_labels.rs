@@ -3,7 +3,9 @@
 //! within one labels refresh, and its live lease is revoked. And its egress check names the
 //! address an exit leaves from, as the echo server saw it, where the echo's geo databases place
 //! it, and tells a task when it changed, left its country, or left the exit's country. A lease may ask for a
-//! country: the exit's in the exits file, else the one the audit's geo databases saw.
+//! country: the exit's in the exits file, else the one the audit's geo databases saw. A lease
+//! may ask for a largest round-trip gap (`max_gap_ms`): only an exit whose label measured one
+//! within it serves.
 
 mod geo_support;
 mod support;
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::bound_exit::BoundExit;
-use support::broker::{audit, audit_with, Broker};
+use support::broker::{audit, audit_with, set_gaps, Broker};
 use support::{exits_file, EchoServer, Proxy};
 
 const TOKEN: &str = "labels-test-token-0123456789";
@@ -397,4 +399,103 @@ fn exits_that_share_an_address_are_never_leased_exclusively_at_once() {
         metrics.contains("exitvoice_broker_egress_shared_total"),
         "{metrics}"
     );
+}
+
+/// A lease that asks for `max_gap_ms` gets only an exit whose label measured a round-trip gap
+/// (`latency.round_trip.gap_min_us`) within it: never one measured over it, nor one never
+/// measured; when none is free it is refused as a country nobody serves is. A bad limit is a
+/// `400` that leases nothing.
+#[test]
+fn a_lease_that_asks_for_a_gap_limit_gets_an_exit_measured_within_it_or_none() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let echo = EchoServer::start();
+    let tiny = Proxy::tinyproxy();
+    let target = Arc::new(AtomicU16::new(tiny.port));
+    let work = tempfile::tempdir().unwrap();
+    let names = ["near", "far", "unmeasured"];
+    let exits: Vec<(&str, String)> = names
+        .iter()
+        .map(|name| {
+            let port = forwarder(&runtime, target.clone());
+            (*name, format!("http://127.0.0.1:{port}"))
+        })
+        .collect();
+    let exits = exits_file(work.path(), &echo, &exits);
+    let database = work.path().join("audit.db").to_string_lossy().into_owned();
+    audit(&exits, &database);
+    set_gaps(
+        &database,
+        &[
+            ("near", Some(5_000)),
+            ("far", Some(30_000)),
+            ("unmeasured", None),
+        ],
+    );
+    let broker = Broker::start(&exits, &database, TOKEN, &[]);
+    let ask = |holder: &str, limit: Option<&str>| {
+        let mut args = vec!["acquire", "--class", "anonymous", "--holder", holder];
+        if let Some(limit) = limit {
+            args.extend(["--max-gap-ms", limit]);
+        }
+        lease(&broker.url, &args)
+    };
+
+    let (code, near) = ask("w1", Some("10"));
+    assert_eq!(
+        (code, &near["exit"]),
+        (0, &serde_json::json!("near")),
+        "{near}"
+    );
+    // The only exit within 10 ms is held: neither the one over it nor the unmeasured one
+    // stands in.
+    let (code, none) = ask("w2", Some("10"));
+    assert_eq!(
+        (code, &none["error"]),
+        (
+            3,
+            &serde_json::json!("no exit of class anonymous within a 10 ms gap is free")
+        ),
+        "{none}"
+    );
+    let (code, far) = ask("w3", Some("30"));
+    assert_eq!(
+        (code, &far["exit"]),
+        (0, &serde_json::json!("far")),
+        "{far}"
+    );
+    // Without a limit any free exit serves, the unmeasured one included.
+    let (code, any) = ask("w4", None);
+    assert_eq!(
+        (code, &any["exit"]),
+        (0, &serde_json::json!("unmeasured")),
+        "{any}"
+    );
+
+    // Bad limits, as a client may send them: each a 400 that says what is wrong.
+    for body in [
+        r#""max_gap_ms": -1"#,
+        r#""max_gap_ms": "10""#,
+        r#""max_gap_ms": 1.5"#,
+        r#""max_gap_ms": 60001"#,
+        r#""max_gap_ms": 18446744073709551616"#,
+        r#""max_gap_ms": 1e30"#,
+    ] {
+        let out = Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", "-X", "POST"])
+            .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
+            .args(["-H", "Content-Type: application/json"])
+            .args([
+                "-d",
+                &format!(r#"{{"class": "stateless", "holder": "w5", {body}}}"#),
+            ])
+            .arg(format!("{}/v1/leases", broker.url))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (answer, status) = text.rsplit_once('\n').unwrap();
+        assert_eq!(status, "400", "{body}: {answer}");
+        assert!(answer.contains("max_gap_ms"), "{body}: {answer}");
+    }
+    let (code, _) = ask("w6", Some("10"));
+    assert_eq!(code, 3, "nothing was leased by the bad requests");
 }

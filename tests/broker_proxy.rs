@@ -4,7 +4,8 @@
 //! the voices they have through the exit itself; a task's tunnels ride one lease; every bad
 //! input is answered with what is wrong, leases nothing and shows no exit credential; a lease
 //! that ends closes its tunnels within a second, an idle tunnel is closed, and the bytes of a
-//! tunnel come out as they went in.
+//! tunnel come out as they went in. A user name's `gap` key leases only an exit whose label
+//! measured a round-trip gap within it.
 
 mod support;
 
@@ -169,6 +170,63 @@ fn real_clients_keep_their_voices_through_the_proxy_and_a_task_rides_one_lease()
     );
 }
 
+/// `task-near-gap-15`: the task's tunnel rides the one exit whose label measured a gap within
+/// 15 ms, never the one over it or the one never measured; while it is held, another task
+/// that asks for the same limit is refused as when nothing is free.
+#[test]
+fn a_user_name_with_a_gap_limit_rides_an_exit_measured_within_it() {
+    let world = World::start_labelled(
+        &[],
+        &["--task-idle", "30s"],
+        &[
+            ("sim-0", Some(30_000)),
+            ("sim-1", Some(5_000)),
+            ("sim-2", None),
+        ],
+    );
+    let proxy = world.proxy();
+    let url = world.echo_url("/api/all");
+    let exit = format!("http://exit-0:{PASSWORD}@{}", world.sim.http);
+    let direct = voice(&curl_echo(&url, &["-x", &exit]));
+    let through = curl_echo(
+        &url,
+        &[
+            "-x",
+            &format!("http://class-anonymous-task-near-gap-15:{TOKEN}@{proxy}"),
+        ],
+    );
+    assert_eq!(
+        voice(&through),
+        direct,
+        "the echo answered through the exit"
+    );
+    let held: Vec<(String, String)> = world.api("/v1/exits")["exits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|exit| {
+            let name = exit["exit"].as_str().unwrap().to_owned();
+            exit["holders"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |holder| (name.clone(), holder["class"].as_str().unwrap().to_owned()))
+        })
+        .collect();
+    assert_eq!(held, [("sim-1".to_owned(), "anonymous".to_owned())]);
+    let target = format!("127.0.0.1:{}", world.echo.port);
+    let refused = exchange(
+        proxy,
+        &connect("class-anonymous-task-other-gap-15-wait-0", TOKEN, &target),
+    );
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(
+        refused.contains("within a 15 ms gap"),
+        "the refusal names the limit: {refused}"
+    );
+    assert_eq!(world.live(), 1, "the refused task leased nothing");
+}
+
 #[test]
 fn bad_inputs_are_answered_and_lease_nothing_and_no_exit_credential_leaks() {
     let world = World::start(&["--proxy-handshake", "1s", "--proxy-wait", "300ms"]);
@@ -198,6 +256,15 @@ fn bad_inputs_are_answered_and_lease_nothing_and_no_exit_credential_leaks() {
         ("class-anonymus", "is not identity, anonymous or stateless"),
         ("task-1", "must name a class"),
         ("class-anonymous-country-deu", "not two letters"),
+        (
+            "class-anonymous-gap-15ms",
+            "gap: \"15ms\" is not a whole number of ms",
+        ),
+        (
+            "class-anonymous-gap-%2D1",
+            "gap: \"-1\" is not a whole number of ms",
+        ),
+        ("class-anonymous-gap-60001", "from 0 to 60000"),
         ("class-anonymous-wait-999999999", "wait_ms is at most"),
     ] {
         expect(connect(user, TOKEN, &target), "HTTP/1.1 407", says);

@@ -1,7 +1,9 @@
 //! The broker's HTTP/JSON API (`GET /v1/openapi.json` describes it):
-//! - `POST /v1/leases` `{class, holder, task?, origin?, ttl_ms?, wait_ms?, egress?, country?}` →
-//!   `201` a lease (on an exit of `country` when given; with `egress: true`, the address it
-//!   leaves from, checked at the echo server), or
+//! - `POST /v1/leases`
+//!   `{class, holder, task?, origin?, ttl_ms?, wait_ms?, egress?, country?, max_gap_ms?}` →
+//!   `201` a lease (on an exit of `country` when given, on one whose measured round-trip gap is
+//!   at most `max_gap_ms` when given; with `egress: true`, the address it leaves from, checked
+//!   at the echo server), or
 //!   `503` with `retry_after_ms` when nothing is free within `wait_ms`;
 //! - `POST /v1/leases/{id}/renew` `{fence, ttl_ms?}` → `200 {expires_at, ttl_ms}`;
 //! - `DELETE /v1/leases/{id}?fence=…&outcome=…&latency_ms=…` → `200`;
@@ -156,6 +158,22 @@ struct AcquireBody {
     #[serde(default)]
     egress: bool,
     country: Option<String>,
+    /// Read as any JSON value, so that a wrong one is refused with the field's name.
+    max_gap_ms: Option<serde_json::Value>,
+}
+
+/// `max_gap_ms` as the broker takes it: a whole number of ms (the broker checks its range).
+fn gap_limit(value: Option<serde_json::Value>) -> Result<Option<u64>, BrokerError> {
+    let Some(value) = value.filter(|value| !value.is_null()) else {
+        return Ok(None);
+    };
+    value.as_u64().map(Some).ok_or_else(|| {
+        let shown: String = value.to_string().chars().take(40).collect();
+        BrokerError::BadRequest(format!(
+            "max_gap_ms must be a whole number of ms from 0 to {}, not {shown}",
+            exitvoice_lease::MAX_GAP_MS
+        ))
+    })
 }
 
 async fn acquire<S: LeaseStore>(
@@ -163,6 +181,7 @@ async fn acquire<S: LeaseStore>(
     bytes: Bytes,
 ) -> Result<Response, BrokerError> {
     let request: AcquireBody = body(&bytes)?;
+    let max_gap_ms = gap_limit(request.max_gap_ms)?;
     let lease = shared
         .broker
         .acquire(&LeaseRequest {
@@ -174,6 +193,7 @@ async fn acquire<S: LeaseStore>(
             wait_ms: request.wait_ms,
             egress: request.egress,
             country: request.country,
+            max_gap_ms,
         })
         .await?;
     let granted = &lease.granted;

@@ -12,6 +12,12 @@
 //! unless the auditor's `[route]` says otherwise), else the country its label saw last, else
 //! (`broker --geoip`, for labels audited without geo databases) where the broker's databases
 //! place the label's last egress address.
+//!
+//! A unit's round-trip gap, which a lease may limit (`max_gap_ms`), is the smallest gap its
+//! label measured (`latency.round_trip.gap_min_us`: what an origin timing the exit's connections
+//! sees of the hidden leg behind it); unknown when the label has none. A gateway's slots take
+//! the largest of their slots' gaps, and none when a slot's is unknown, as they take the least
+//! class.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -95,15 +101,20 @@ impl Pool {
                 (None, None) => None,
             }
         };
-        // A gateway admits the least any of its slots admits.
-        let mut gateways: HashMap<&str, Option<LeaseClass>> = HashMap::new();
+        let gap_of = |name: &str| labels?.get(name)?.gap_min_us;
+        // A gateway admits the least any of its slots admits, and has the largest gap.
+        let mut gateways: HashMap<&str, (Option<LeaseClass>, Option<u32>)> = HashMap::new();
         for exit in self.order.iter().filter_map(|name| self.exits.get(name)) {
             if exit.session.is_some() {
                 let class = admitted(&exit.name);
+                let gap = gap_of(&exit.name);
                 gateways
                     .entry(gateway_of(exit))
-                    .and_modify(|least| *least = (*least).min(class))
-                    .or_insert(class);
+                    .and_modify(|(least, largest)| {
+                        *least = (*least).min(class);
+                        *largest = largest.zip(gap).map(|(a, b)| a.max(b));
+                    })
+                    .or_insert((class, gap));
             }
         }
         self.order
@@ -115,7 +126,7 @@ impl Pool {
                     unit: exit.name.clone(),
                     exit_name: gateway_of(exit).to_owned(),
                     admits: if gateway {
-                        gateways.get(gateway_of(exit)).copied().flatten()
+                        gateways.get(gateway_of(exit)).and_then(|g| g.0)
                     } else {
                         admitted(&exit.name)
                     },
@@ -128,6 +139,11 @@ impl Pool {
                         .clone()
                         .or_else(|| seen_in(&exit.name))
                         .map(|country| country.to_ascii_uppercase()),
+                    gap_min_us: if gateway {
+                        gateways.get(gateway_of(exit)).and_then(|g| g.1)
+                    } else {
+                        gap_of(&exit.name)
+                    },
                 }
             })
             .collect()
@@ -165,6 +181,8 @@ pub struct LabelFacts {
     pub place: Option<Option<String>>,
     /// Its last egress address, placed by `broker --geoip` when the label has no place.
     pub last_egress: Option<IpAddr>,
+    /// Its smallest round-trip gap (`latency.round_trip.gap_min_us`), µs, when measured.
+    pub gap_min_us: Option<u32>,
 }
 
 impl LabelFacts {
@@ -178,6 +196,11 @@ impl LabelFacts {
             route: label.route,
             place: label.geo.as_ref().map(|geo| geo.newest.country.clone()),
             last_egress: label.egress_ips.last().and_then(|ip| ip.parse().ok()),
+            gap_min_us: label
+                .latency
+                .round_trip
+                .as_ref()
+                .map(|round_trip| round_trip.gap_min_us),
         }
     }
 }
@@ -418,6 +441,51 @@ url = "http://u:p@127.0.0.1:3"
             countries,
             [Some("DE".to_owned()), Some("CH".to_owned()), None]
         );
+    }
+
+    #[test]
+    fn a_units_gap_is_its_labels_smallest_and_a_gateways_its_slots_largest() {
+        let pool = pool(
+            r#"
+[[exits]]
+name = "near"
+url = "http://u:p@127.0.0.1:1"
+[[exits]]
+name = "unmeasured"
+url = "http://u:p@127.0.0.1:2"
+[[exits]]
+name = "gw"
+url = "http://user-{session}:p@127.0.0.1:3"
+sessions = 2
+"#,
+        );
+        let at = "2026-12-02T09:30:00Z";
+        let mut doc = labels(&[
+            ("near", "identity", at),
+            ("unmeasured", "identity", at),
+            ("gw#1", "identity", at),
+            ("gw#2", "identity", at),
+        ]);
+        let gap = |us: u32| exitvoice_schema::RoundTripLabel {
+            samples: 3,
+            gap_min_us: us,
+            excess_gap_us: us,
+            ..Default::default()
+        };
+        doc.exits[0].latency.round_trip = Some(gap(5_000));
+        doc.exits[2].latency.round_trip = Some(gap(4_000));
+        doc.exits[3].latency.round_trip = Some(gap(31_000));
+        let now = OffsetDateTime::parse("2026-12-02T10:00:00Z", &Rfc3339).unwrap();
+        let gaps = |doc: &LabelsDoc| -> Vec<Option<u32>> {
+            pool.units(Some(&facts(doc)), now, HOUR, 2, HOUR, None)
+                .into_iter()
+                .map(|u| u.gap_min_us)
+                .collect()
+        };
+        assert_eq!(gaps(&doc), [Some(5_000), None, Some(31_000), Some(31_000)]);
+        // A slot never measured leaves its gateway's gap unknown.
+        doc.exits[3].latency.round_trip = None;
+        assert_eq!(gaps(&doc), [Some(5_000), None, None, None]);
     }
 
     #[test]

@@ -298,6 +298,7 @@ impl Reserve {
                     stateless_per_origin: None,
                     fences: FENCES,
                     country: None,
+                    max_gap_ms: None,
                 })
                 .await?;
             let Some(lease) = granted else {

@@ -32,6 +32,20 @@ pub struct Acquire<'a> {
     pub fences: i64,
     /// The country the unit must leave from (upper case), if the lease asks for one.
     pub country: Option<&'a str>,
+    /// The largest round-trip gap the unit may have, ms: only a unit whose gap is known and
+    /// at most this serves the lease (`None`: any unit, measured or not).
+    pub max_gap_ms: Option<u32>,
+}
+
+/// The largest `max_gap_ms` a lease may ask for: a minute, far above any gap a live path shows,
+/// so that every limit in µs fits the stores' integers.
+pub const MAX_GAP_MS: u32 = 60_000;
+
+impl Acquire<'_> {
+    /// The gap limit in µs, as the stores compare it with a unit's `gap_min_us`.
+    pub fn max_gap_us(&self) -> Option<i64> {
+        self.max_gap_ms.map(|ms| i64::from(ms) * 1000)
+    }
 }
 
 /// A granted (or, for a sticky task, found) lease.

@@ -23,6 +23,10 @@ pub struct UnitSpec {
     /// The country it leaves from (ISO 3166-1 alpha-2, upper case), when known: a lease that
     /// asks for a country gets only a unit of that country.
     pub country: Option<String>,
+    /// Its round-trip gap (the smallest its label saw, `latency.round_trip.gap_min_us`), µs,
+    /// when measured: a lease that asks for `max_gap_ms` gets only a unit whose gap is known
+    /// and within it.
+    pub gap_min_us: Option<u32>,
 }
 
 impl UnitSpec {
@@ -33,6 +37,11 @@ impl UnitSpec {
         } else {
             self.admits.map_or(0, LeaseClass::rank)
         }
+    }
+
+    /// Whether its gap is known and at most `max_gap_us` (always, when no limit is asked for).
+    pub fn within_gap(&self, max_gap_us: Option<i64>) -> bool {
+        max_gap_us.is_none_or(|max| self.gap_min_us.is_some_and(|gap| i64::from(gap) <= max))
     }
 }
 
@@ -51,6 +60,7 @@ mod tests {
             life_ms: 60_000,
             draining: false,
             country: None,
+            gap_min_us: None,
         };
         assert_eq!(spec.rank(), 2);
         spec.admits = None;
@@ -58,5 +68,28 @@ mod tests {
         spec.admits = Some(LeaseClass::Identity);
         spec.draining = true;
         assert_eq!(spec.rank(), -1);
+    }
+
+    #[test]
+    fn only_a_measured_gap_within_the_limit_meets_it() {
+        let mut spec = UnitSpec {
+            unit: "a".into(),
+            exit_name: "a".into(),
+            admits: Some(LeaseClass::Identity),
+            capacity: 1,
+            gateway: false,
+            life_ms: 60_000,
+            draining: false,
+            country: None,
+            gap_min_us: None,
+        };
+        assert!(spec.within_gap(None), "no limit: any unit");
+        assert!(
+            !spec.within_gap(Some(10_000)),
+            "an unmeasured unit meets no limit"
+        );
+        spec.gap_min_us = Some(10_000);
+        assert!(spec.within_gap(Some(10_000)));
+        assert!(!spec.within_gap(Some(9_999)));
     }
 }

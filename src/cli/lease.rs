@@ -71,6 +71,10 @@ enum LeaseCommand {
         /// Only an exit of this country (two letters, e.g. `DE`).
         #[arg(long)]
         country: Option<String>,
+        /// Only an exit whose measured round-trip gap (its label's smallest) is at most this
+        /// many ms; an exit never measured does not serve.
+        #[arg(long, value_name = "MS")]
+        max_gap_ms: Option<u64>,
     },
     /// Extend a lease.
     Renew {
@@ -127,13 +131,14 @@ pub async fn run(args: Args) -> anyhow::Result<ExitCode> {
             wait,
             egress,
             country,
+            max_gap_ms,
         } => (
             Method::POST,
             "/v1/leases".to_owned(),
             Some(json!({
                 "class": class, "holder": holder, "task": task, "origin": origin,
                 "ttl_ms": ttl.map(millis), "wait_ms": wait.map(millis), "egress": egress,
-                "country": country,
+                "country": country, "max_gap_ms": max_gap_ms,
             })),
         ),
         LeaseCommand::Renew { id, fence, ttl } => (

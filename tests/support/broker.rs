@@ -157,6 +157,44 @@ pub fn audit_with(exits: &Path, database: &str, extra: &[&str]) {
     );
 }
 
+/// Publishes in `database` (a SQLite file) a copy of its newest labels snapshot in which each
+/// exit named in `gaps` has that round-trip gap, µs (`latency.round_trip.gap_min_us` and
+/// `excess_gap_us`; `None`: no `round_trip`, as for an exit whose echo never measured one).
+/// A real audit cannot put a chosen gap on a loopback exit; the rest of each label stays the
+/// audit's.
+pub fn set_gaps(database: &str, gaps: &[(&str, Option<u32>)]) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let store = exitvoice_store::Store::open(Path::new(database))
+            .await
+            .expect("open the labels database");
+        let mut doc = store
+            .latest_labels()
+            .await
+            .expect("read the labels")
+            .expect("an audit wrote labels");
+        for (name, gap) in gaps {
+            let label = doc
+                .exits
+                .iter_mut()
+                .find(|label| label.name == *name)
+                .unwrap_or_else(|| panic!("no label of {name}"));
+            label.latency.round_trip = gap.map(|us| exitvoice_schema::RoundTripLabel {
+                samples: 3,
+                gap_min_us: us,
+                gap_p50_us: us,
+                excess_gap_us: us,
+                reason: format!("set by the test: {us} µs"),
+                ..Default::default()
+            });
+        }
+        store.insert_labels(&doc).await.expect("store the labels");
+    });
+}
+
 /// `exitvoice lease ARGS…` against `broker` with `token`: its exit code and the JSON it printed
 /// (`null` when it printed none).
 pub fn lease(broker: &str, token: &str, args: &[&str]) -> (i32, serde_json::Value) {

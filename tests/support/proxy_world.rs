@@ -40,6 +40,16 @@ impl World {
     /// The world with `echo_flags` for the echo server (`--cert`, `--key`), and `extra`
     /// broker flags.
     pub fn start_on(echo_flags: &[&str], extra: &[&str]) -> Self {
+        Self::start_labelled(echo_flags, extra, &[])
+    }
+
+    /// [`World::start_on`] with the exits' round-trip gaps in the labels the broker reads set
+    /// as `gaps` says ([`super::broker::set_gaps`]).
+    pub fn start_labelled(
+        echo_flags: &[&str],
+        extra: &[&str],
+        gaps: &[(&str, Option<u32>)],
+    ) -> Self {
         let runtime = tokio::runtime::Runtime::new().unwrap();
         let sim = simulated::simulator(&runtime, EXITS, PASSWORD, true);
         let mut flags = simulated::UNLIMITED.to_vec();
@@ -56,6 +66,9 @@ impl World {
         );
         let database = dir.path().join("broker.db").to_string_lossy().into_owned();
         super::broker::audit(&exits, &database);
+        if !gaps.is_empty() {
+            super::broker::set_gaps(&database, gaps);
+        }
         let mut args = vec![
             "--proxy-listen",
             "127.0.0.1:0",

@@ -60,6 +60,7 @@ fn request(id: &str, ttl_ms: i64) -> Acquire<'_> {
         stateless_per_origin: None,
         fences: 1,
         country: None,
+        max_gap_ms: None,
     }
 }
 
@@ -84,6 +85,7 @@ pub async fn prepare<S: LeaseStore>(
             life_ms: 3_600_000,
             draining: false,
             country: None,
+            gap_min_us: None,
         })
         .collect();
     store.sync_units(&specs, true).await?;

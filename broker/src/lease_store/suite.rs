@@ -96,6 +96,7 @@ pub(crate) fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {
         life_ms: 3_600_000,
         draining: false,
         country: None,
+        gap_min_us: None,
     }
 }
 
@@ -113,6 +114,7 @@ pub(crate) fn ask<'a>(id: &'a str, class: LeaseClass, origin: Option<&'a str>) -
         stateless_per_origin: None,
         fences: 1,
         country: None,
+        max_gap_ms: None,
     }
 }
 
@@ -766,6 +768,111 @@ on_every_store! {
             .await
             .unwrap();
         assert_eq!(moved.unit, "de");
+    }
+
+    async fn a_lease_that_asks_for_a_gap_limit_gets_a_unit_measured_within_it(store: Store) {
+        let with_gap = |name, gap_ms: Option<u32>| UnitSpec {
+            gap_min_us: gap_ms.map(|ms| ms * 1000),
+            ..unit(name, Some(LeaseClass::Identity))
+        };
+        store
+            .sync_units(
+                &[
+                    with_gap("near", Some(5)),
+                    with_gap("far", Some(30)),
+                    with_gap("unmeasured", None),
+                ],
+                true,
+            )
+            .await
+            .unwrap();
+        let within = |id, class, max_gap_ms| Acquire {
+            max_gap_ms: Some(max_gap_ms),
+            ..ask(id, class, None)
+        };
+        let near = take(&store, &within("g1", LeaseClass::Identity, 10))
+            .await
+            .unwrap();
+        assert_eq!(near.unit, "near");
+        // The one unit within 10 ms is held: nothing else stands in, neither the unit over the
+        // limit nor the one never measured, for any class.
+        for (id, class) in [("g2", LeaseClass::Identity), ("g3", LeaseClass::Stateless)] {
+            assert!(
+                take(&store, &within(id, class, 10)).await.is_none(),
+                "{id}: only a measured gap within the limit serves"
+            );
+        }
+        // A limit exactly at a unit's gap admits it.
+        let far = take(&store, &within("g4", LeaseClass::Identity, 30))
+            .await
+            .unwrap();
+        assert_eq!(far.unit, "far");
+        // Without a limit any free unit serves, the unmeasured one included.
+        let any = take(&store, &ask("g5", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        assert_eq!(any.unit, "unmeasured");
+        // A unit whose gap grows over the limit serves it no more once free; one measured
+        // anew within it does.
+        store
+            .sync_units(
+                &[with_gap("near", Some(50)), with_gap("unmeasured", Some(2))],
+                false,
+            )
+            .await
+            .unwrap();
+        end(&store, "g1", near.fence, "ok", None, Effect::Success)
+            .await
+            .unwrap();
+        end(&store, "g5", any.fence, "ok", None, Effect::Success)
+            .await
+            .unwrap();
+        let measured = take(&store, &within("g6", LeaseClass::Identity, 10))
+            .await
+            .unwrap();
+        assert_eq!(measured.unit, "unmeasured");
+        assert!(take(&store, &within("g7", LeaseClass::Identity, 10))
+            .await
+            .is_none());
+        // A unit whose gap is no longer known meets no limit.
+        store
+            .sync_units(&[with_gap("near", None)], false)
+            .await
+            .unwrap();
+        assert!(take(&store, &within("g8", LeaseClass::Identity, 60))
+            .await
+            .is_none());
+        let plain = take(&store, &ask("g9", LeaseClass::Identity, None))
+            .await
+            .unwrap();
+        assert_eq!(plain.unit, "near");
+    }
+
+    async fn a_gap_limit_finds_the_unit_within_it_behind_many_over_it(store: Store) {
+        // 200 free units over the limit, every one older in the free order than the one
+        // within it (a pool of far exits with one near exit).
+        let mut units: Vec<UnitSpec> = (0..200)
+            .map(|i| UnitSpec {
+                gap_min_us: Some(30_000),
+                ..unit(&format!("far-{i:03}"), Some(LeaseClass::Identity))
+            })
+            .collect();
+        store.sync_units(&units, true).await.unwrap();
+        units.push(UnitSpec {
+            gap_min_us: Some(5_000),
+            ..unit("near", Some(LeaseClass::Identity))
+        });
+        store.sync_units(&units, true).await.unwrap();
+        let near = take(
+            &store,
+            &Acquire {
+                max_gap_ms: Some(10),
+                ..ask("g1", LeaseClass::Identity, None)
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(near.unit, "near");
     }
 
     async fn a_stateless_cap_per_origin_holds_per_unit(store: Store) {

@@ -1,12 +1,14 @@
 //! The lease a proxy client asks for, written in its proxy user name, as gateways take a
-//! country or a session from theirs: `class-identity-task-7f3a-country-de-origin-example.org`.
+//! country or a session from theirs: `class-identity-task-7f3a-country-de-origin-example.org`,
+//! `task-abc-class-anonymous-gap-15`.
 //!
 //! The grammar, defined here once:
 //!
 //! - the name is `key-value` pairs joined by `-`, in any order, each key at most once;
 //! - keys are case-insensitive: `class` (`identity`, `anonymous` or `stateless`, any case; the
-//!   one key required), `task`, `origin`, `country` (two letters, any case), `wait` (ms), and
-//!   `holder`;
+//!   one key required), `task`, `origin`, `country` (two letters, any case), `gap` (the
+//!   largest round-trip gap the exit may have, whole ms from 0 to [`MAX_GAP_MS`]: only an exit
+//!   whose label measured one within it serves), `wait` (ms), and `holder`;
 //! - a value is percent-decoded after the split, so a `-` inside a value is written `%2D`
 //!   (`origin-my%2Dsite.example`); it must be UTF-8 without control characters, and at most
 //!   [`MAX_VALUE`] bytes;
@@ -15,6 +17,8 @@
 //! Anything else is refused with the part that is wrong: never a default lease for a typo.
 
 use std::fmt;
+
+use exitvoice_lease::MAX_GAP_MS;
 
 use crate::service::LeaseRequest;
 
@@ -35,6 +39,8 @@ pub struct Asked {
     pub origin: Option<String>,
     /// The country the exit must leave from, upper case.
     pub country: Option<String>,
+    /// The largest round-trip gap the exit may have, ms.
+    pub max_gap_ms: Option<u32>,
     /// How long to wait for a free exit, ms (`None`: the proxy's `--proxy-wait`).
     pub wait_ms: Option<u64>,
     /// Who holds the lease (`None`: the client's address).
@@ -57,7 +63,7 @@ pub enum BadUserName {
     #[error("an empty part at position {0} (a - inside a value is written %2D)")]
     EmptyPart(usize),
     /// A key the grammar does not have.
-    #[error("unknown key {0:?} (keys: class, task, origin, country, wait, holder)")]
+    #[error("unknown key {0:?} (keys: class, task, origin, country, gap, wait, holder)")]
     UnknownKey(String),
     /// A key given twice.
     #[error("key {0:?} is given twice")]
@@ -142,6 +148,19 @@ impl Asked {
                     }
                     asked.country = Some(value.to_ascii_uppercase());
                 }
+                "gap" => {
+                    let ms = value
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|&ms| ms <= MAX_GAP_MS && value.bytes().all(|b| b.is_ascii_digit()))
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "{} is not a whole number of ms from 0 to {MAX_GAP_MS}",
+                                quoted(&value)
+                            ))
+                        })?;
+                    asked.max_gap_ms = Some(ms);
+                }
                 "wait" => {
                     let ms = value
                         .parse::<u64>()
@@ -171,6 +190,7 @@ impl Asked {
             wait_ms: Some(self.wait_ms.unwrap_or(wait_ms)),
             egress: false,
             country: self.country.clone(),
+            max_gap_ms: self.max_gap_ms.map(u64::from),
         }
     }
 }
@@ -230,6 +250,7 @@ mod tests {
                 task: Some("7f3a".into()),
                 origin: Some("example.org".into()),
                 country: Some("DE".into()),
+                max_gap_ms: None,
                 wait_ms: None,
                 holder: None,
             }
@@ -252,6 +273,20 @@ mod tests {
     }
 
     #[test]
+    fn a_gap_limit_is_whole_ms_up_to_a_minute() {
+        let asked = Asked::parse("task-abc-gap-15-class-anonymous").unwrap();
+        assert_eq!(asked.max_gap_ms, Some(15));
+        assert_eq!(asked.request("p", 1, 1).max_gap_ms, Some(15));
+        let edge = Asked::parse(&format!("class-stateless-GAP-{MAX_GAP_MS}")).unwrap();
+        assert_eq!(edge.max_gap_ms, Some(MAX_GAP_MS));
+        assert_eq!(
+            Asked::parse("class-identity-gap-0").unwrap().max_gap_ms,
+            Some(0)
+        );
+        assert_eq!(Asked::parse("class-identity").unwrap().max_gap_ms, None);
+    }
+
+    #[test]
     fn every_mistake_is_named() {
         let cases: &[(&str, &str)] = &[
             ("", "empty"),
@@ -268,6 +303,28 @@ mod tests {
                 "country: \"deu\" is not two letters",
             ),
             ("class-identity-wait-5s", "wait: \"5s\" is not a number"),
+            (
+                "class-identity-gap-15ms",
+                "gap: \"15ms\" is not a whole number",
+            ),
+            (
+                "class-identity-gap-%2D1",
+                "gap: \"-1\" is not a whole number",
+            ),
+            ("class-identity-gap-+5", "gap: \"+5\" is not a whole number"),
+            (
+                "class-identity-gap-1.5",
+                "gap: \"1.5\" is not a whole number",
+            ),
+            (
+                "class-identity-gap-60001",
+                "gap: \"60001\" is not a whole number",
+            ),
+            (
+                "class-identity-gap-99999999999999999999",
+                "gap: \"99999999999999999999\" is not a whole number",
+            ),
+            ("class-identity-gap-5-gap-6", "\"gap\" is given twice"),
             ("class-identity-wait-+5", "wait: \"+5\" is not a number"),
             ("class-identity-task-%zz", "task: a % not followed"),
             ("class-identity-task-%0a", "task: has control characters"),

@@ -1,11 +1,12 @@
 -- Grants a lease on a free unit, or returns a task's live lease of the class.
 -- ARGV: lease id, class, holder, task (''), origin (''), ttl ms, life ms, session nonce,
 -- stateless leases per (unit, origin) (0: no cap), fences the grant takes (its own first),
--- the country the unit must leave from ('': any).
+-- the country the unit must leave from ('': any), the largest round-trip gap µs the unit may
+-- have ('': any; a unit whose gap was never measured meets no limit).
 -- Returns {id, unit, exit, fence, expires, life_ends, session|false, now, sticky} or false.
 local id, class, holder, task, origin = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local ttl, life, nonce, cap = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[9])
-local fences, country = tonumber(ARGV[10]), ARGV[11]
+local fences, country, max_gap = tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12])
 local rank = CLASSES[class]
 local epoch, hold_until, reap_at = pool_state()
 local now = clock()
@@ -23,7 +24,8 @@ end
 
 -- Candidates: the least recently changed units of every rank that admits the class, from the
 -- sets that hold exactly the units free for it (nothing live; or, for stateless, room left;
--- only those of the country asked for, if any), a few at a time: the first is taken unless banned for the origin or at its cap.
+-- only those of the country asked for, if any), a few at a time: the first is taken unless
+-- banned for the origin, at its cap, or over the gap limit asked for.
 local exclusive = class ~= 'stateless'
 
 -- The unit `name` if it may take this lease now.
@@ -31,6 +33,7 @@ local function fits(name)
   local u = read_unit(name)
   if not (u and u.rank >= rank and u.excl == 0) then return nil end
   if exclusive and u.shared > 0 or not exclusive and u.shared >= u.cap then return nil end
+  if max_gap and not (u.gap and u.gap <= max_gap) then return nil end
   local bans = redis.call('HMGET', ban_until_key(u.exit), '', origin)
   if num(bans[1]) > now or (origin ~= '' and num(bans[2]) > now) then return nil end
   if not exclusive and origin ~= '' and cap > 0 and
@@ -41,10 +44,11 @@ local function fits(name)
 end
 
 local chosen
+local walk_most = max_gap and WALK_GAP_MOST or WALK_MOST
 local from, window = 0, 4
-while not chosen and from < WALK_MOST do
+while not chosen and from < walk_most do
   local candidates = {}
-  local first, last = int(from), int(math.min(from + window, WALK_MOST) - 1)
+  local first, last = int(from), int(math.min(from + window, walk_most) - 1)
   for r = rank, 3 do
     local key = in_country(exclusive and free_key(r) or open_key(r), country)
     if rank < 3 then

@@ -8,6 +8,11 @@ local REAP_MOST = 256
 -- Most free units an acquire looks at, least recently changed first: the ones skipped are
 -- banned for the origin or at its per-origin cap.
 local WALK_MOST = 64
+-- The same for an acquire with a gap limit, which also skips the units over it: a limit may
+-- admit few units of a large pool, so it looks further. A pool whose first WALK_GAP_MOST free
+-- units are all over the limit grants such a lease nothing, as the SQL stores' walks do not
+-- (there the limit is part of the walk's filter).
+local WALK_GAP_MOST = 4096
 local TASK_EGRESS_KEEP_MS = 86400000
 -- The field of an exit's ban hash that counts its failures in a row: read with the bans a
 -- release looks at, in one command. No origin is named so (the service refuses control
@@ -95,11 +100,11 @@ local function int(n) return string.format('%d', n) end
 -- A unit's hash as a table.
 local function read_unit(unit)
   local f = redis.call('HMGET', unit_key(unit), 'exit', 'rank', 'cap', 'gw', 'life', 'excl',
-    'shared', 'lease', 'cc', 'free_at')
+    'shared', 'lease', 'cc', 'free_at', 'gap')
   if not f[1] then return nil end
   return { name = unit, exit = f[1], rank = num(f[2]), cap = num(f[3]), gw = f[4] == '1',
     life = num(f[5]), excl = num(f[6]), shared = num(f[7]), lease = f[8], cc = f[9] or '',
-    free_at = num(f[10]) }
+    free_at = num(f[10]), gap = tonumber(f[11]) }
 end
 
 -- Puts unit `u` in set `key` (and its part for the unit's country) at its `free_at` when

@@ -320,6 +320,9 @@ impl RedisLeases {
                     u8::from(spec.gateway).to_string(),
                     spec.life_ms.to_string(),
                     spec.country.clone().unwrap_or_default(),
+                    spec.gap_min_us
+                        .map(|gap| gap.to_string())
+                        .unwrap_or_default(),
                 ]);
             }
             revoked += self.run_once::<u64>(Step::Sync, &args).await?;
@@ -438,6 +441,10 @@ impl LeaseStore for RedisLeases {
             cap.to_string(),
             request.fences.max(1).to_string(),
             request.country.unwrap_or("").to_owned(),
+            request
+                .max_gap_us()
+                .map(|gap| gap.to_string())
+                .unwrap_or_default(),
         ];
         let answer: Option<Vec<Value>> = self.run(Step::Acquire, &args).await?;
         let Some(fields) = answer else {

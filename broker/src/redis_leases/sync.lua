@@ -1,7 +1,8 @@
 -- Writes units: new ones are added, known ones get their label's class, capacity and life
 -- cap, and the stamp of this write. A live lease whose class its unit no longer admits is
 -- revoked; a draining unit's (rank -1) run out. ARGV: stamp, then per unit: unit, exit, rank,
--- capacity, gateway (0/1), life ms, country ('' unknown). Returns how many leases were revoked.
+-- capacity, gateway (0/1), life ms, country ('' unknown), round-trip gap µs ('' never
+-- measured). Returns how many leases were revoked.
 local stamp = ARGV[1]
 local epoch, hold_until = pool_state()
 local now = clock()
@@ -10,7 +11,7 @@ local revoked = 0
 
 -- Gives unit `name` rank `rank` (and the other fields; a drain passes only the rank), revoking
 -- what it no longer admits.
-local function write(name, exit, rank, cap, gw, life, cc)
+local function write(name, exit, rank, cap, gw, life, cc, gap)
   local old = read_unit(name)
   if old and old.rank > 0 and (old.rank ~= rank or (cc and cc ~= old.cc)) then
     keep_in(free_key(old.rank), false, old)
@@ -24,6 +25,12 @@ local function write(name, exit, rank, cap, gw, life, cc)
     fields[#fields + 1] = 'cc'; fields[#fields + 1] = cc
   end
   redis.call('HSET', unit_key(name), unpack(fields))
+  -- A unit's gap is in no set: an acquire with a limit reads it as it checks the unit.
+  if gap == '' then
+    redis.call('HDEL', unit_key(name), 'gap')
+  elseif gap then
+    redis.call('HSET', unit_key(name), 'gap', gap)
+  end
   redis.call('SADD', UNITS, name)
   redis.call('SADD', EXITS, exit)
   redis.call('HSETNX', exit_key(exit), 'served', 0)
@@ -48,8 +55,8 @@ if ARGV[2] == 'sweep' then
   end
   return revoked
 end
-for i = 2, #ARGV, 7 do
+for i = 2, #ARGV, 8 do
   write(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], ARGV[i + 4], ARGV[i + 5],
-    ARGV[i + 6])
+    ARGV[i + 6], ARGV[i + 7])
 end
 return revoked

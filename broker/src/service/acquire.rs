@@ -6,11 +6,11 @@ use std::time::{Duration, Instant};
 
 use exitvoice_exits::dial::Timeouts;
 use exitvoice_exits::Exit;
-use exitvoice_lease::{Acquire, Effect, Granted, LeaseClass};
+use exitvoice_lease::{Acquire, Effect, Granted, LeaseClass, MAX_GAP_MS};
 use rand::Rng;
 use tokio::sync::Semaphore;
 
-use super::queue::{InQueue, Queue};
+use super::queue::{InQueue, Queue, Wanted, MOST_IDLE_QUEUES};
 use super::types::{BrokerError, EgressSeen, Lease, LeaseRequest};
 use super::{millis, Broker};
 use crate::egress;
@@ -64,17 +64,20 @@ impl<S: LeaseStore> Broker<S> {
             Some(ms) => Duration::from_millis(ms),
             None => Duration::ZERO,
         };
-        let country = request.country.as_deref().map(country_code).transpose()?;
+        let wanted = Wanted {
+            country: request.country.as_deref().map(country_code).transpose()?,
+            max_gap_ms: request.max_gap_ms.map(gap_limit).transpose()?,
+        };
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + wait;
-        let queue = self.queue(class, country.as_deref());
+        let queue = self.queue(class, &wanted);
         // An exclusive lease whose egress check finds another live lease on the same address was
         // not an exit of its own (two sessions the provider put on one address): it is ended,
         // its session retired, and another one taken.
         for _ in 0..EGRESS_TRIES {
             self.metrics.waiting().inc();
             let granted = self
-                .wait_for(class, request, country.as_deref(), ttl, &queue, deadline)
+                .wait_for(class, request, &wanted, ttl, &queue, deadline)
                 .await;
             self.metrics.waiting().dec();
             let Some((granted, asked_at)) = granted? else {
@@ -87,7 +90,7 @@ impl<S: LeaseStore> Broker<S> {
                 BrokerError::Internal(format!("unit {} is not in the exits file", granted.unit))
             })?;
             let egress = if request.egress {
-                Some(self.egress(exit, &granted, country.as_deref()).await)
+                Some(self.egress(exit, &granted, wanted.country.as_deref()).await)
             } else {
                 None
             };
@@ -118,16 +121,22 @@ impl<S: LeaseStore> Broker<S> {
         self.metrics.unavailable(class.as_str());
         Err(BrokerError::Unavailable {
             class: class.as_str(),
-            country,
+            country: wanted.country,
+            max_gap_ms: wanted.max_gap_ms,
             retry_after_ms: u64::try_from(POLL.as_millis() * 20).unwrap_or(1000),
         })
     }
 
-    /// The queue of requests for `class` in `country`.
-    fn queue(&self, class: LeaseClass, country: Option<&str>) -> Arc<Queue> {
+    /// The queue of requests for `class` that ask for what `wanted` says.
+    fn queue(&self, class: LeaseClass, wanted: &Wanted) -> Arc<Queue> {
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (class, wanted.clone());
+        if queues.len() >= MOST_IDLE_QUEUES && !queues.contains_key(&key) {
+            // A queue only this map holds has no request in it, waiting or about to.
+            queues.retain(|_, queue| Arc::strong_count(queue) > 1);
+        }
         queues
-            .entry((class, country.map(str::to_owned)))
+            .entry(key)
             .or_insert_with(|| {
                 Arc::new(Queue {
                     turn: Semaphore::new(1),
@@ -196,13 +205,13 @@ impl<S: LeaseStore> Broker<S> {
         &self,
         class: LeaseClass,
         request: &LeaseRequest,
-        country: Option<&str>,
+        wanted: &Wanted,
         ttl: Duration,
         queue: &Queue,
         deadline: tokio::time::Instant,
     ) -> Result<Option<(Granted, Instant)>, BrokerError> {
         if queue.queued.load(Ordering::Acquire) == 0 {
-            if let Some(granted) = self.try_acquire(class, request, country, ttl).await? {
+            if let Some(granted) = self.try_acquire(class, request, wanted, ttl).await? {
                 return Ok(Some(granted));
             }
             if tokio::time::Instant::now() >= deadline {
@@ -214,7 +223,7 @@ impl<S: LeaseStore> Broker<S> {
         let Ok(Ok(_turn)) = tokio::time::timeout_at(deadline, queue.turn.acquire()).await else {
             return Ok(None);
         };
-        self.ask_until(class, request, country, ttl, deadline).await
+        self.ask_until(class, request, wanted, ttl, deadline).await
     }
 
     /// Asks the store until it grants or `deadline` passes, woken by releases and the poll.
@@ -222,12 +231,12 @@ impl<S: LeaseStore> Broker<S> {
         &self,
         class: LeaseClass,
         request: &LeaseRequest,
-        country: Option<&str>,
+        wanted: &Wanted,
         ttl: Duration,
         deadline: tokio::time::Instant,
     ) -> Result<Option<(Granted, Instant)>, BrokerError> {
         loop {
-            if let Some(granted) = self.try_acquire(class, request, country, ttl).await? {
+            if let Some(granted) = self.try_acquire(class, request, wanted, ttl).await? {
                 return Ok(Some(granted));
             }
             let now = tokio::time::Instant::now();
@@ -245,7 +254,7 @@ impl<S: LeaseStore> Broker<S> {
         &self,
         class: LeaseClass,
         request: &LeaseRequest,
-        country: Option<&str>,
+        wanted: &Wanted,
         ttl: Duration,
     ) -> Result<Option<(Granted, Instant)>, BrokerError> {
         let asked_at = Instant::now();
@@ -257,7 +266,7 @@ impl<S: LeaseStore> Broker<S> {
             )
         };
         if self.reserve.in_outage() {
-            let granted = self.grant_from_reserve(class, country, ttl);
+            let granted = self.grant_from_reserve(class, wanted, ttl);
             return Ok(granted.map(|granted| (granted, asked_at)));
         }
         let asked = Acquire {
@@ -271,7 +280,8 @@ impl<S: LeaseStore> Broker<S> {
             session_nonce: &nonce,
             stateless_per_origin: self.config.stateless_per_origin,
             fences: 1,
-            country,
+            country: wanted.country.as_deref(),
+            max_gap_ms: wanted.max_gap_ms,
         };
         match self.ask_store(self.leases.acquire(&asked)).await {
             Ok(granted) => Ok(granted.map(|granted| (granted, asked_at))),
@@ -282,7 +292,7 @@ impl<S: LeaseStore> Broker<S> {
                 }
                 tracing::debug!(%error, "acquire failed at the store");
                 self.store_answered(false).await;
-                let granted = self.grant_from_reserve(class, country, ttl);
+                let granted = self.grant_from_reserve(class, wanted, ttl);
                 Ok(granted.map(|granted| (granted, asked_at)))
             }
         }
@@ -304,4 +314,16 @@ fn country_code(text: &str) -> Result<String, BrokerError> {
             truncated(text)
         )))
     }
+}
+
+/// `ms` as a gap limit: at most [`MAX_GAP_MS`].
+fn gap_limit(ms: u64) -> Result<u32, BrokerError> {
+    u32::try_from(ms)
+        .ok()
+        .filter(|&ms| ms <= MAX_GAP_MS)
+        .ok_or_else(|| {
+            BrokerError::BadRequest(format!(
+                "max_gap_ms must be a whole number of ms from 0 to {MAX_GAP_MS}, not {ms}"
+            ))
+        })
 }

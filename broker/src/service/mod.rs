@@ -38,8 +38,8 @@ pub struct Broker<S> {
     labels: Store,
     pool: RwLock<Arc<Pool>>,
     config: BrokerConfig,
-    /// One queue per class and country asked for (at most 3 × 26², as countries are two
-    /// letters).
+    /// One queue per class, country and gap limit asked for (those no request holds are
+    /// dropped past [`queue::MOST_IDLE_QUEUES`]).
     queues: std::sync::Mutex<HashMap<QueueKey, Arc<Queue>>>,
     released: Notify,
     metrics: Metrics,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use exitvoice_lease::{Granted, LeaseClass, UnitSpec};
 
+use super::queue::Wanted;
 use super::{millis, Broker};
 use crate::lease_store::{LeaseStore, StoreFailure};
 use crate::reserve::Turn;
@@ -107,13 +108,14 @@ impl<S: LeaseStore> Broker<S> {
     }
 
     /// A sub-lease from the reserve, on a unit whose label (as last read) admits `class`, in
-    /// `country` if one is asked for.
+    /// the country and within the gap limit `wanted` asks for.
     pub(super) fn grant_from_reserve(
         &self,
         class: LeaseClass,
-        country: Option<&str>,
+        wanted: &Wanted,
         ttl: Duration,
     ) -> Option<Granted> {
+        let max_gap_us = wanted.max_gap_ms.map(|ms| i64::from(ms) * 1000);
         let synced = self.synced();
         let granted = self.reserve.grant(
             class,
@@ -125,7 +127,11 @@ impl<S: LeaseStore> Broker<S> {
                     .and_then(|units| units.get(unit))
                     .filter(|spec| {
                         !spec.draining
-                            && country.is_none_or(|want| spec.country.as_deref() == Some(want))
+                            && wanted
+                                .country
+                                .as_deref()
+                                .is_none_or(|want| spec.country.as_deref() == Some(want))
+                            && spec.within_gap(max_gap_us)
                     })
                     .and_then(|spec| spec.admits)
             },
@@ -298,10 +304,19 @@ url = "http://u:p@127.0.0.1:3"
     /// A broker over a SQLite store in `dir` that `Unreachable` can take away, its units
     /// written from fresh labels, holding `reserve` units in reserve.
     async fn broker(dir: &std::path::Path, reserve: usize) -> Broker<Unreachable> {
+        broker_on(dir, reserve, &labels()).await
+    }
+
+    /// [`broker`] with the labels `doc`.
+    async fn broker_on(
+        dir: &std::path::Path,
+        reserve: usize,
+        doc: &LabelsDoc,
+    ) -> Broker<Unreachable> {
         let store = exitvoice_store::Store::open(&dir.join("broker.db"))
             .await
             .unwrap();
-        store.insert_labels(&labels()).await.unwrap();
+        store.insert_labels(doc).await.unwrap();
         let config = BrokerConfig {
             reserve,
             ..BrokerConfig::default()
@@ -379,6 +394,57 @@ url = "http://u:p@127.0.0.1:3"
             Err(Refusal::Released),
             "the kept release was sent"
         );
+    }
+
+    /// In an outage the reserve holds a lease to its gap limit as the store would: only a
+    /// unit measured within it, by the labels last read.
+    #[tokio::test]
+    async fn a_gap_limit_holds_for_sub_leases_from_the_reserve() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut doc = labels();
+        let gap = |us: u32| exitvoice_schema::RoundTripLabel {
+            samples: 3,
+            gap_min_us: us,
+            excess_gap_us: us,
+            ..Default::default()
+        };
+        doc.exits[0].latency.round_trip = Some(gap(5_000));
+        doc.exits[1].latency.round_trip = Some(gap(30_000));
+        let broker = broker_on(dir.path(), 3, &doc).await;
+        broker.keep_reserve().await;
+        assert_eq!(broker.reserve.sizes(Instant::now()).0, 3, "every unit held");
+        broker.leases().set_down(true);
+        broker.keep_reserve().await;
+        assert!(broker.reserve.in_outage());
+
+        let within = |ms: u64| LeaseRequest {
+            max_gap_ms: Some(ms),
+            ..identity()
+        };
+        let near = broker.acquire(&within(10)).await.unwrap().granted;
+        assert!(Reserve::is_sub(&near.lease_id));
+        assert_eq!(near.unit, "a");
+        let refused = broker.acquire(&within(10)).await.unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                BrokerError::Unavailable {
+                    max_gap_ms: Some(10),
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        let mut rest: Vec<String> = Vec::new();
+        for _ in 0..2 {
+            rest.push(broker.acquire(&identity()).await.unwrap().granted.unit);
+        }
+        rest.sort();
+        assert_eq!(rest, ["b", "c"], "without a limit, the unmeasured unit too");
+        assert!(matches!(
+            broker.acquire(&within(60_001)).await,
+            Err(BrokerError::BadRequest(_))
+        ));
     }
 
     /// Without a reserve the store's failures are the caller's: no outage, nothing kept.

@@ -113,6 +113,10 @@ pub struct LeaseRequest {
     /// The country the exit must leave from (ISO 3166-1 alpha-2, any case): only units of
     /// that country serve it ([`crate::pool`] says where a unit's country comes from).
     pub country: Option<String>,
+    /// The largest round-trip gap the exit may have, ms (at most
+    /// [`exitvoice_lease::MAX_GAP_MS`]): only units whose label measured a gap
+    /// (`latency.round_trip.gap_min_us`) within it serve it; an exit never measured does not.
+    pub max_gap_ms: Option<u64>,
 }
 
 /// How a release ended.
@@ -167,12 +171,18 @@ pub enum BrokerError {
     #[error("{0}")]
     BadRequest(String),
     /// Nothing free within the wait.
-    #[error("no exit of class {class}{} is free", .country.as_ref().map(|c| format!(" in {c}")).unwrap_or_default())]
+    #[error(
+        "no exit of class {class}{}{} is free",
+        .country.as_ref().map(|c| format!(" in {c}")).unwrap_or_default(),
+        .max_gap_ms.map(|ms| format!(" within a {ms} ms gap")).unwrap_or_default()
+    )]
     Unavailable {
         /// The class asked for.
         class: &'static str,
         /// The country asked for, if any.
         country: Option<String>,
+        /// The gap limit asked for, if any, ms.
+        max_gap_ms: Option<u32>,
         /// When to try again, ms.
         retry_after_ms: u64,
     },

@@ -117,13 +117,21 @@ impl BrokerTables {
             (Some(_), None) => " AND country = $4 AND country <> ''",
             (Some(_), Some(_)) => " AND country = $5 AND country <> ''",
         };
+        // A gap limit takes the parameter after the others; without one the statement has no
+        // gap term. A NULL gap (never measured) fails the comparison: it meets no limit.
+        let max_gap = request.max_gap_us();
+        let gap_param = 4 + u8::from(cap.is_some()) + u8::from(request.country.is_some());
+        let within_gap = match max_gap {
+            None => String::new(),
+            Some(_) => format!(" AND gap_min_us <= ${gap_param}"),
+        };
         let lock = match self.engine() {
             Engine::Sqlite => "",
             Engine::Postgres => " FOR UPDATE SKIP LOCKED",
         };
         let sql = format!(
             "SELECT unit, exit_name, gateway, life_ms FROM broker_units u \
-             WHERE rank > 0 AND rank >= $1 AND {free}{per_origin}{in_country} \
+             WHERE rank > 0 AND rank >= $1 AND {free}{per_origin}{in_country}{within_gap} \
              AND NOT EXISTS (SELECT 1 FROM broker_bans b \
              WHERE b.exit_name = u.exit_name AND b.origin IN ('', $3) AND b.until_ms > $2) \
              ORDER BY free_at LIMIT 4{lock}"
@@ -137,6 +145,9 @@ impl BrokerTables {
         }
         if let Some(country) = request.country {
             query = query.bind(country);
+        }
+        if let Some(max_gap) = max_gap {
+            query = query.bind(max_gap);
         }
         let rows = query.fetch_all(&mut **tx).await?;
         for row in rows {

@@ -2,7 +2,7 @@
 //! [`batched_release`](super::batched_release) does for releases, for acquires.
 //!
 //! One task per store takes every acquire queued while its previous statement ran. Acquires
-//! that ask alike (class, origin, country, fences) go together: one walk of the free units
+//! that ask alike (class, origin, country, gap limit, fences) go together: one walk of the free units
 //! takes as many as there are requests (`LIMIT n … FOR UPDATE SKIP LOCKED`: distinct units,
 //! none that another statement holds), and the i-th request in arrival order gets the i-th
 //! least recently touched. Requests that ask differently go in statements of their own, one
@@ -50,6 +50,7 @@ struct Ask {
     session_nonce: String,
     fences: i64,
     country: Option<String>,
+    max_gap_ms: Option<u32>,
     answer: oneshot::Sender<Answer>,
 }
 
@@ -67,6 +68,7 @@ impl Ask {
             stateless_per_origin: None,
             fences: self.fences,
             country: self.country.as_deref(),
+            max_gap_ms: self.max_gap_ms,
         }
     }
 
@@ -75,6 +77,7 @@ impl Ask {
         self.class == other.class
             && self.origin == other.origin
             && self.country == other.country
+            && self.max_gap_ms == other.max_gap_ms
             && self.fences == other.fences
     }
 }
@@ -114,6 +117,7 @@ impl BrokerTables {
             session_nonce: request.session_nonce.to_owned(),
             fences: request.fences,
             country: request.country.map(str::to_owned),
+            max_gap_ms: request.max_gap_ms,
             answer,
         };
         // The task is gone only with the runtime that started it: the caller goes alone.
@@ -206,7 +210,13 @@ async fn grant_all(
             })
         })
         .collect();
-    let free = free_for(first.class, first.country.is_some(), [2, 3, 6]);
+    let max_gap = first.request().max_gap_us();
+    let free = free_for(
+        first.class,
+        first.country.is_some(),
+        [2, 3, 6],
+        max_gap.map(|_| 9),
+    );
     let end = grant_end(first.class);
     // `p.i` numbers the units as the walk found them, `r.i` the requests as they came; `p.k`
     // numbers the units of one exit, for their fences.
@@ -232,7 +242,7 @@ async fn grant_all(
            RETURNING {GRANTED}), {end}",
         now = now_ms(Engine::Postgres),
     );
-    let rows = sqlx::query(&sql)
+    let mut query = sqlx::query(&sql)
         .bind(serde_json::Value::Array(asks).to_string())
         .bind(first.class.rank())
         .bind(first.origin.as_deref().unwrap_or(""))
@@ -240,9 +250,11 @@ async fn grant_all(
         .bind(first.fences.max(1))
         .bind(first.country.as_deref().unwrap_or(""))
         .bind(i64::try_from(group.len()).unwrap_or(i64::MAX))
-        .bind(first.origin.as_deref())
-        .fetch_all(conn)
-        .await?;
+        .bind(first.origin.as_deref());
+    if let Some(max_gap) = max_gap {
+        query = query.bind(max_gap);
+    }
+    let rows = query.fetch_all(conn).await?;
     rows.iter()
         .map(|row| {
             let lease = granted(row, false)?;
@@ -267,6 +279,7 @@ mod tests {
             life_ms: 600_000,
             draining: false,
             country: None,
+            gap_min_us: None,
         }
     }
 
@@ -282,8 +295,78 @@ mod tests {
             session_nonce: "n".into(),
             fences,
             country: None,
+            max_gap_ms: None,
             answer: oneshot::channel().0,
         }
+    }
+
+    /// Acquires queued together, some with a gap limit and some without, in one batch: those
+    /// with the limit form a group of their own (arrival order), get only the unit measured
+    /// within it and, past it, nothing; those without take the rest, the unmeasured unit
+    /// included.
+    #[tokio::test]
+    async fn a_batch_groups_acquires_by_their_gap_limit() {
+        let url = exitvoice_pgtest::fresh_database("batched_grant_gap");
+        let store = BrokerTables::new(Store::connect(&url.parse().unwrap()).await.unwrap());
+        let with_gap = |name: &str, gap_min_us: Option<u32>| UnitSpec {
+            gap_min_us,
+            ..unit(name, name, false)
+        };
+        let units = [
+            with_gap("near", Some(5_000)),
+            with_gap("far", Some(30_000)),
+            with_gap("unmeasured", None),
+        ];
+        store.broker_sync_units(&units, true).await.unwrap();
+        let ids = ["l1", "u1", "l2", "u2", "l3"];
+        let requests: Vec<Acquire<'_>> = ids
+            .iter()
+            .map(|id| Acquire {
+                lease_id: id,
+                class: LeaseClass::Identity,
+                holder: "w",
+                task: None,
+                origin: None,
+                ttl_ms: 60_000,
+                life_ms: 600_000,
+                session_nonce: "n",
+                stateless_per_origin: None,
+                fences: 1,
+                country: None,
+                max_gap_ms: id.starts_with('l').then_some(10),
+            })
+            .collect();
+        // Polled in turn on this one thread, every request is queued before the batch task
+        // runs: they reach it as one batch.
+        let answers = tokio::join!(
+            store.acquire_in_batch(&requests[0]),
+            store.acquire_in_batch(&requests[1]),
+            store.acquire_in_batch(&requests[2]),
+            store.acquire_in_batch(&requests[3]),
+            store.acquire_in_batch(&requests[4]),
+        );
+        let units: Vec<Option<String>> = [answers.0, answers.1, answers.2, answers.3, answers.4]
+            .into_iter()
+            .map(|answer| answer.unwrap().map(|lease| lease.unit))
+            .collect();
+        assert_eq!(
+            units[0].as_deref(),
+            Some("near"),
+            "the first limited request gets the unit within the limit: {units:?}"
+        );
+        assert_eq!(
+            (units[2].as_deref(), units[4].as_deref()),
+            (None, None),
+            "no other unit meets the limit: {units:?}"
+        );
+        let mut unlimited = [units[1].as_deref(), units[3].as_deref()];
+        unlimited.sort_unstable();
+        assert_eq!(unlimited, [Some("far"), Some("unmeasured")]);
+        let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM broker_leases")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(live, 3);
     }
 
     /// Five alike acquires in one statement on a plain exit and a gateway of three sessions:

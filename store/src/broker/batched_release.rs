@@ -244,6 +244,7 @@ mod tests {
             life_ms: 600_000,
             draining: false,
             country: None,
+            gap_min_us: None,
         }
     }
 
@@ -260,6 +261,7 @@ mod tests {
             stateless_per_origin: None,
             fences: 1,
             country: None,
+            max_gap_ms: None,
         }
     }
 

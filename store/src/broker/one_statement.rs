@@ -28,13 +28,16 @@ use super::BrokerTables;
 use crate::handle::{Engine, StoreError};
 
 /// The walk's filter over units `u` at the store's now `n.ms`: those that admit `class` (its
-/// rank in parameter `$rank`), free for it, not banned for the origin (`$origin`), and of the
+/// rank in parameter `$rank`), free for it, not banned for the origin (`$origin`), of the
 /// country asked for (`$country`, '' for any; `u.country <> ''` lets the planner use the
-/// partial index of the units with a country).
+/// partial index of the units with a country), and, when `max_gap` names a parameter, whose
+/// gap is known and at most its value (µs; a NULL gap fails the comparison). Without a gap
+/// limit the filter has no gap term.
 pub(super) fn free_for(
     class: LeaseClass,
     by_country: bool,
     [rank, origin, country]: [u8; 3],
+    max_gap: Option<u8>,
 ) -> String {
     let fits = if class.exclusive() {
         "u.exclusive_until <= n.ms AND (u.shared_until <= n.ms OR u.shared_count = 0)"
@@ -46,8 +49,12 @@ pub(super) fn free_for(
     } else {
         format!("${country} = ''")
     };
+    let within_gap = match max_gap {
+        Some(param) => format!(" AND u.gap_min_us <= ${param}"),
+        None => String::new(),
+    };
     format!(
-        "u.rank > 0 AND u.rank >= ${rank} AND {fits} AND {in_country} \
+        "u.rank > 0 AND u.rank >= ${rank} AND {fits} AND {in_country}{within_gap} \
          AND NOT EXISTS (SELECT 1 FROM broker_bans b WHERE b.exit_name = u.exit_name \
            AND b.origin IN ('', ${origin}) AND b.until_ms > n.ms)"
     )
@@ -84,7 +91,13 @@ pub(super) async fn acquire_in_one_statement(
     conn: &mut AnyConnection,
     request: &Acquire<'_>,
 ) -> Result<Option<Granted>, StoreError> {
-    let free = free_for(request.class, request.country.is_some(), [2, 3, 12]);
+    let max_gap = request.max_gap_us();
+    let free = free_for(
+        request.class,
+        request.country.is_some(),
+        [2, 3, 12],
+        max_gap.map(|_| 13),
+    );
     let end = grant_end(request.class);
     let sql = format!(
         "WITH n AS (SELECT {now} AS ms), \
@@ -100,7 +113,7 @@ pub(super) async fn acquire_in_one_statement(
            RETURNING {GRANTED}), {end}",
         now = now_ms(Engine::Postgres),
     );
-    let row = sqlx::query(&sql)
+    let mut query = sqlx::query(&sql)
         .bind(request.life_ms)
         .bind(request.class.rank())
         .bind(request.origin.unwrap_or(""))
@@ -112,9 +125,11 @@ pub(super) async fn acquire_in_one_statement(
         .bind(request.session_nonce)
         .bind(request.ttl_ms.max(1))
         .bind(request.fences.max(1))
-        .bind(request.country.unwrap_or(""))
-        .fetch_optional(conn)
-        .await?;
+        .bind(request.country.unwrap_or(""));
+    if let Some(max_gap) = max_gap {
+        query = query.bind(max_gap);
+    }
+    let row = query.fetch_optional(conn).await?;
     Ok(row.map(|row| granted(&row, false)).transpose()?)
 }
 

@@ -9,8 +9,8 @@ use super::BrokerTables;
 use crate::handle::StoreError;
 
 impl BrokerTables {
-    /// Writes `units`: new ones are added, known ones get their label's class, capacity and life
-    /// cap; when `whole` is set, `units` is the whole pool and units not in it drain (a refresh
+    /// Writes `units`: new ones are added, known ones get their label's class, capacity, life
+    /// cap, country and gap; when `whole` is set, `units` is the whole pool and units not in it drain (a refresh
     /// passes only what changed). The live leases of a unit whose label no longer admits their
     /// class are revoked; a draining unit's run out. How many were revoked.
     ///
@@ -31,10 +31,12 @@ impl BrokerTables {
             let rank = spec.rank();
             sqlx::query(
                 "INSERT INTO broker_units (unit, exit_name, rank, capacity, gateway, life_ms, \
-                 country) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (unit) DO UPDATE SET \
+                 country, gap_min_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (unit) DO UPDATE SET \
                  exit_name = excluded.exit_name, rank = excluded.rank, \
                  capacity = excluded.capacity, gateway = excluded.gateway, \
-                 life_ms = excluded.life_ms, country = excluded.country",
+                 life_ms = excluded.life_ms, country = excluded.country, \
+                 gap_min_us = excluded.gap_min_us",
             )
             .bind(&spec.unit)
             .bind(&spec.exit_name)
@@ -43,6 +45,7 @@ impl BrokerTables {
             .bind(i64::from(spec.gateway))
             .bind(spec.life_ms)
             .bind(spec.country.as_deref().unwrap_or(""))
+            .bind(spec.gap_min_us.map(i64::from))
             .execute(&mut *tx)
             .await?;
             sqlx::query(
