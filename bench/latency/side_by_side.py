@@ -102,18 +102,24 @@ CHROMIUM_FLAGS = [
     "--remote-debugging-port=0",
 ]
 
-# Runs pingly's probe as its button does and waits for the page's own result (or its error).
+# Runs pingly's probe as its button does, once the page shows its analysis (loading it resets a
+# probe under way, as the button is not there before), and waits for the page's own result or
+# error. A probe whose socket closed early stays "running" on the page: the deadline ends it.
 PINGLY_PROBE = """
 new Promise((resolve) => {
-  runProxyProbe();
   const deadline = Date.now() + 30000;
+  const start = () => {
+    if (state.data) { runProxyProbe(); return poll(); }
+    if (Date.now() > deadline) return resolve(JSON.stringify({error: "page analysis not loaded"}));
+    setTimeout(start, 100);
+  };
   const poll = () => {
     if (state.proxyAnalysis) return resolve(JSON.stringify({analysis: state.proxyAnalysis}));
     if (state.proxyError) return resolve(JSON.stringify({error: state.proxyError}));
     if (Date.now() > deadline) return resolve(JSON.stringify({error: "no result in 30 s"}));
     setTimeout(poll, 100);
   };
-  poll();
+  start();
 })
 """
 
