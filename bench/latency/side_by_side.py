@@ -233,47 +233,50 @@ def _httpx(url, proxy):
 # --- table -------------------------------------------------------------------------------------
 
 
-def _ms(us):
-    return f"{us / 1000:.1f}"
+def _counted(labels, gaps_ms):
+    """"likely ×3, 20.7–21.0 ms": each label with its count, and the range of the gaps."""
+    counts = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    text = ", ".join(f"{label} ×{n}" for label, n in counts.items())
+    if gaps_ms:
+        low, high = f"{min(gaps_ms):.1f}", f"{max(gaps_ms):.1f}"
+        text += f"; {low} ms" if low == high else f"; {low}–{high} ms"
+    return text
+
+
+def _failure(run):
+    return run.get("error", "no answer") if isinstance(run, dict) else "no answer"
 
 
 def _echo_cell(runs):
-    """Verdicts of the runs, and the range of their gaps (ms)."""
-    verdicts, gaps = [], []
+    """The echo's verdicts of the runs, and the range of their gaps."""
+    labels, gaps = [], []
     for run in runs:
-        latency = (run or {}).get("latency") if isinstance(run, dict) else None
+        latency = run.get("latency") if isinstance(run, dict) else None
         if not latency:
-            error = (run or {}).get("error", "no answer") if isinstance(run, dict) else "no answer"
-            verdicts.append("error")
-            gaps.append(None)
-            sys.stderr.write(f"echo run failed: {error}\n")
+            labels.append("error")
+            sys.stderr.write(f"echo run failed: {_failure(run)}\n")
             continue
-        verdicts.append(latency.get("verdict", "?"))
-        gaps.append(latency.get("gap_us"))
-    known = sorted(g for g in gaps if g is not None)
-    if not known:
-        return "/".join(verdicts)
-    span = _ms(known[0]) if known[0] == known[-1] else f"{_ms(known[0])}–{_ms(known[-1])}"
-    return f"{'/'.join(verdicts)}, {span} ms"
+        labels.append(latency.get("verdict", "?"))
+        if latency.get("gap_us") is not None:
+            gaps.append(latency["gap_us"] / 1000)
+    return _counted(labels, gaps)
 
 
 def _pingly_cell(runs):
-    parts, gaps = [], []
+    """pingly's classification (confidence) of the runs, and the range of its gaps."""
+    labels, gaps = [], []
     for run in runs:
-        analysis = (run or {}).get("analysis") if isinstance(run, dict) else None
+        analysis = run.get("analysis") if isinstance(run, dict) else None
         if not analysis:
-            error = (run or {}).get("error", "no answer") if isinstance(run, dict) else "no answer"
-            parts.append("not run" if error == "not run" else f"error ({error})")
+            error = _failure(run)
+            labels.append("not run" if error == "not run" else f"error ({error})")
             continue
-        parts.append(f"{analysis['classification']} ({analysis['confidence']})")
-        gap = analysis["measurements"].get("rtt_gap_ms")
-        if gap is not None:
-            gaps.append(gap)
-    gaps.sort()
-    if not gaps:
-        return "/".join(parts)
-    span = f"{gaps[0]:.1f}" if gaps[0] == gaps[-1] else f"{gaps[0]:.1f}–{gaps[-1]:.1f}"
-    return f"{'/'.join(parts)}, {span} ms"
+        labels.append(f"{analysis['classification']} ({analysis['confidence']})")
+        if analysis["measurements"].get("rtt_gap_ms") is not None:
+            gaps.append(analysis["measurements"]["rtt_gap_ms"])
+    return _counted(labels, gaps)
 
 
 def _record(results, path, delay, client, raw):
