@@ -14,6 +14,10 @@
 #                    (e.g. on PYTHONPATH); without it those cells say so
 #   --runs N         connections per client and path (default 2)
 #   --delays LIST    the relay's delays D, ms each way (default "0 10 40 120")
+#   --busy LIST      also direct with pingly's page keeping its main thread busy N ms at a time,
+#                    back to back, for each N (default "50 200"; "" for none), Chromium only: the
+#                    page's script answers pingly's probe, Chromium's network stack the echo's
+#                    PINGs (the echo is loaded in a second tab meanwhile)
 #
 # Everything listens on 127.0.0.1: `exitvoice serve` (a throwaway database), pingly (its TLS on a
 # free port, its packet capture on `lo`), squid (HTTP CONNECT) and dante (SOCKS5), both without
@@ -37,6 +41,7 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"; exit 2; }
 
 PINGLY="" NO_PINGLY=0 EXITVOICE="$REPO/target/release/exitvoice" OUT="" RUNS=2
 PYTHON="$REPO/.tools/venv/bin/python" DELAYS="0 10 40 120" RELAY_PORT=""
+BUSY="50 200"
 while [ $# -gt 0 ]; do
   case "$1" in
   --pingly) PINGLY="$2"; shift 2 ;;
@@ -46,6 +51,7 @@ while [ $# -gt 0 ]; do
   --python) PYTHON="$2"; shift 2 ;;
   --runs) RUNS="$2"; shift 2 ;;
   --delays) DELAYS="$2"; shift 2 ;;
+  --busy) BUSY="$2"; shift 2 ;;
   -h | --help) usage ;;
   *) echo "unknown argument: $1" >&2; usage ;;
   esac
@@ -209,6 +215,16 @@ measure() {
 
 echo "measuring ($RUNS runs per client and path):" >&2
 measure direct - "" "" ""
+for busy in $BUSY; do
+  for run in $(seq 1 "$RUNS"); do
+    tag="direct-busy$busy-$run"
+    echo "  $tag" >&2
+    helper chromium --busy-ms "$busy" "$OUT/chromium/$tag" "$ECHO_URL" "$PINGLY_URL" \
+      >"$OUT/raw/$tag.chromium.json" 2>"$OUT/raw/$tag.chromium.err" || true
+    helper record "$RESULTS" "direct, pingly's page busy $busy ms" - chromium \
+      "$OUT/raw/$tag.chromium.json"
+  done
+done
 for delay in $DELAYS; do
   relay "$SQUID_PORT" "$delay"
   proxy="http://127.0.0.1:$RELAY_PORT"

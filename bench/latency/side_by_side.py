@@ -3,11 +3,14 @@
   relay TARGET_PORT DELAY_MS      a delaying TCP relay on 127.0.0.1: prints its port, then relays
                                   each chunk to 127.0.0.1:TARGET_PORT DELAY_MS ms after it
                                   arrived, each way, in order (a long wire of unbounded bandwidth)
-  chromium PROFILE ECHO_URL PINGLY_URL [PROXY]
+  chromium [--busy-ms N] PROFILE ECHO_URL PINGLY_URL [PROXY]
                                   one headless Chromium (driven over the DevTools protocol):
                                   loads ECHO_URL (the echo's /api/all) and prints its JSON, then
-                                  loads PINGLY_URL (none when "-"), runs pingly's own latency probe (the page's
-                                  "Measure latency" button) and prints the page's result
+                                  loads PINGLY_URL (none when "-"), runs pingly's own latency
+                                  probe (the page's "Measure latency" button) and prints the
+                                  page's result. --busy-ms: pingly's page runs script N ms at a
+                                  time, back to back, and the echo is loaded in a second tab
+                                  meanwhile
   httpx URL [PROXY]               GET URL with httpx over HTTP/2; prints the JSON answer
   record RESULTS.jsonl PATH DELAY CLIENT RAW
                                   appends RAW (a client's output) to RESULTS.jsonl as one record
@@ -124,8 +127,17 @@ new Promise((resolve) => {
 """
 
 
-class _Skip(Exception):
-    """No pingly to load."""
+# Keeps the page's main thread busy BUSY_MS at a time, back to back (a page running heavy script).
+PINGLY_BUSY = """
+new Promise((resolve) => {
+  const wait = () => {
+    if (!state.data) return setTimeout(wait, 100);
+    setInterval(() => { const t = performance.now(); while (performance.now() - t < %d) {} }, 0);
+    resolve(1);
+  };
+  wait();
+})
+"""
 
 
 class _Cdp:
@@ -162,17 +174,48 @@ class _Cdp:
         raise RuntimeError(f"{url}: not loaded in 30 s")
 
 
-async def _chromium(profile, echo_url, pingly_url, proxy):
+async def _echo(cdp, url):
+    """Loads the echo's /api/all in `cdp`'s page: its JSON (Chromium shows it as a <pre>)."""
+    try:
+        await cdp.load(url)
+        return json.loads(await cdp.evaluate("document.body ? document.body.innerText : ''"))
+    except (RuntimeError, ValueError) as error:
+        return {"error": str(error)[:500]}
+
+
+async def _pingly(cdp, url, busy_ms, then=None):
+    """Loads pingly's page in `cdp`'s page and runs its probe: the page's result. With
+    `busy_ms`, the page's script keeps its main thread busy that long at a time, back to back,
+    from when it shows its analysis; `then` (a coroutine) runs before the probe starts."""
+    try:
+        await cdp.load(url)
+        if busy_ms:
+            await cdp.evaluate(PINGLY_BUSY % busy_ms)
+        if then is not None:
+            await then
+        return json.loads(await cdp.evaluate(PINGLY_PROBE))
+    except (RuntimeError, ValueError) as error:
+        return {"error": str(error)[:500]}
+
+
+async def _chromium(profile, echo_url, pingly_url, proxy, busy_ms):
     import aiohttp
 
     os.makedirs(profile, exist_ok=True)
     flags = CHROMIUM_FLAGS + [f"--user-data-dir={profile}"]
     flags.append(f"--proxy-server={proxy}" if proxy else "--no-proxy-server")
+    if busy_ms:
+        # The busy page is behind the echo's tab: its timers must not be throttled for that.
+        flags += [
+            "--disable-background-timer-throttling",
+            "--disable-renderer-backgrounding",
+            "--disable-backgrounding-occluded-windows",
+        ]
     log = open(os.path.join(profile, "chromium.log"), "wb")
     browser = subprocess.Popen(
         ["/usr/bin/chromium", *flags, "about:blank"], stdout=log, stderr=log
     )
-    out = {"echo": None, "pingly": None}
+    out = {"echo": None, "pingly": {"error": "not run"}}
     try:
         port_file = os.path.join(profile, "DevToolsActivePort")
         for _ in range(300):
@@ -180,31 +223,42 @@ async def _chromium(profile, echo_url, pingly_url, proxy):
                 break
             await asyncio.sleep(0.1)
         port = open(port_file).read().split("\n")[0].strip()
+        devtools = f"http://127.0.0.1:{port}"
         async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{port}/json/list") as answer:
-                targets = await answer.json(content_type=None)
-            page = next(t for t in targets if t.get("type") == "page")
-            async with session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+
+            async def page_socket(target_id=None):
+                async with session.get(f"{devtools}/json/list") as answer:
+                    targets = await answer.json(content_type=None)
+                page = next(
+                    t
+                    for t in targets
+                    if t.get("type") == "page" and target_id in (None, t.get("id"))
+                )
+                return session.ws_connect(page["webSocketDebuggerUrl"], max_msg_size=0)
+
+            async with await page_socket() as ws:
                 cdp = _Cdp(ws)
-                try:
-                    await cdp.load(echo_url)
-                    # Chromium shows a JSON answer as the text of a <pre>.
-                    text = await cdp.evaluate("document.body ? document.body.innerText : ''")
-                    out["echo"] = json.loads(text)
-                except (RuntimeError, ValueError) as error:
-                    out["echo"] = {"error": str(error)[:500]}
-                if pingly_url == "-":
-                    out["pingly"] = {"error": "not run"}
-                    pingly_url = None
-                try:
-                    if pingly_url is None:
-                        raise _Skip
-                    await cdp.load(pingly_url)
-                    out["pingly"] = json.loads(await cdp.evaluate(PINGLY_PROBE))
-                except _Skip:
-                    pass
-                except (RuntimeError, ValueError) as error:
-                    out["pingly"] = {"error": str(error)[:500]}
+                if not busy_ms:
+                    out["echo"] = await _echo(cdp, echo_url)
+                    if pingly_url != "-":
+                        out["pingly"] = await _pingly(cdp, pingly_url, 0)
+                else:
+                    # The echo in a second tab while pingly's page is busy: the same browser
+                    # under the same load answers both.
+                    created = await cdp.call(
+                        "Target.createTarget", url="about:blank", background=True
+                    )
+
+                    async def echo_in_second_tab():
+                        async with await page_socket(created["targetId"]) as second:
+                            out["echo"] = await _echo(_Cdp(second), echo_url)
+
+                    if pingly_url != "-":
+                        out["pingly"] = await _pingly(
+                            cdp, pingly_url, busy_ms, echo_in_second_tab()
+                        )
+                    else:
+                        await echo_in_second_tab()
     finally:
         browser.terminate()
         try:
@@ -238,6 +292,8 @@ def _counted(labels, gaps_ms):
     counts = {}
     for label in labels:
         counts[label] = counts.get(label, 0) + 1
+    if not counts:
+        return "–"
     text = ", ".join(f"{label} ×{n}" for label, n in counts.items())
     if gaps_ms:
         low, high = f"{min(gaps_ms):.1f}", f"{max(gaps_ms):.1f}"
@@ -328,8 +384,13 @@ def main(argv):
     verb, args = argv[1], argv[2:]
     if verb == "relay" and len(args) == 2:
         asyncio.run(_relay(int(args[0]), int(args[1])))
+    elif verb == "chromium" and len(args) >= 2 and args[0] == "--busy-ms":
+        main([argv[0], "chromium-busy", *args[1:]])
     elif verb == "chromium" and len(args) in (3, 4):
-        asyncio.run(_chromium(args[0], args[1], args[2], args[3] if len(args) == 4 else None))
+        asyncio.run(_chromium(*args[:3], args[3] if len(args) == 4 else None, 0))
+    elif verb == "chromium-busy" and len(args) in (4, 5):
+        busy = int(args[0])
+        asyncio.run(_chromium(*args[1:4], args[4] if len(args) == 5 else None, busy))
     elif verb == "httpx" and len(args) in (1, 2):
         _httpx(args[0], args[1] if len(args) == 2 else None)
     elif verb == "record" and len(args) == 5:
