@@ -4,16 +4,18 @@
 #
 # Usage: bench/latency/side-by-side.sh --pingly BIN [--exitvoice BIN] [--out DIR]
 #                                      [--python PY] [--runs N] [--delays "0 10 40 120"]
-#   --pingly BIN     a pingly server binary built with its `server` feature (pingly is an outside
+#                                      [--busy "50 200"] [--quick]
+#   --pingly BIN     a pingly server binary with its packet capture (pingly is an outside
 #                    project: nothing of it is in this repository); `--no-pingly` runs the
 #                    exitvoice half alone
 #   --exitvoice BIN  default target/release/exitvoice
 #   --out DIR        raw outputs and results.md; default target/bench/latency-<date>/
 #   --python PY      the test venv's Python (aiohttp, httpx, h2; scripts/install-test-deps.sh);
 #                    default .tools/venv/bin/python. httpx through dante needs `socksio` importable
-#                    (e.g. on PYTHONPATH); without it those cells say so
-#   --runs N         connections per client and path (default 2)
+#                    (e.g. on PYTHONPATH); without it those cells say `error`
+#   --runs N         connections per client and path (default 3)
 #   --delays LIST    the relay's delays D, ms each way (default "0 10 40 120")
+#   --quick          smoke: one run, D = 40 ms only, no busy rows
 #   --busy LIST      also direct with pingly's page keeping its main thread busy N ms at a time,
 #                    back to back, for each N (default "50 200"; "" for none), Chromium only: the
 #                    page's script answers pingly's probe, Chromium's network stack the echo's
@@ -39,7 +41,7 @@ HERE="$REPO/bench/latency"
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"; exit 2; }
 
-PINGLY="" NO_PINGLY=0 EXITVOICE="$REPO/target/release/exitvoice" OUT="" RUNS=2
+PINGLY="" NO_PINGLY=0 EXITVOICE="$REPO/target/release/exitvoice" OUT="" RUNS=3
 PYTHON="$REPO/.tools/venv/bin/python" DELAYS="0 10 40 120" RELAY_PORT=""
 BUSY="50 200"
 while [ $# -gt 0 ]; do
@@ -52,6 +54,7 @@ while [ $# -gt 0 ]; do
   --runs) RUNS="$2"; shift 2 ;;
   --delays) DELAYS="$2"; shift 2 ;;
   --busy) BUSY="$2"; shift 2 ;;
+  --quick) RUNS=1 DELAYS=40 BUSY=""; shift ;;
   -h | --help) usage ;;
   *) echo "unknown argument: $1" >&2; usage ;;
   esac
