@@ -22,8 +22,8 @@ Each of `chromium` and `httpx` prints one JSON object; failures are in its "erro
 
 import asyncio
 import json
-import socket
 import os
+import socket
 import subprocess
 import sys
 import time
