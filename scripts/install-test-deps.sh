@@ -89,7 +89,7 @@ fi
 # versions the expected values were computed with. A new PyPI release must not change either.
 PY_PACKAGES=(
   h2==4.4.1 hpack==4.2.0 hyperframe==6.1.0 ja4plus==1.4.0
-  httpx==0.28.1 httpcore==1.0.9 requests==2.34.2 urllib3==2.8.0 aiohttp==3.14.5
+  httpx==0.28.1 httpcore==1.0.9 socksio==1.0.0 requests==2.34.2 urllib3==2.8.0 aiohttp==3.14.5
   aioquic==1.7.2
   mmdb-writer==0.2.7
 )

@@ -162,3 +162,89 @@ fn chromium_behind_a_hidden_leg_is_labelled_likely() {
         assert!(smallest.abs_diff(80_000) <= 18_000, "{name}: {seen:?}");
     }
 }
+
+/// Both personas of the auditor (its rustls client and real Chromium) through squid and dante,
+/// each behind a shorter and a longer hidden leg: the label's smallest gap is the leg, 2·D
+/// within 20 % + 2 ms, `likely` from 40 ms each way, and at least `possible` at 10.
+#[test]
+fn both_personas_measure_the_leg_at_every_distance() {
+    let echo = EchoServer::start();
+    let squid = Proxy::squid();
+    let dante = Proxy::dante();
+    let work = tempfile::tempdir().unwrap();
+    let mut relays = Vec::new();
+    let mut exits = Vec::new();
+    for delay_ms in [10_u64, 120] {
+        let squid_relay = DelayRelay::start(squid.port, delay_ms);
+        let dante_relay = DelayRelay::start(dante.port, delay_ms);
+        exits.push((
+            format!("squid-{delay_ms}"),
+            format!(
+                "http://{USER}:{PASSWORD_ENCODED}@127.0.0.1:{}",
+                squid_relay.port
+            ),
+        ));
+        exits.push((
+            format!("dante-{delay_ms}"),
+            format!(
+                "socks5h://{}:{PASSWORD_ENCODED}@127.0.0.1:{}",
+                support::SOCKS_USER,
+                dante_relay.port
+            ),
+        ));
+        relays.extend([squid_relay, dante_relay]);
+    }
+    let named: Vec<(&str, String)> = exits
+        .iter()
+        .map(|(name, url)| (name.as_str(), url.clone()))
+        .collect();
+    let exits_path = exits_file(work.path(), &echo, &named);
+    // Chromium answers late when its own threads are busy (several instances at once on a
+    // loaded 2-core machine), which only ever adds: it runs two at a time, three samples each,
+    // and the smallest is the leg.
+    for (persona, samples, at_once) in [("rustls", "2", "8"), ("chromium", "3", "2")] {
+        let db = work.path().join(format!("{persona}.db"));
+        let run = audit(
+            &exits_path,
+            &db,
+            &[
+                "--persona",
+                persona,
+                "--samples",
+                samples,
+                "--concurrency",
+                at_once,
+                "--no-quic",
+            ],
+        );
+        for (name, _) in &exits {
+            let delay_ms: u64 = name
+                .rsplit('-')
+                .next()
+                .and_then(|ms| ms.parse().ok())
+                .expect("a delay in the name");
+            let trip = round_trip(&run, name);
+            let expected = 2 * delay_ms * 1000;
+            let smallest = micros(trip, "gap_min_us");
+            let samples: Vec<serde_json::Value> = probes(&db)
+                .iter()
+                .filter(|r| r["exit"] == name.as_str())
+                .map(|r| r["sample"]["echo"]["latency"].clone())
+                .collect();
+            assert!(
+                smallest.abs_diff(expected) <= expected / 5 + 2_000,
+                "{persona} {name}: {trip}, samples {samples:?}"
+            );
+            let verdict = trip["verdict"].as_str().unwrap_or_default();
+            if delay_ms >= 40 {
+                assert_eq!(verdict, "likely", "{persona} {name}: {trip}");
+                assert!(has_reason(&run, name, "latency_gap"), "{persona} {name}");
+            } else {
+                assert!(
+                    matches!(verdict, "possible" | "likely"),
+                    "{persona} {name}: {trip}"
+                );
+            }
+        }
+    }
+}

@@ -358,3 +358,32 @@ fn direct_clients_over_a_slow_path_show_no_gap() {
     assert_eq!(echo["alpn"]["spoken"], "h2", "chromium: {echo}");
     assert_direct_over(&echo["latency"], SLOW_MS, "chromium");
 }
+
+/// The same direct client on a shorter and a longer path: the round trips follow the path and
+/// the gap stays under the `possible` threshold, whatever the distance.
+#[test]
+fn a_direct_clients_gap_does_not_grow_with_its_distance() {
+    for delay_ms in [10, 120] {
+        let mut path = SlowPath::new(delay_ms);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (port, pin) = path.spaces.echo(&path.server, SERVER_IP, dir.path(), &[]);
+        let url = format!("https://{SERVER_IP}:{port}/api/all");
+        let curl = in_ns(&path.client, "curl")
+            .args([
+                "-sS",
+                "--http2",
+                "--max-time",
+                "20",
+                "-k",
+                "--pinnedpubkey",
+                &pin,
+            ])
+            .arg(&url)
+            .output()
+            .expect("run curl");
+        let what = format!("curl over {delay_ms} ms");
+        let latency = latency_of(&curl, &what);
+        assert_direct_over(&latency, delay_ms, &what);
+        assert_path_rtt(&latency, "tls_rtt_us", delay_ms, &what);
+    }
+}

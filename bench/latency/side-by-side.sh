@@ -11,8 +11,7 @@
 #   --exitvoice BIN  default target/release/exitvoice
 #   --out DIR        raw outputs and results.md; default target/bench/latency-<date>/
 #   --python PY      the test venv's Python (aiohttp, httpx, h2; scripts/install-test-deps.sh);
-#                    default .tools/venv/bin/python. httpx through dante needs `socksio` importable
-#                    (e.g. on PYTHONPATH); without it those cells say `error`
+#                    default .tools/venv/bin/python (httpx through dante uses its `socksio`)
 #   --runs N         connections per client and path (default 3)
 #   --delays LIST    the relay's delays D, ms each way (default "0 10 40 120")
 #   --quick          smoke: one run, D = 40 ms only, no busy rows
