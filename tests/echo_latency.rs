@@ -311,14 +311,9 @@ fn assert_direct_over(latency: &serde_json::Value, delay_ms: u64, what: &str) {
     assert_eq!(latency["verdict"], "direct", "{what}: {latency}");
 }
 
-#[test]
-fn direct_clients_over_a_slow_path_show_no_gap() {
-    let mut path = SlowPath::new(SLOW_MS);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (port, pin) = path.spaces.echo(&path.server, SERVER_IP, dir.path(), &[]);
-    let url = format!("https://{SERVER_IP}:{port}/api/all");
-
-    let curl = in_ns(&path.client, "curl")
+/// curl in namespace `ns`, over h2, to the echo at `url` pinned to `pin`.
+fn curl_in(ns: &str, pin: &str, url: &str) -> Output {
+    in_ns(ns, "curl")
         .args([
             "-sS",
             "--http2",
@@ -326,11 +321,21 @@ fn direct_clients_over_a_slow_path_show_no_gap() {
             "20",
             "-k",
             "--pinnedpubkey",
-            &pin,
+            pin,
+            url,
         ])
-        .arg(&url)
         .output()
-        .expect("run curl");
+        .expect("run curl")
+}
+
+#[test]
+fn direct_clients_over_a_slow_path_show_no_gap() {
+    let mut path = SlowPath::new(SLOW_MS);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (port, pin) = path.spaces.echo(&path.server, SERVER_IP, dir.path(), &[]);
+    let url = format!("https://{SERVER_IP}:{port}/api/all");
+
+    let curl = curl_in(&path.client, &pin, &url);
     let latency = latency_of(&curl, "curl");
     assert_direct_over(&latency, SLOW_MS, "curl");
     // curl and httpx finish the handshake with little work of their own: their TLS flight is
@@ -368,19 +373,7 @@ fn a_direct_clients_gap_does_not_grow_with_its_distance() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (port, pin) = path.spaces.echo(&path.server, SERVER_IP, dir.path(), &[]);
         let url = format!("https://{SERVER_IP}:{port}/api/all");
-        let curl = in_ns(&path.client, "curl")
-            .args([
-                "-sS",
-                "--http2",
-                "--max-time",
-                "20",
-                "-k",
-                "--pinnedpubkey",
-                &pin,
-            ])
-            .arg(&url)
-            .output()
-            .expect("run curl");
+        let curl = curl_in(&path.client, &pin, &url);
         let what = format!("curl over {delay_ms} ms");
         let latency = latency_of(&curl, &what);
         assert_direct_over(&latency, delay_ms, &what);
