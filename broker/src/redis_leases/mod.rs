@@ -126,8 +126,8 @@ impl Step {
 /// The steps as one Redis Functions library (`FUNCTION LOAD`), loaded on the first call that
 /// finds it missing (a new server, or one restarted without its data). The shared helpers are
 /// set up once, when it loads, rather than on every call as an `EVAL` script's are, which cost
-/// the server ~9 µs a call (docs/decisions.md). Its name carries a hash of its code, so brokers of different
-/// versions on one server each call their own.
+/// the server ~9 µs a call (docs/decisions.md). Its name carries a hash of its code, so brokers
+/// of different versions on one server each call their own.
 struct Library {
     code: String,
     /// `exitvoice_<hash>`: the library's name, and its functions' names' start.

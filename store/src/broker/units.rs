@@ -10,9 +10,9 @@ use crate::handle::StoreError;
 
 impl BrokerTables {
     /// Writes `units`: new ones are added, known ones get their label's class, capacity, life
-    /// cap, country and gap; when `whole` is set, `units` is the whole pool and units not in it drain (a refresh
-    /// passes only what changed). The live leases of a unit whose label no longer admits their
-    /// class are revoked; a draining unit's run out. How many were revoked.
+    /// cap, country and gap; when `whole` is set, `units` is the whole pool and units not in it
+    /// drain (a refresh passes only what changed). The live leases of a unit whose label no
+    /// longer admits their class are revoked; a draining unit's run out. How many were revoked.
     ///
     /// # Errors
     /// Database failures.
