@@ -50,7 +50,12 @@ pub(super) async fn serve<S: LeaseStore>(
 ) {
     let metrics = proxy.holdings.broker().metrics().tunnels();
     let deadline = tokio::time::Instant::now() + proxy.settings.handshake;
-    let read = tokio::time::timeout_at(deadline, read_request(&proxy, tcp, fixed.as_deref()));
+    // The handshake's, the lease's and the dial's futures are boxed: only the relay's state
+    // stays in the tunnel's task, which an idle tunnel holds for as long as it lasts.
+    let read = tokio::time::timeout_at(
+        deadline,
+        Box::pin(read_request(&proxy, tcp, fixed.as_deref())),
+    );
     let mut request = match read.await {
         Ok(Ok(request)) => request,
         Ok(Err(Refused(reason))) => return metrics.refused(reason),
@@ -66,7 +71,7 @@ pub(super) async fn serve<S: LeaseStore>(
         .asked
         .request(&holder, 0, millis(proxy.settings.wait));
     lease.origin = lease.origin.or_else(|| Some(request.target.host.clone()));
-    let ticket = match proxy.holdings.hold(lease).await {
+    let ticket = match Box::pin(proxy.holdings.hold(lease)).await {
         Ok(ticket) => ticket,
         Err(error) => {
             let reason = refuse_lease(&mut request, &error).await;
@@ -80,12 +85,12 @@ pub(super) async fn serve<S: LeaseStore>(
         exit.proxy.scheme = ProxyScheme::Socks5h;
     }
     let target = &request.target;
-    let dialled = dial::dial(
+    let dialled = Box::pin(dial::dial(
         Some(&exit),
         &target.host,
         target.port,
         &proxy.settings.timeouts,
-    );
+    ));
     let upstream = match dialled.await {
         Ok(upstream) => upstream,
         Err(error) => {
