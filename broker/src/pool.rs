@@ -15,9 +15,9 @@
 //!
 //! A unit's round-trip gap, which a lease may limit (`max_gap_ms`), is the smallest gap its
 //! label measured (`latency.round_trip.gap_min_us`: what an origin timing the exit's connections
-//! sees of the hidden leg behind it); unknown when the label has none. A gateway's slots take
-//! the largest of their slots' gaps, and none when a slot's is unknown, as they take the least
-//! class.
+//! sees of the hidden leg behind it), kept in whole ms rounded up; unknown when the label has
+//! none. A gateway's slots take the largest of their slots' gaps, and none when a slot's is
+//! unknown, as they take the least class.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use exitvoice_exits::{Exit, Secret, SESSION_PLACEHOLDER};
 use exitvoice_geo::GeoIp;
-use exitvoice_lease::{LeaseClass, UnitSpec};
+use exitvoice_lease::{gap_ms_of, LeaseClass, UnitSpec};
 use exitvoice_schema::{ExitLabel, Route};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -101,7 +101,7 @@ impl Pool {
                 (None, None) => None,
             }
         };
-        let gap_of = |name: &str| labels?.get(name)?.gap_min_us;
+        let gap_of = |name: &str| labels?.get(name)?.gap_min_us.map(gap_ms_of);
         // A gateway admits the least any of its slots admits, and has the largest gap.
         let mut gateways: HashMap<&str, (Option<LeaseClass>, Option<u32>)> = HashMap::new();
         for exit in self.order.iter().filter_map(|name| self.exits.get(name)) {
@@ -139,7 +139,7 @@ impl Pool {
                         .clone()
                         .or_else(|| seen_in(&exit.name))
                         .map(|country| country.to_ascii_uppercase()),
-                    gap_min_us: if gateway {
+                    gap_ms: if gateway {
                         gateways.get(gateway_of(exit)).and_then(|g| g.1)
                     } else {
                         gap_of(&exit.name)
@@ -474,18 +474,26 @@ sessions = 2
         };
         doc.exits[0].latency.round_trip = Some(gap(5_000));
         doc.exits[2].latency.round_trip = Some(gap(4_000));
-        doc.exits[3].latency.round_trip = Some(gap(31_000));
+        doc.exits[3].latency.round_trip = Some(gap(30_400));
         let now = OffsetDateTime::parse("2026-12-02T10:00:00Z", &Rfc3339).unwrap();
         let gaps = |doc: &LabelsDoc| -> Vec<Option<u32>> {
             pool.units(Some(&facts(doc)), now, HOUR, 2, HOUR, None)
                 .into_iter()
-                .map(|u| u.gap_min_us)
+                .map(|u| u.gap_ms)
                 .collect()
         };
-        assert_eq!(gaps(&doc), [Some(5_000), None, Some(31_000), Some(31_000)]);
+        // Whole ms, rounded up: 30.4 ms is kept as 31, and so is 30.9 ms: a refresh leaves
+        // the units alone.
+        assert_eq!(gaps(&doc), [Some(5), None, Some(31), Some(31)]);
+        let before = pool.units(Some(&facts(&doc)), now, HOUR, 2, HOUR, None);
+        doc.exits[3].latency.round_trip = Some(gap(30_900));
+        assert_eq!(
+            pool.units(Some(&facts(&doc)), now, HOUR, 2, HOUR, None),
+            before
+        );
         // A slot never measured leaves its gateway's gap unknown.
         doc.exits[3].latency.round_trip = None;
-        assert_eq!(gaps(&doc), [Some(5_000), None, None, None]);
+        assert_eq!(gaps(&doc), [Some(5), None, None, None]);
     }
 
     #[test]

@@ -37,16 +37,8 @@ pub struct Acquire<'a> {
     pub max_gap_ms: Option<u32>,
 }
 
-/// The largest `max_gap_ms` a lease may ask for: a minute, far above any gap a live path shows,
-/// so that every limit in µs fits the stores' integers.
+/// The largest `max_gap_ms` a lease may ask for: a minute, far above any gap a live path shows.
 pub const MAX_GAP_MS: u32 = 60_000;
-
-impl Acquire<'_> {
-    /// The gap limit in µs, as the stores compare it with a unit's `gap_min_us`.
-    pub fn max_gap_us(&self) -> Option<i64> {
-        self.max_gap_ms.map(|ms| i64::from(ms) * 1000)
-    }
-}
 
 /// A granted (or, for a sticky task, found) lease.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -19,4 +19,4 @@ pub use class::LeaseClass;
 pub use grant::{Acquire, Granted, Refusal, MAX_GAP_MS};
 pub use outcome::{Backoff, Effect, Released};
 pub use report::{EgressRecord, ExitReport, Gauges};
-pub use unit::UnitSpec;
+pub use unit::{gap_ms_of, UnitSpec};

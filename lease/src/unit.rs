@@ -23,10 +23,11 @@ pub struct UnitSpec {
     /// The country it leaves from (ISO 3166-1 alpha-2, upper case), when known: a lease that
     /// asks for a country gets only a unit of that country.
     pub country: Option<String>,
-    /// Its round-trip gap (the smallest its label saw, `latency.round_trip.gap_min_us`), µs,
-    /// when measured: a lease that asks for `max_gap_ms` gets only a unit whose gap is known
-    /// and within it.
-    pub gap_min_us: Option<u32>,
+    /// Its round-trip gap (the smallest its label saw, `latency.round_trip.gap_min_us`) in
+    /// whole ms, rounded up, when measured: a lease that asks for `max_gap_ms` gets only a unit
+    /// whose gap is known and within it. Rounded up, a limit of N ms admits exactly the gaps of
+    /// at most N·1000 µs, and a unit whose gap moves within its millisecond is not rewritten.
+    pub gap_ms: Option<u32>,
 }
 
 impl UnitSpec {
@@ -39,10 +40,15 @@ impl UnitSpec {
         }
     }
 
-    /// Whether its gap is known and at most `max_gap_us` (always, when no limit is asked for).
-    pub fn within_gap(&self, max_gap_us: Option<i64>) -> bool {
-        max_gap_us.is_none_or(|max| self.gap_min_us.is_some_and(|gap| i64::from(gap) <= max))
+    /// Whether its gap is known and at most `max_gap_ms` (always, when no limit is asked for).
+    pub fn within_gap(&self, max_gap_ms: Option<u32>) -> bool {
+        max_gap_ms.is_none_or(|max| self.gap_ms.is_some_and(|gap| gap <= max))
     }
+}
+
+/// A gap measured in µs as a unit keeps it: whole ms, rounded up.
+pub fn gap_ms_of(gap_us: u32) -> u32 {
+    gap_us.div_ceil(1000)
 }
 
 #[cfg(test)]
@@ -60,7 +66,7 @@ mod tests {
             life_ms: 60_000,
             draining: false,
             country: None,
-            gap_min_us: None,
+            gap_ms: None,
         };
         assert_eq!(spec.rank(), 2);
         spec.admits = None;
@@ -81,15 +87,25 @@ mod tests {
             life_ms: 60_000,
             draining: false,
             country: None,
-            gap_min_us: None,
+            gap_ms: None,
         };
         assert!(spec.within_gap(None), "no limit: any unit");
         assert!(
-            !spec.within_gap(Some(10_000)),
+            !spec.within_gap(Some(10)),
             "an unmeasured unit meets no limit"
         );
-        spec.gap_min_us = Some(10_000);
-        assert!(spec.within_gap(Some(10_000)));
-        assert!(!spec.within_gap(Some(9_999)));
+        spec.gap_ms = Some(10);
+        assert!(spec.within_gap(Some(10)));
+        assert!(!spec.within_gap(Some(9)));
+    }
+
+    #[test]
+    fn a_gap_is_kept_in_whole_ms_rounded_up() {
+        // A limit of N ms admits a gap of N·1000 µs and not one µs more.
+        assert_eq!(gap_ms_of(10_000), 10);
+        assert_eq!(gap_ms_of(10_001), 11);
+        assert_eq!(gap_ms_of(999), 1);
+        assert_eq!(gap_ms_of(0), 0);
+        assert_eq!(gap_ms_of(u32::MAX), 4_294_968);
     }
 }

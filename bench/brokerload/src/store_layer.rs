@@ -85,7 +85,7 @@ pub async fn prepare<S: LeaseStore>(
             life_ms: 3_600_000,
             draining: false,
             country: None,
-            gap_min_us: None,
+            gap_ms: None,
         })
         .collect();
     store.sync_units(&specs, true).await?;

@@ -96,7 +96,7 @@ pub(crate) fn unit(name: &str, admits: Option<LeaseClass>) -> UnitSpec {
         life_ms: 3_600_000,
         draining: false,
         country: None,
-        gap_min_us: None,
+        gap_ms: None,
     }
 }
 
@@ -772,7 +772,7 @@ on_every_store! {
 
     async fn a_lease_that_asks_for_a_gap_limit_gets_a_unit_measured_within_it(store: Store) {
         let with_gap = |name, gap_ms: Option<u32>| UnitSpec {
-            gap_min_us: gap_ms.map(|ms| ms * 1000),
+            gap_ms,
             ..unit(name, Some(LeaseClass::Identity))
         };
         store
@@ -853,13 +853,13 @@ on_every_store! {
         // within it (a pool of far exits with one near exit).
         let mut units: Vec<UnitSpec> = (0..200)
             .map(|i| UnitSpec {
-                gap_min_us: Some(30_000),
+                gap_ms: Some(30),
                 ..unit(&format!("far-{i:03}"), Some(LeaseClass::Identity))
             })
             .collect();
         store.sync_units(&units, true).await.unwrap();
         units.push(UnitSpec {
-            gap_min_us: Some(5_000),
+            gap_ms: Some(5),
             ..unit("near", Some(LeaseClass::Identity))
         });
         store.sync_units(&units, true).await.unwrap();

@@ -1,7 +1,7 @@
 -- Grants a lease on a free unit, or returns a task's live lease of the class.
 -- ARGV: lease id, class, holder, task (''), origin (''), ttl ms, life ms, session nonce,
 -- stateless leases per (unit, origin) (0: no cap), fences the grant takes (its own first),
--- the country the unit must leave from ('': any), the largest round-trip gap µs the unit may
+-- the country the unit must leave from ('': any), the largest round-trip gap ms the unit may
 -- have ('': any; a unit whose gap was never measured meets no limit).
 -- Returns {id, unit, exit, fence, expires, life_ends, session|false, now, sticky} or false.
 local id, class, holder, task, origin = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]

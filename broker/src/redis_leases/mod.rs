@@ -320,9 +320,7 @@ impl RedisLeases {
                     u8::from(spec.gateway).to_string(),
                     spec.life_ms.to_string(),
                     spec.country.clone().unwrap_or_default(),
-                    spec.gap_min_us
-                        .map(|gap| gap.to_string())
-                        .unwrap_or_default(),
+                    spec.gap_ms.map(|gap| gap.to_string()).unwrap_or_default(),
                 ]);
             }
             revoked += self.run_once::<u64>(Step::Sync, &args).await?;
@@ -442,7 +440,7 @@ impl LeaseStore for RedisLeases {
             request.fences.max(1).to_string(),
             request.country.unwrap_or("").to_owned(),
             request
-                .max_gap_us()
+                .max_gap_ms
                 .map(|gap| gap.to_string())
                 .unwrap_or_default(),
         ];

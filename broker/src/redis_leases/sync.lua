@@ -1,7 +1,7 @@
 -- Writes units: new ones are added, known ones get their label's class, capacity and life
 -- cap, and the stamp of this write. A live lease whose class its unit no longer admits is
 -- revoked; a draining unit's (rank -1) run out. ARGV: stamp, then per unit: unit, exit, rank,
--- capacity, gateway (0/1), life ms, country ('' unknown), round-trip gap µs ('' never
+-- capacity, gateway (0/1), life ms, country ('' unknown), round-trip gap ms ('' never
 -- measured). Returns how many leases were revoked.
 local stamp = ARGV[1]
 local epoch, hold_until = pool_state()

@@ -115,7 +115,6 @@ impl<S: LeaseStore> Broker<S> {
         wanted: &Wanted,
         ttl: Duration,
     ) -> Option<Granted> {
-        let max_gap_us = wanted.max_gap_ms.map(|ms| i64::from(ms) * 1000);
         let synced = self.synced();
         let granted = self.reserve.grant(
             class,
@@ -131,7 +130,7 @@ impl<S: LeaseStore> Broker<S> {
                                 .country
                                 .as_deref()
                                 .is_none_or(|want| spec.country.as_deref() == Some(want))
-                            && spec.within_gap(max_gap_us)
+                            && spec.within_gap(wanted.max_gap_ms)
                     })
                     .and_then(|spec| spec.admits)
             },

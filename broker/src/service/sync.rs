@@ -96,7 +96,7 @@ mod tests {
             life_ms: 3_600_000,
             draining: false,
             country: None,
-            gap_min_us: None,
+            gap_ms: None,
         }
     }
 

@@ -119,11 +119,11 @@ impl BrokerTables {
         };
         // A gap limit takes the parameter after the others; without one the statement has no
         // gap term. A NULL gap (never measured) fails the comparison: it meets no limit.
-        let max_gap = request.max_gap_us();
+        let max_gap = request.max_gap_ms.map(i64::from);
         let gap_param = 4 + u8::from(cap.is_some()) + u8::from(request.country.is_some());
         let within_gap = match max_gap {
             None => String::new(),
-            Some(_) => format!(" AND gap_min_us <= ${gap_param}"),
+            Some(_) => format!(" AND gap_ms <= ${gap_param}"),
         };
         let lock = match self.engine() {
             Engine::Sqlite => "",

@@ -210,7 +210,7 @@ async fn grant_all(
             })
         })
         .collect();
-    let max_gap = first.request().max_gap_us();
+    let max_gap = first.request().max_gap_ms.map(i64::from);
     let free = free_for(
         first.class,
         first.country.is_some(),
@@ -279,7 +279,7 @@ mod tests {
             life_ms: 600_000,
             draining: false,
             country: None,
-            gap_min_us: None,
+            gap_ms: None,
         }
     }
 
@@ -308,13 +308,13 @@ mod tests {
     async fn a_batch_groups_acquires_by_their_gap_limit() {
         let url = exitvoice_pgtest::fresh_database("batched_grant_gap");
         let store = BrokerTables::new(Store::connect(&url.parse().unwrap()).await.unwrap());
-        let with_gap = |name: &str, gap_min_us: Option<u32>| UnitSpec {
-            gap_min_us,
+        let with_gap = |name: &str, gap_ms: Option<u32>| UnitSpec {
+            gap_ms,
             ..unit(name, name, false)
         };
         let units = [
-            with_gap("near", Some(5_000)),
-            with_gap("far", Some(30_000)),
+            with_gap("near", Some(5)),
+            with_gap("far", Some(30)),
             with_gap("unmeasured", None),
         ];
         store.broker_sync_units(&units, true).await.unwrap();

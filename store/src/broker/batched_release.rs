@@ -244,7 +244,7 @@ mod tests {
             life_ms: 600_000,
             draining: false,
             country: None,
-            gap_min_us: None,
+            gap_ms: None,
         }
     }
 

@@ -31,7 +31,7 @@ use crate::handle::{Engine, StoreError};
 /// rank in parameter `$rank`), free for it, not banned for the origin (`$origin`), of the
 /// country asked for (`$country`, '' for any; `u.country <> ''` lets the planner use the
 /// partial index of the units with a country), and, when `max_gap` names a parameter, whose
-/// gap is known and at most its value (µs; a NULL gap fails the comparison). Without a gap
+/// gap is known and at most its value (ms; a NULL gap fails the comparison). Without a gap
 /// limit the filter has no gap term.
 pub(super) fn free_for(
     class: LeaseClass,
@@ -50,7 +50,7 @@ pub(super) fn free_for(
         format!("${country} = ''")
     };
     let within_gap = match max_gap {
-        Some(param) => format!(" AND u.gap_min_us <= ${param}"),
+        Some(param) => format!(" AND u.gap_ms <= ${param}"),
         None => String::new(),
     };
     format!(
@@ -91,7 +91,7 @@ pub(super) async fn acquire_in_one_statement(
     conn: &mut AnyConnection,
     request: &Acquire<'_>,
 ) -> Result<Option<Granted>, StoreError> {
-    let max_gap = request.max_gap_us();
+    let max_gap = request.max_gap_ms.map(i64::from);
     let free = free_for(
         request.class,
         request.country.is_some(),

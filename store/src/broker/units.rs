@@ -31,12 +31,12 @@ impl BrokerTables {
             let rank = spec.rank();
             sqlx::query(
                 "INSERT INTO broker_units (unit, exit_name, rank, capacity, gateway, life_ms, \
-                 country, gap_min_us) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 country, gap_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                  ON CONFLICT (unit) DO UPDATE SET \
                  exit_name = excluded.exit_name, rank = excluded.rank, \
                  capacity = excluded.capacity, gateway = excluded.gateway, \
                  life_ms = excluded.life_ms, country = excluded.country, \
-                 gap_min_us = excluded.gap_min_us",
+                 gap_ms = excluded.gap_ms",
             )
             .bind(&spec.unit)
             .bind(&spec.exit_name)
@@ -45,7 +45,7 @@ impl BrokerTables {
             .bind(i64::from(spec.gateway))
             .bind(spec.life_ms)
             .bind(spec.country.as_deref().unwrap_or(""))
-            .bind(spec.gap_min_us.map(i64::from))
+            .bind(spec.gap_ms.map(i64::from))
             .execute(&mut *tx)
             .await?;
             sqlx::query(
