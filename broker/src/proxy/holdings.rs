@@ -11,8 +11,8 @@
 //! another instance counts on), a tunnel's own lease `tunnel_ttl`. A lease that is no longer
 //! live (released, expired, revoked, its fence overtaken) has its tunnels closed at once; so
 //! has one whose renewal was refused, and one whose time ran out while the store could not be
-//! asked (the instance lost the store past its reserve). A task's lease is not released when its last tunnel here closes: it is renewed
-//! once for `--task-idle` and left to run out, so that tunnels of the task on another instance
+//! asked (the instance lost the store past its reserve). A task's lease is not released when
+//! its last tunnel here closes: it is renewed once for `--task-idle` and left to run out, so that tunnels of the task on another instance
 //! keep it, and a tunnel that comes within that time rides it again.
 
 use std::collections::HashMap;
