@@ -40,6 +40,14 @@ pub struct Acquire<'a> {
 /// The largest `max_gap_ms` a lease may ask for: a minute, far above any gap a live path shows.
 pub const MAX_GAP_MS: u32 = 60_000;
 
+/// `ms` as a gap limit, when it is one: whole ms from 0 to [`MAX_GAP_MS`]. The broker's API
+/// (which `exitvoice lease acquire` calls) and the forward proxy's user name both take their
+/// limit through this one check.
+#[must_use]
+pub fn gap_limit(ms: u64) -> Option<u32> {
+    u32::try_from(ms).ok().filter(|&ms| ms <= MAX_GAP_MS)
+}
+
 /// A granted (or, for a sticky task, found) lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Granted {
@@ -111,5 +119,14 @@ mod tests {
         let reasons: std::collections::HashSet<_> = all.iter().map(|r| r.as_str()).collect();
         assert_eq!(reasons.len(), all.len());
         assert_eq!(Refusal::LifeCap.as_str(), "life_cap_reached");
+    }
+
+    #[test]
+    fn a_gap_limit_is_whole_ms_up_to_a_minute() {
+        assert_eq!(gap_limit(0), Some(0));
+        assert_eq!(gap_limit(u64::from(MAX_GAP_MS)), Some(MAX_GAP_MS));
+        assert_eq!(gap_limit(u64::from(MAX_GAP_MS) + 1), None);
+        // Past u32: refused, not wrapped into range.
+        assert_eq!(gap_limit(u64::from(u32::MAX) + 5), None);
     }
 }

@@ -16,7 +16,7 @@ mod report;
 mod unit;
 
 pub use class::LeaseClass;
-pub use grant::{Acquire, Granted, Refusal, MAX_GAP_MS};
+pub use grant::{gap_limit, Acquire, Granted, Refusal, MAX_GAP_MS};
 pub use outcome::{Backoff, Effect, Released};
 pub use report::{EgressRecord, ExitReport, Gauges};
 pub use unit::{gap_ms_of, UnitSpec};

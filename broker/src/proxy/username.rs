@@ -18,7 +18,7 @@
 
 use std::fmt;
 
-use exitvoice_lease::MAX_GAP_MS;
+use exitvoice_lease::{gap_limit, MAX_GAP_MS};
 
 use crate::service::LeaseRequest;
 
@@ -150,9 +150,10 @@ impl Asked {
                 }
                 "gap" => {
                     let ms = value
-                        .parse::<u32>()
+                        .parse::<u64>()
                         .ok()
-                        .filter(|&ms| ms <= MAX_GAP_MS && value.bytes().all(|b| b.is_ascii_digit()))
+                        .filter(|_| value.bytes().all(|b| b.is_ascii_digit()))
+                        .and_then(gap_limit)
                         .ok_or_else(|| {
                             bad(format!(
                                 "{} is not a whole number of ms from 0 to {MAX_GAP_MS}",

@@ -316,14 +316,11 @@ fn country_code(text: &str) -> Result<String, BrokerError> {
     }
 }
 
-/// `ms` as a gap limit: at most [`MAX_GAP_MS`].
+/// `ms` as a gap limit, or the request's error.
 fn gap_limit(ms: u64) -> Result<u32, BrokerError> {
-    u32::try_from(ms)
-        .ok()
-        .filter(|&ms| ms <= MAX_GAP_MS)
-        .ok_or_else(|| {
-            BrokerError::BadRequest(format!(
-                "max_gap_ms must be a whole number of ms from 0 to {MAX_GAP_MS}, not {ms}"
-            ))
-        })
+    exitvoice_lease::gap_limit(ms).ok_or_else(|| {
+        BrokerError::BadRequest(format!(
+            "max_gap_ms must be a whole number of ms from 0 to {MAX_GAP_MS}, not {ms}"
+        ))
+    })
 }
