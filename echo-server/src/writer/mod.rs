@@ -10,7 +10,8 @@
 //! `batch_size` — when full or `flush_interval` after the first job — and writes the
 //! `--record-dir` files. Every second while it writes or prunes (every minute while idle) it
 //! prunes what `--retain` and `--max-db-size` say must go, a few batches of 1,000 rows at most,
-//! and measures the database for `/healthz`. On
+//! and measures the database for `/healthz`; every second it writes the h3 ledger's identities
+//! that changed. On
 //! [`WriterHandle::close`] it stops taking new jobs, drains what is queued, commits it, and ends.
 //!
 //! Each file imports only those above it: `rows` (a connection's row and record, from its
@@ -245,7 +246,7 @@ struct Writer {
     metrics: Arc<Metrics>,
     /// The handle's byte count, given back once a batch is committed.
     bytes: Arc<AtomicUsize>,
-    /// The h3 downgrade ledger: its changed identities go with each batch.
+    /// The h3 downgrade ledger: its changed identities are written every second.
     ledger: Arc<Ledger>,
 }
 
@@ -357,11 +358,10 @@ impl Writer {
                 }
             }
         }
-        batch.ledger = self.ledger_rows();
         self.write(&batch, observations).await;
     }
 
-    /// The ledger identities changed since the last batch, as rows.
+    /// The ledger identities changed since they were last taken, as rows.
     fn ledger_rows(&self) -> Vec<LedgerRow> {
         self.ledger
             .take_changed()
@@ -377,8 +377,9 @@ impl Writer {
             .collect()
     }
 
-    /// Writes the ledger's changes that came without a request (a QUIC attempt), and the last
-    /// ones at shutdown.
+    /// Writes the ledger's identities changed since it last did, each once: every maintenance
+    /// tick and at shutdown. Not with each batch: a client busy on one connection changes its
+    /// identity on every request, and one row a second says what a row per batch would.
     async fn write_ledger(&self) {
         let batch = Batch {
             ledger: self.ledger_rows(),
