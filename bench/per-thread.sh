@@ -8,6 +8,8 @@
 #   --requests N   requests per run (default 300000)
 #   --h1           HTTP/1.1 keep-alive (`h2load --h1 -c 10`) instead of h2 (`-c 10 -m 10`)
 #   --compare BIN  also runs this exitvoice binary, as `compare`
+#   KEEP=1         keeps the runs' directories (each server's log and database) in the
+#                  temporary directory named at the end
 #
 # Each run starts the server on a fresh database pinned to CPU 0, loads `/api/clean` with h2load
 # pinned to CPU 1, waits 1.5 s for the writer to commit, and reads every thread's utime+stime
@@ -47,7 +49,7 @@ WORK=$(mktemp -d)
 SERVER=
 cleanup() {
   [ -z "$SERVER" ] || kill "$SERVER" 2> /dev/null || true
-  [ -n "${KEEP:-}" ] || rm -rf "$WORK"
+  if [ -n "${KEEP:-}" ]; then echo "per-thread: runs kept in $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 

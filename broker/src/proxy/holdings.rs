@@ -12,8 +12,9 @@
 //! live (released, expired, revoked, its fence overtaken) has its tunnels closed at once; so
 //! has one whose renewal was refused, and one whose time ran out while the store could not be
 //! asked (the instance lost the store past its reserve). A task's lease is not released when
-//! its last tunnel here closes: it is renewed once for `--task-idle` and left to run out, so that tunnels of the task on another instance
-//! keep it, and a tunnel that comes within that time rides it again.
+//! its last tunnel here closes: it is renewed once for `--task-idle` and left to run out, so
+//! that tunnels of the task on another instance keep it, and a tunnel that comes within that
+//! time rides it again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
