@@ -11,7 +11,7 @@ use sqlx::{Connection as _, Row as _};
 use crate::handle::{Engine, Store, StoreError};
 use crate::ledger::LedgerRow;
 use crate::quic::{QuicConnectionRow, QuicRequestRow};
-use crate::values::{cached_chunks, insert_into, placeholders, Filters};
+use crate::values::{arguments, cached_chunks, insert_into, placeholders, Filters};
 use exitvoice_schema::echo::{Http1Echo, Peer};
 use exitvoice_schema::observation::{
     compose_echo, rfc3339_ms, ConnectionFacts, ConnectionRow, Failure, LayersFn, Observation,
@@ -53,6 +53,15 @@ impl Batch {
             && self.quic_connections.is_empty()
             && self.quic_requests.is_empty()
             && self.ledger.is_empty()
+    }
+
+    /// Empties the batch, keeping its vectors' room for the next one.
+    pub fn clear(&mut self) {
+        self.connections.clear();
+        self.requests.clear();
+        self.quic_connections.clear();
+        self.quic_requests.clear();
+        self.ledger.clear();
     }
 }
 
@@ -384,7 +393,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
             insert_into(engine),
             placeholders(engine, chunk.len(), CONNECTION_COLUMNS)
         );
-        let mut insert = sqlx::query(&sql);
+        let mut insert = sqlx::query_with(&sql, arguments(chunk.len(), CONNECTION_COLUMNS));
         for ((row, facts), latency) in chunk.iter().zip(&facts).zip(&latency) {
             insert = insert
                 .bind(row.conn_id.as_str())
@@ -431,7 +440,7 @@ pub(crate) async fn insert_rows(conn: &mut AnyConnection, batch: &Batch) -> Resu
                 ])
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut insert = sqlx::query(&sql);
+        let mut insert = sqlx::query_with(&sql, arguments(chunk.len(), REQUEST_COLUMNS));
         for (request, [pseudo_order, header_order, http1]) in chunk.iter().zip(&json) {
             insert = insert
                 .bind(request.conn_id.as_str())

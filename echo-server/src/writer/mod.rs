@@ -260,8 +260,11 @@ impl Writer {
         // first tick maintains).
         let mut busy = true;
         let mut maintained = tokio::time::Instant::now();
-        // One buffer for every batch.
+        // One buffer for every batch, and one batch: a batch's vectors of rows (a request row
+        // is a few hundred bytes, so a full batch's is tens of KiB) are not allocated and freed
+        // again for each commit.
         let mut queued = Vec::with_capacity(batch_size);
+        let mut batch = Batch::default();
         loop {
             let received = if closing {
                 rx.recv_many(&mut queued, batch_size).await
@@ -301,7 +304,12 @@ impl Writer {
                 tokio::pin!(flush, stop);
                 while queued.len() < batch_size {
                     let room = batch_size - queued.len();
+                    // Biased, the queue first: a wake with a job waiting takes it without
+                    // polling the timer or the close waiter (which keeps its permit). The
+                    // flush still ends the batch the first time the queue is empty after it,
+                    // and a full batch ends the loop.
                     tokio::select! {
+                        biased;
                         received = rx.recv_many(&mut queued, room) => if received == 0 { break },
                         () = &mut flush => break,
                         () = &mut stop, if !closing => {
@@ -313,7 +321,8 @@ impl Writer {
             }
             // The batch's bytes count against the budget until it is committed (or failed).
             let bytes = queued.iter().map(|queued| queued.bytes).sum::<usize>();
-            self.commit(queued.drain(..).map(|queued| queued.job)).await;
+            self.commit(&mut batch, queued.drain(..).map(|queued| queued.job))
+                .await;
             busy = true;
             self.bytes.fetch_sub(bytes, Ordering::Relaxed);
         }
@@ -321,8 +330,8 @@ impl Writer {
         tracing::debug!("observation writer drained");
     }
 
-    async fn commit(&self, jobs: impl ExactSizeIterator<Item = Job>) {
-        let mut batch = Batch::default();
+    /// Writes `jobs` through `batch` (empty, and left empty).
+    async fn commit(&self, batch: &mut Batch, jobs: impl ExactSizeIterator<Item = Job>) {
         batch.requests.reserve(jobs.len());
         // Observations as `/api/observations` lists them: requests, and connections without.
         let mut observations = 0;
@@ -358,7 +367,8 @@ impl Writer {
                 }
             }
         }
-        self.write(&batch, observations).await;
+        self.write(batch, observations).await;
+        batch.clear();
     }
 
     /// The ledger identities changed since they were last taken, as rows.
