@@ -112,7 +112,7 @@ pub(super) struct Observed {
     /// The rule that decided `record.bucket`.
     bucket_rule: BucketRule,
     /// The request's User-Agent header (a shared buffer, not a copy), for the coherence of a
-    /// full echo.
+    /// full echo (`None` for other answers).
     user_agent: Option<HeaderValue>,
 }
 
@@ -182,20 +182,28 @@ fn checked(mut arrival: Arrival) -> Result<Arrival, ApiError> {
     Ok(arrival)
 }
 
-/// Reads (and discards) the body up to the cap, then [`observe`]s the request.
+/// Reads (and discards) the body up to the cap, then [`observe`]s the request (`full`: for a
+/// full echo).
 pub(super) async fn read_and_observe<B: HttpBody + Unpin>(
     state: &ApiState,
     arrival: Arrival,
     mut request: http::Request<B>,
+    full: bool,
 ) -> Result<Observed, ApiError> {
     let arrival = checked(arrival)?;
     drain_body(request.body_mut(), state.body_cap).await?;
-    Ok(observe(state, arrival, &request))
+    Ok(observe(state, arrival, &request, full))
 }
 
 /// Records the request (its body read, its token checked), queues it (and, for the
-/// connection's first stored request, the connection), and returns what the views need.
-fn observe<B>(state: &ApiState, arrival: Arrival, request: &http::Request<B>) -> Observed {
+/// connection's first stored request, the connection), and returns what the views need: with
+/// `full`, what a full echo judges too (the User-Agent).
+fn observe<B>(
+    state: &ApiState,
+    arrival: Arrival,
+    request: &http::Request<B>,
+    full: bool,
+) -> Observed {
     let Arrival {
         conn,
         index,
@@ -231,14 +239,20 @@ fn observe<B>(state: &ApiState, arrival: Arrival, request: &http::Request<B>) ->
     }
     state.metrics.request(conn.spoken(), record.bucket);
     if let Some(tls) = facts.tls.as_ref() {
-        state.ledger.tcp(TcpVisit {
-            ip: conn.peer.ip(),
-            tls_voice_id: &tls.voice_id.0,
-            conn_id: &conn.id,
-            token: record.token.as_deref(),
-            time_ms: record.time_unix_ms,
-            alt_svc: state.alt_svc,
-        });
+        let identity = *conn
+            .ledger_identity
+            .get_or_init(|| state.ledger.identity_hash(conn.peer.ip(), &tls.voice_id.0));
+        state.ledger.tcp(
+            identity,
+            TcpVisit {
+                ip: conn.peer.ip(),
+                tls_voice_id: &tls.voice_id.0,
+                conn_id: &conn.id,
+                token: record.token.as_deref(),
+                time_ms: record.time_unix_ms,
+                alt_svc: state.alt_svc,
+            },
+        );
     }
     if conn.queue_once() {
         state.writer.submit_opened(&conn);
@@ -249,7 +263,9 @@ fn observe<B>(state: &ApiState, arrival: Arrival, request: &http::Request<B>) ->
         conn,
         record,
         bucket_rule,
-        user_agent: request.headers().get(USER_AGENT).cloned(),
+        user_agent: full
+            .then(|| request.headers().get(USER_AGENT).cloned())
+            .flatten(),
     }
 }
 
@@ -318,7 +334,7 @@ impl Route {
             // the request (the PING left with the server's SETTINGS).
             arrival.conn.round_trips.first_ping().await;
         }
-        let seen = read_and_observe(state, arrival, request).await?;
+        let seen = read_and_observe(state, arrival, request, self == Self::All).await?;
         self.respond(state, &seen)
     }
 
@@ -336,7 +352,7 @@ impl Route {
         request: &http::Request<B>,
     ) -> Result<Response, ApiError> {
         let arrival = checked(arrival)?;
-        self.respond(state, &observe(state, arrival, request))
+        self.respond(state, &observe(state, arrival, request, self == Self::All))
     }
 
     /// The route's view of the observed request, as JSON.

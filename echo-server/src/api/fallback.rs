@@ -31,7 +31,7 @@ pub(super) async fn not_found(
         // The page shows the round trips, the first PING's answer with them.
         ctx.0.conn.round_trips.first_ping().await;
     }
-    let seen = read_and_observe(&state, ctx.0, request).await?;
+    let seen = read_and_observe(&state, ctx.0, request, html).await?;
     if html {
         return page::fingerprint(&state, &seen, status);
     }

@@ -18,6 +18,7 @@ use time::OffsetDateTime;
 use super::round_trip::RoundTripCell;
 use super::saved_syn::SavedSyn;
 use super::tap::TapBuffer;
+use crate::ledger::IdentityHash;
 use crate::metrics::Metrics;
 
 /// Why a connection failed, typed, with the server's description.
@@ -77,6 +78,9 @@ pub struct Connection {
     pub(crate) first_request: OnceLock<FirstRequest>,
     /// Its round trips, as they are measured.
     pub(crate) round_trips: Arc<RoundTripCell>,
+    /// The h3 ledger's hash of its identity (the client's IP and TLS voice), made at its first
+    /// request that the ledger noted.
+    pub(crate) ledger_identity: OnceLock<IdentityHash>,
 }
 
 /// The parameters rustls negotiated.
@@ -121,6 +125,7 @@ impl Connection {
             written_requests: AtomicU32::new(u32::MAX),
             first_request: OnceLock::new(),
             round_trips: Arc::default(),
+            ledger_identity: OnceLock::new(),
         }
     }
 

@@ -41,6 +41,12 @@ pub struct Ledger {
     rule: NeverRule,
 }
 
+/// The hash of a client identity (its IP and TLS voice), as one ledger makes it. A connection's
+/// identity does not change: it is hashed at the connection's first request, and its later
+/// requests reuse the hash ([`Ledger::tcp`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdentityHash(u64);
+
 /// A shard's lock (a panic while holding it leaves counts, which stay usable).
 fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
     book.lock().unwrap_or_else(PoisonError::into_inner)
@@ -61,9 +67,18 @@ impl Ledger {
         &self.rule
     }
 
-    /// The identity of `ip` and `tls_voice_id`, borrowed, and its shard.
-    fn probe<'a>(&self, ip: IpAddr, tls_voice_id: &'a str) -> (Probe<'a>, &Mutex<Book>) {
-        let hash = self.hasher.hash_one((ip, tls_voice_id));
+    /// The hash of the identity of `ip` and `tls_voice_id`.
+    pub fn identity_hash(&self, ip: IpAddr, tls_voice_id: &str) -> IdentityHash {
+        IdentityHash(self.hasher.hash_one((ip, tls_voice_id)))
+    }
+
+    /// The identity of `ip` and `tls_voice_id`, borrowed, with its `hash`, and its shard.
+    fn probe<'a>(
+        &self,
+        IdentityHash(hash): IdentityHash,
+        ip: IpAddr,
+        tls_voice_id: &'a str,
+    ) -> (Probe<'a>, &Mutex<Book>) {
         // Bits the maps do not use for a bucket (the low ones) or a tag (the top seven).
         let shard = (hash >> 32) as usize % SHARDS;
         let probe = Probe {
@@ -95,7 +110,8 @@ impl Ledger {
     /// Puts stored entries back (at start), oldest change first, within the bound.
     pub fn restore(&self, entries: impl IntoIterator<Item = Entry>) {
         for entry in entries {
-            let (probe, book) = self.probe(entry.client_ip, &entry.tls_voice_id);
+            let hash = self.identity_hash(entry.client_ip, &entry.tls_voice_id);
+            let (probe, book) = self.probe(hash, entry.client_ip, &entry.tls_voice_id);
             let identity = Identity {
                 hash: probe.hash,
                 ip: entry.client_ip,
@@ -123,10 +139,12 @@ impl Ledger {
         changed
     }
 
-    /// Notes a TCP request. Only its identity's shard is locked, and an identity already in
-    /// the book is found (once) and updated without an allocation.
-    pub fn tcp(&self, visit: TcpVisit<'_>) {
-        let (probe, book) = self.probe(visit.ip, visit.tls_voice_id);
+    /// Notes a TCP request, of the identity `hash` names ([`Ledger::identity_hash`] of the
+    /// visit's IP and TLS voice). Only its identity's shard is locked, and an identity already
+    /// in the book is found (once) and updated without an allocation.
+    pub fn tcp(&self, hash: IdentityHash, visit: TcpVisit<'_>) {
+        debug_assert_eq!(hash, self.identity_hash(visit.ip, visit.tls_voice_id));
+        let (probe, book) = self.probe(hash, visit.ip, visit.tls_voice_id);
         let mut guard = lock(book);
         let book = &mut *guard;
         if let Some(slot) = book.entries.get_mut(&probe as &dyn Key) {
@@ -198,6 +216,11 @@ impl Ledger {
 mod tests {
     use super::*;
 
+    /// `visit`, noted in `ledger` as the server notes it.
+    fn note(ledger: &Ledger, visit: TcpVisit<'_>) {
+        ledger.tcp(ledger.identity_hash(visit.ip, visit.tls_voice_id), visit);
+    }
+
     fn tcp<'a>(conn_id: &'a str, time_ms: i64) -> TcpVisit<'a> {
         TcpVisit {
             ip: IpAddr::from([192, 0, 2, 1]),
@@ -212,12 +235,12 @@ mod tests {
     #[test]
     fn a_persisting_ledger_hands_each_change_once_and_restores() {
         let plain = Ledger::default();
-        plain.tcp(tcp("c1", 0));
+        note(&plain, tcp("c1", 0));
         assert!(plain.take_changed().is_empty());
 
         let ledger = Ledger::new(NeverRule::default(), true);
-        ledger.tcp(tcp("c1", 0));
-        ledger.tcp(tcp("c2", 10));
+        note(&ledger, tcp("c1", 0));
+        note(&ledger, tcp("c2", 10));
         let changed = ledger.take_changed();
         assert_eq!(changed.len(), 1);
         assert_eq!((changed[0].tcp_connections, changed[0].updated_ms), (2, 10));
@@ -225,8 +248,8 @@ mod tests {
         ledger.quic_attempt(IpAddr::from([192, 0, 2, 1]), 20);
         assert_eq!(ledger.take_changed()[0].quic_attempts, 1);
         // Taken, then changed again by a request: listed again, once.
-        ledger.tcp(tcp("c2", 25));
-        ledger.tcp(tcp("c2", 26));
+        note(&ledger, tcp("c2", 25));
+        note(&ledger, tcp("c2", 26));
         let again = ledger.take_changed();
         assert_eq!(again.len(), 1);
         assert_eq!((again[0].tcp_requests, again[0].updated_ms), (4, 26));
@@ -244,7 +267,7 @@ mod tests {
             Verdict::AttemptedH3
         );
         // The next TCP connection counts as a new one after the restart.
-        restored.tcp(tcp("c3", 40));
+        note(&restored, tcp("c3", 40));
         assert_eq!(restored.by_token("tok")[0].tcp_connections, 3);
     }
 
@@ -252,15 +275,15 @@ mod tests {
     fn spaced_tcp_returns_over_a_minute_without_quic_are_never_tries_h3() {
         let rule = NeverRule::default();
         let ledger = Ledger::default();
-        ledger.tcp(tcp("c1", 0));
-        ledger.tcp(tcp("c1", 10));
+        note(&ledger, tcp("c1", 0));
+        note(&ledger, tcp("c1", 10));
         assert_eq!(
             ledger.by_token("tok")[0].verdict(20, &rule).0,
             Verdict::Pending
         );
         // Quick reloads: three new connections within two seconds count once.
         for (conn, at) in [("c2", 2_000), ("c3", 2_500), ("c4", 3_000)] {
-            ledger.tcp(tcp(conn, at));
+            note(&ledger, tcp(conn, at));
         }
         let entry = &ledger.by_token("tok")[0];
         assert_eq!(
@@ -269,8 +292,8 @@ mod tests {
         );
         assert_eq!(entry.verdict(3_000, &rule).0, Verdict::Pending);
         // Three spaced returns, but within 60 s of alt-svc: not yet.
-        ledger.tcp(tcp("c5", 30_000));
-        ledger.tcp(tcp("c6", 45_000));
+        note(&ledger, tcp("c5", 30_000));
+        note(&ledger, tcp("c6", 45_000));
         let entry = &ledger.by_token("tok")[0];
         assert_eq!(entry.spaced_returns, 3);
         let (verdict, why) = entry.verdict(45_000, &rule);
@@ -279,7 +302,7 @@ mod tests {
             why,
             "3 of 3 spaced TCP returns after alt-svc, over 45 of 60 s"
         );
-        ledger.tcp(tcp("c7", 61_000));
+        note(&ledger, tcp("c7", 61_000));
         let entry = &ledger.by_token("tok")[0];
         assert_eq!(entry.tcp_connections, 7);
         assert_eq!(entry.verdict(61_000, &rule).0, Verdict::NeverTriesH3);
@@ -291,7 +314,7 @@ mod tests {
         };
         let eager = Ledger::new(quick, false);
         for (conn, at) in [("c1", 0), ("c2", 1), ("c3", 2), ("c4", 3)] {
-            eager.tcp(tcp(conn, at));
+            note(&eager, tcp(conn, at));
         }
         assert_eq!(
             eager.by_token("tok")[0].verdict(4, &quick).0,
@@ -302,7 +325,7 @@ mod tests {
     #[test]
     fn h3_by_ip_or_token_decides_the_verdict() {
         let ledger = Ledger::default();
-        ledger.tcp(tcp("c1", 0));
+        note(&ledger, tcp("c1", 0));
         ledger.h3(H3Visit {
             ip: IpAddr::from([192, 0, 2, 1]),
             token: None,
@@ -315,7 +338,7 @@ mod tests {
         assert_eq!(entry.quic_voice_id.as_deref(), Some("quicv2_x"));
 
         let attempted = Ledger::default();
-        attempted.tcp(tcp("c1", 0));
+        note(&attempted, tcp("c1", 0));
         attempted.quic_attempt(IpAddr::from([198, 51, 100, 7]), 100);
         assert_eq!(
             attempted.by_token("tok")[0]
@@ -335,7 +358,7 @@ mod tests {
         );
 
         let elsewhere = Ledger::default();
-        elsewhere.tcp(tcp("c1", 0));
+        note(&elsewhere, tcp("c1", 0));
         elsewhere.h3(H3Visit {
             ip: IpAddr::from([198, 51, 100, 7]),
             token: Some("tok"),
@@ -351,7 +374,7 @@ mod tests {
 
         // A token no TCP request carried (the auditor's own QUIC probe, say): no match by IP.
         let foreign = Ledger::default();
-        foreign.tcp(tcp("c1", 0));
+        note(&foreign, tcp("c1", 0));
         foreign.h3(H3Visit {
             ip: IpAddr::from([192, 0, 2, 1]),
             token: Some("someone-elses"),
@@ -367,7 +390,7 @@ mod tests {
 
         // Another IP without the token, or after `ma`: no match.
         let late = Ledger::default();
-        late.tcp(tcp("c1", 0));
+        note(&late, tcp("c1", 0));
         late.h3(H3Visit {
             ip: IpAddr::from([192, 0, 2, 1]),
             token: None,
@@ -392,11 +415,14 @@ mod tests {
             .map(|i| format!("tlsv2_{i}"))
             .collect();
         for (i, voice) in voices.iter().enumerate() {
-            ledger.tcp(TcpVisit {
-                tls_voice_id: voice,
-                time_ms: i64::try_from(i).unwrap(),
-                ..tcp("c1", 0)
-            });
+            note(
+                &ledger,
+                TcpVisit {
+                    tls_voice_id: voice,
+                    time_ms: i64::try_from(i).unwrap(),
+                    ..tcp("c1", 0)
+                },
+            );
         }
         let kept = ledger.by_token("tok");
         assert!(kept.len() <= MAX_IDENTITIES);
