@@ -101,7 +101,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   echo "per-thread: round $round/$ROUNDS done" >&2
 done
 
-echo "µs of CPU per request, by thread (each round's run), $N requests of /api/clean, ${H1:+HTTP/1.1}${H1:-h2} keep-alive:"
+echo "µs of CPU per request, by thread (each round's run), $N requests of /api/clean, $([ -n "$H1" ] && echo HTTP/1.1 || echo h2) keep-alive:"
 echo
 echo "| target | thread | runs | median |"
 echo "|---|---|---|---|"
