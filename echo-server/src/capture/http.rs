@@ -19,6 +19,7 @@ use super::record::{Connection, Failed};
 use super::shared::{stopping, Shared};
 use super::strike::strike;
 use super::tap::Tap;
+use super::woken::Woken;
 
 /// The failure of a connection whose first request head missed the request deadline.
 fn request_timed_out() -> Failed {
@@ -53,25 +54,28 @@ enum Ended {
 /// first-request deadline and, when `$each` is given, each later request's) and the shutdown
 /// signal. A macro because hyper's HTTP/1 and HTTP/2 connections share `graceful_shutdown` by
 /// name, not by trait.
+///
+/// The task wakes for every read and write of the connection; the deadline and the shutdown
+/// signal are polled only when they woke it ([`Woken`]), and the branches in their order
+/// (`biased`), without drawing a random start on every wake. None starves another: the
+/// connection is ready only once, at its end.
 macro_rules! drive {
     ($connection:expr, $conn:expr, $first:expr, $each:expr, $idle:expr, $shutdown:expr, $metrics:expr) => {{
         let mut connection = pin!($connection);
-        let mut deadline = pin!(missed_deadline(&$conn, $first, $each, $idle));
+        let mut deadline = Woken::new(missed_deadline(&$conn, $first, $each, $idle));
         let mut shutting_down = *$shutdown.borrow();
         if shutting_down {
             connection.as_mut().graceful_shutdown();
         }
+        let mut stop = Woken::new(stopping(&mut $shutdown));
         loop {
-            // Biased: the branches in this order, without drawing a random start on every wake
-            // of the connection. None starves another: the connection is ready only once, at
-            // its end.
             tokio::select! {
                 biased;
                 result = connection.as_mut() => break match result {
                     Ok(()) => Ended::Done,
                     Err(error) => Ended::Error(error),
                 },
-                missed = deadline.as_mut() => {
+                missed = &mut deadline => {
                     break match missed {
                         Missed::Idle => {
                             $metrics.idle_closed();
@@ -83,7 +87,7 @@ macro_rules! drive {
                         }
                     };
                 }
-                _ = $shutdown.changed(), if !shutting_down => {
+                () = &mut stop, if !shutting_down => {
                     shutting_down = true;
                     connection.as_mut().graceful_shutdown();
                 }

@@ -21,7 +21,8 @@
 //! - `record.rs`: what the server knows of one connection ([`Connection`]);
 //! - `round_trip.rs`: the connection's round trips as they are measured;
 //! - the rest import nothing of capture, but `tap.rs` wraps `replay.rs` and `round_trip.rs`
-//!   names what `tcp_info.rs` cannot read.
+//!   names what `tcp_info.rs` cannot read; `woken.rs` (a future polled only when it woke its
+//!   task) serves `http.rs`.
 
 pub(crate) mod admission;
 mod arrival;
@@ -48,6 +49,7 @@ mod tap;
 #[allow(unsafe_code)]
 mod tcp_info;
 mod timed;
+mod woken;
 
 pub(crate) use arrival::Arrival;
 pub(crate) use record::{Connection, Failed};
