@@ -3,29 +3,33 @@
 # SQLite's), for `exitvoice serve`, `floor-echo --upto store` and optionally a second exitvoice
 # build, each alone on the machine, round after round in turn.
 #
-# Usage: bench/per-thread.sh [--rounds N] [--requests N] [--h1] [--compare BIN]
+# Usage: bench/per-thread.sh [--rounds N] [--requests N] [--h1] [--compare BIN] [--debug]
 #   --rounds N     rounds; each runs every server once (default 3)
 #   --requests N   requests per run (default 300000)
 #   --h1           HTTP/1.1 keep-alive (`h2load --h1 -c 10`) instead of h2 (`-c 10 -m 10`)
 #   --compare BIN  also runs this exitvoice binary, as `compare`
+#   --debug        the dev binaries (target/debug, as `scripts/bench.sh --debug` builds them):
+#                  checks the harness, the figures mean nothing
 #   KEEP=1         keeps the runs' directories (each server's log and database) in the
 #                  temporary directory named at the end
 #
 # Each run starts the server on a fresh database pinned to CPU 0, loads `/api/clean` with h2load
 # pinned to CPU 1, waits 1.5 s for the writer to commit, and reads every thread's utime+stime
 # from /proc/PID/task/*/stat before and after. Threads are summed by name. Uses the release
-# binaries scripts/bench.sh builds. Besides the side-by-side run of scripts/bench.sh, which
+# binaries scripts/bench.sh builds; fails when a request fails or a server's threads used no
+# CPU. Besides the side-by-side run of scripts/bench.sh, which
 # judges whole processes, this says which thread a difference is in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ROUNDS=3 N=300000 H1='' COMPARE=''
+ROUNDS=3 N=300000 H1='' COMPARE='' PROFILE=release
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) ROUNDS=$2; shift 2 ;;
     --requests) N=$2; shift 2 ;;
     --h1) H1=1; shift ;;
     --compare) COMPARE=$2; shift 2 ;;
+    --debug) PROFILE=debug; shift ;;
     *) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//p}' "$0"; exit 2 ;;
   esac
 done
@@ -36,7 +40,7 @@ for v in ROUNDS N; do
   fi
 done
 # Absolute paths: each server runs in a directory of its own.
-BIN=$(realpath -m "${CARGO_TARGET_DIR:-target}/release")
+BIN=$(realpath -m "${CARGO_TARGET_DIR:-target}/$PROFILE")
 [ -z "$COMPARE" ] || COMPARE=$(realpath -m "$COMPARE")
 for bin in "$BIN/exitvoice" "$BIN/floor-echo" ${COMPARE:+"$COMPARE"}; do
   [ -x "$bin" ] || { echo "per-thread: $bin is not built (scripts/bench.sh builds it)" >&2; exit 1; }
@@ -84,9 +88,12 @@ run() {
   kill "$SERVER"
   wait "$SERVER" 2> /dev/null || true
   SERVER=
-  join <(echo "$before") <(echo "$after") |
+  local lines
+  lines=$(join <(echo "$before") <(echo "$after") |
     awk -v n="$N" -v name="$name" -v hz="$(getconf CLK_TCK)" \
-      '$3 > $2 {printf "%s %s %.2f\n", name, $1, ($3 - $2) * 1e6 / hz / n}'
+      '$3 > $2 {printf "%s %s %.2f\n", name, $1, ($3 - $2) * 1e6 / hz / n}')
+  [ -n "$lines" ] || { echo "per-thread: $name: no thread used CPU under the load" >&2; exit 1; }
+  echo "$lines"
 }
 
 EV_ARGS=(serve --db e.db --per-ip-rate 0 --per-ip-connections 100000 --max-connections 100000 --penalty-strikes 0)

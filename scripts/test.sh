@@ -19,6 +19,10 @@ cargo test --workspace --all-targets --no-fail-fast
 # two-build path too, `--floor store` the floor's.
 scripts/bench.sh --quick --debug --compare "${CARGO_TARGET_DIR:-target}/debug/exitvoice" --floor store \
   --out "$(mktemp -d /tmp/exitvoice-bench-smoke.XXXXXX)"
+# And the per-thread harness on the binaries that run built: one short HTTP/1.1 round, the
+# second build path with the same binary; it fails when a request fails.
+bench/per-thread.sh --debug --rounds 1 --requests 3000 --h1 \
+  --compare "${CARGO_TARGET_DIR:-target}/debug/exitvoice"
 # The same for the audit-scale harness: 200 simulated exits, on SQLite and on a throwaway
 # PostgreSQL cluster; it fails on any count that is off (probes stored, tunnels, tokens).
 scripts/bench-audit-scale.sh --quick --debug --out "$(mktemp -d /tmp/exitvoice-scale-smoke.XXXXXX)"
