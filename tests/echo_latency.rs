@@ -282,11 +282,16 @@ with httpx.Client(http2=True, verify=False, timeout=20) as client:
     print(client.get(sys.argv[1]).text)
 "#;
 
-/// Asserts `field` is one round trip of a path `delay_ms` long each way: `2·delay_ms`, within
-/// 20 % and 2 ms.
-fn assert_path_rtt(latency: &serde_json::Value, field: &str, delay_ms: u64, what: &str) {
+/// A round trip over a path `delay_ms` long each way, µs (`2·delay_ms`), and how far a measure
+/// of it may stray (20 % and 2 ms).
+fn path_window(delay_ms: u64) -> (u64, u64) {
     let expected = 2 * delay_ms * 1000;
-    let slack = expected / 5 + 2_000;
+    (expected, expected / 5 + 2_000)
+}
+
+/// Asserts `field` is one round trip of a path `delay_ms` long each way ([`path_window`]).
+fn assert_path_rtt(latency: &serde_json::Value, field: &str, delay_ms: u64, what: &str) {
+    let (expected, slack) = path_window(delay_ms);
     let measured = micros(latency, field);
     assert!(
         measured.abs_diff(expected) <= slack,
@@ -383,8 +388,8 @@ fn a_direct_clients_gap_does_not_grow_with_its_distance() {
         // The TLS flight follows the path too. It also holds the client's own work on the
         // server's flight (verifying the certificate, deriving keys), which a loaded machine
         // stretches by milliseconds: bounded above by the path's slack plus that.
-        let path_us = 2 * delay_ms * 1000;
-        let most = path_us + path_us / 5 + 2_000 + CLIENT_FLIGHT_WORK_US;
+        let (path_us, slack) = path_window(delay_ms);
+        let most = path_us + slack + CLIENT_FLIGHT_WORK_US;
         let tls = micros(&latency, "tls_rtt_us");
         assert!(
             tls <= most,
