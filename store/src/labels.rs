@@ -9,7 +9,7 @@
 use exitvoice_schema::label::{ExitLabel, LabelsDoc};
 
 use crate::handle::{Store, StoreError};
-use crate::values::placeholders;
+use crate::values::{arguments, placeholders};
 
 /// Columns of an `exit_labels` row.
 const LABEL_COLUMNS: usize = 4;
@@ -258,7 +258,7 @@ impl LabelsWriter<'_> {
                 "INSERT INTO exit_labels (snapshot_id, position, name, label) VALUES {}",
                 placeholders(self.store.engine(), chunk.len(), LABEL_COLUMNS)
             );
-            let mut insert = sqlx::query(&sql);
+            let mut insert = sqlx::query_with(&sql, arguments(chunk.len(), LABEL_COLUMNS));
             for (name, label) in chunk {
                 insert = insert.bind(self.id).bind(position).bind(name).bind(label);
                 position += 1;

@@ -6,7 +6,7 @@
 use sqlx::{AnyConnection, Row as _};
 
 use crate::handle::{Engine, Store, StoreError};
-use crate::values::{cached_chunks, insert_into, placeholders};
+use crate::values::{arguments, cached_chunks, insert_into, placeholders};
 
 /// Identities per upsert statement.
 const ROWS_PER_STATEMENT: usize = 128;
@@ -73,7 +73,7 @@ pub(crate) async fn upsert_rows(
             insert_into(engine),
             placeholders(engine, chunk.len(), COLUMNS)
         );
-        let mut upsert = sqlx::query(&sql);
+        let mut upsert = sqlx::query_with(&sql, arguments(chunk.len(), COLUMNS));
         for row in chunk {
             upsert = upsert
                 .bind(&row.client_ip)

@@ -3,7 +3,7 @@
 use sqlx::Row;
 
 use crate::handle::{Store, StoreError};
-use crate::values::placeholders;
+use crate::values::{arguments, placeholders};
 
 /// Probe columns.
 const PROBE_COLUMNS: usize = 10;
@@ -41,7 +41,7 @@ impl Store {
                  tls_voice, http_voice, bucket, record) VALUES {}",
                 placeholders(self.engine(), chunk.len(), PROBE_COLUMNS)
             );
-            let mut insert = sqlx::query(&sql);
+            let mut insert = sqlx::query_with(&sql, arguments(chunk.len(), PROBE_COLUMNS));
             for (record, json) in chunk.iter().zip(json) {
                 let sample = record.sample.as_ref();
                 insert = insert

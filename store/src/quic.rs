@@ -6,7 +6,7 @@ use sqlx::any::AnyRow;
 use sqlx::{AnyConnection, Row as _};
 
 use crate::handle::{Engine, Store, StoreError};
-use crate::values::{cached_chunks, insert_into, placeholders, Filters};
+use crate::values::{arguments, cached_chunks, insert_into, placeholders, Filters};
 use exitvoice_schema::echo::Peer;
 use exitvoice_schema::ObservationQuery;
 
@@ -196,7 +196,7 @@ pub(crate) async fn insert_rows(
             insert_into(engine),
             placeholders(engine, chunk.len(), CONNECTION_COLUMNS)
         );
-        let mut insert = sqlx::query(&sql);
+        let mut insert = sqlx::query_with(&sql, arguments(chunk.len(), CONNECTION_COLUMNS));
         for row in chunk {
             insert = insert
                 .bind(row.conn_id.as_str())
@@ -231,7 +231,7 @@ pub(crate) async fn insert_rows(
                 ])
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let mut insert = sqlx::query(&sql);
+        let mut insert = sqlx::query_with(&sql, arguments(chunk.len(), REQUEST_COLUMNS));
         for (request, [pseudo_order, header_order]) in chunk.iter().zip(&orders) {
             insert = insert
                 .bind(request.conn_id.as_str())
